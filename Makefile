@@ -1,0 +1,160 @@
+# memtrack: bootstrap-style build. Intermediates in .output/, binaries in build/. `make V=1` shows commands.
+OUTPUT   ?= .output
+BUILD    ?= build
+PREFIX   ?= /usr/local
+VERSION  := 0.1.0
+
+CC       ?= gcc
+CXX      ?= g++
+CLANG    ?= clang
+BPFTOOL  ?= bpftool
+ARCH     := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
+
+ifeq ($(V),1)
+Q =
+msg =
+else
+Q = @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -DMEMTRACK_VERSION='"$(VERSION)"' \
+	    -Isrc -I$(OUTPUT) -MMD -MP
+LDLIBS   := -lbpf -lelf -lz -lzstd -lmsgpackc -ljansson -lpthread -lm
+BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(OUTPUT) -Isrc -Wall -Werror
+
+# --- sources -------------------------------------------------------------------------------------
+BPF_SRCS  := $(sort $(wildcard src/bpf/*.bpf.c))
+BPF_OBJS  := $(patsubst src/bpf/%.bpf.c,$(OUTPUT)/bpf/%.bpf.o,$(BPF_SRCS))
+SKEL      := $(OUTPUT)/memtrack.skel.h
+# Everything but the entry points goes into one archive, so unit tests link what they use.
+LIB_SRCS  := $(sort $(wildcard src/artifact/*.c src/report/*.c src/track/*.c src/common/*.c) \
+	       $(filter-out src/cli/main.c,$(wildcard src/cli/*.c)))
+LIB_OBJS  := $(patsubst %.c,$(OUTPUT)/%.o,$(LIB_SRCS))
+LIB       := $(OUTPUT)/libmemtrack.a
+BENCH_SRCS := $(sort $(filter-out bench/main.c,$(wildcard bench/*.c)))
+BENCH_OBJS := $(patsubst %.c,$(OUTPUT)/%.o,$(BENCH_SRCS))
+BENCH_LIB := $(OUTPUT)/libbench.a
+UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+ROOT_SRCS := $(sort $(wildcard tests/bpf/test_*.c))
+ROOT_BINS := $(patsubst tests/bpf/%.c,$(BUILD)/tests/%,$(ROOT_SRCS))
+TESTLIB_SRCS := $(sort $(wildcard tests/lib/*.c))
+TESTLIB_OBJS := $(patsubst %.c,$(OUTPUT)/%.o,$(TESTLIB_SRCS))
+TARGET_C  := $(sort $(wildcard tests/targets/*.c))
+TARGET_CC := $(sort $(wildcard tests/targets/*.cc))
+TARGETS   := $(patsubst tests/targets/%.c,$(BUILD)/targets/%,$(TARGET_C)) \
+	     $(patsubst tests/targets/%.cc,$(BUILD)/targets/%,$(TARGET_CC))
+
+.PHONY: all clean deps demo check check-unit check-root bench install format
+all: $(BUILD)/memtrack $(BUILD)/memtrack-bench $(TARGETS)
+
+deps:
+	$(Q)scripts/deps.sh
+
+# --- BPF -------------------------------------------------------------------------------------------
+$(OUTPUT)/vmlinux.h: | $(OUTPUT)
+	$(call msg,GEN,$@)
+	$(Q)$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
+
+$(OUTPUT)/bpf/%.bpf.o: src/bpf/%.bpf.c src/bpf/events.h $(wildcard src/bpf/*.h) $(OUTPUT)/vmlinux.h
+	$(call msg,BPF,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+# One linked object: the files share maps through `extern` declarations (see src/bpf/maps.bpf.h).
+$(OUTPUT)/memtrack.bpf.o: $(BPF_OBJS)
+	$(call msg,BPFLINK,$@)
+	$(Q)$(BPFTOOL) gen object $@ $^
+
+$(SKEL): $(OUTPUT)/memtrack.bpf.o
+	$(call msg,SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name memtrack_bpf > $@.tmp && mv $@.tmp $@
+
+# --- user space ------------------------------------------------------------------------------------
+$(OUTPUT)/%.o: %.c | $(OUTPUT)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+# Files under src/track include the skeleton.
+$(patsubst %.c,$(OUTPUT)/%.o,$(wildcard src/track/*.c src/cli/*.c)): $(SKEL)
+
+$(LIB): $(LIB_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BENCH_LIB): $(BENCH_OBJS)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/memtrack: $(OUTPUT)/src/cli/main.o $(LIB) | $(BUILD)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
+$(BUILD)/memtrack-bench: $(OUTPUT)/bench/main.o $(BENCH_LIB) $(LIB) | $(BUILD)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -lyaml -o $@
+
+$(BUILD)/tests/%: $(OUTPUT)/tests/unit/%.o $(TESTLIB_OBJS) $(BENCH_LIB) $(LIB)
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -lyaml -lcmocka -o $@
+
+$(ROOT_BINS): $(BUILD)/tests/%: $(OUTPUT)/tests/bpf/%.o $(TESTLIB_OBJS) $(LIB)
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -lcmocka -o $@
+
+# Test workloads: small, unoptimised enough that the compiler keeps every allocation.
+$(BUILD)/targets/%: tests/targets/%.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -fno-builtin -pthread $< -o $@ $(TARGET_LDLIBS_$*)
+
+$(BUILD)/targets/%: tests/targets/%.cc | $(BUILD)
+	$(call msg,CXX,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) -std=gnu++17 -O1 -g -Wall -Wextra -Werror -fno-builtin -pthread $< -o $@ $(TARGET_LDLIBS_$*)
+
+# Per-target link flags (allocator libraries, static builds).
+-include tests/targets/targets.mk
+
+$(OUTPUT) $(BUILD):
+	$(Q)mkdir -p $@
+
+# --- user-facing jobs -------------------------------------------------------------------------------
+DEMO_OUT ?= $(BUILD)/demo
+demo: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)scripts/demo.sh $(BUILD) $(DEMO_OUT)
+
+check: deps
+	$(Q)$(MAKE) --no-print-directory all $(UNIT_BINS) $(ROOT_BINS)
+	$(Q)scripts/run-tests.sh $(BUILD) $(UNIT_BINS) -- $(ROOT_BINS)
+
+check-unit: deps
+	$(Q)$(MAKE) --no-print-directory all $(UNIT_BINS)
+	$(Q)scripts/run-tests.sh $(BUILD) $(UNIT_BINS) --
+
+check-root: deps
+	$(Q)$(MAKE) --no-print-directory all $(ROOT_BINS)
+	$(Q)scripts/run-tests.sh $(BUILD) -- $(ROOT_BINS)
+
+bench: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)scripts/bench.sh $(BUILD)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 0755 $(BUILD)/memtrack $(BUILD)/memtrack-bench $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 docs/memtrack.1 docs/memtrack-bench.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+
+format:
+	clang-format -i $(shell find src bench tests -name '*.[ch]' -o -name '*.cc')
+
+clean:
+	rm -rf $(OUTPUT) $(BUILD)
+
+-include $(shell find $(OUTPUT) -name '*.d' 2>/dev/null)

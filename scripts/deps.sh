@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Install the Debian packages memtrack needs to build, test and benchmark, if any is missing.
+# Usage: scripts/deps.sh [--check]   (--check: only report, exit 1 when something is missing)
+set -euo pipefail
+pkgs=(
+	make gcc g++ clang llvm pkg-config bpftool libbpf-dev libelf-dev zlib1g-dev libzstd-dev zstd
+	libmsgpack-dev libjansson-dev libyaml-dev libcmocka-dev
+	# allocators the tests track besides glibc
+	libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev
+)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "${1:-}" = "--check" ]; then
+	echo "memtrack: missing packages: ${missing[*]}" >&2
+	exit 1
+fi
+if [ "$(id -u)" -ne 0 ]; then
+	echo "memtrack: missing packages: ${missing[*]}; run: sudo $0" >&2
+	exit 1
+fi
+echo "memtrack: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The codspeed-memtrack artifact: `<root_pid>.MemtrackArtifact.msgpack`.
+ * Independent zstd frames written back to back; each frame decompresses to msgpack maps back to
+ * back (no header, no count). Map keys, in order: pid, tid, timestamp, addr, type, then the
+ * variant's fields; integers in their smallest encoding; optional fields omitted.
+ * No libbpf in here: the writer takes `struct mt_event` records, the reader gives them back.
+ */
+#ifndef MEMTRACK_ARTIFACT_H
+#define MEMTRACK_ARTIFACT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "bpf/events.h"
+
+#define ARTIFACT_SUFFIX ".MemtrackArtifact.msgpack"
+#define ARTIFACT_DEFAULT_LEVEL (-5) /* zstd level their writer uses */
+#define ARTIFACT_DEFAULT_FRAME_EVENTS 65536
+
+/* "Malloc", "Rss", ...; NULL for control records and unknown types. */
+const char *artifact__type_name(uint32_t type);
+/* Inverse of artifact__type_name; MT_EV_NONE when unknown. */
+uint32_t artifact__type_from_name(const char *name, size_t len);
+
+/* Encode one event as a msgpack map into buf; returns bytes written, or -ENOSPC / -EINVAL
+ * (control record). 128 bytes always suffice. */
+int artifact__encode(const struct mt_event *ev, void *buf, size_t cap);
+
+struct artifact_writer;
+/* Creates (truncates) path. level: zstd level; frame_events: events per frame (0 = default). */
+int artifact_writer__open(struct artifact_writer **w, const char *path, int level,
+			  unsigned frame_events);
+int artifact_writer__write(struct artifact_writer *w, const struct mt_event *ev);
+/* Bytes written so far and events accepted. */
+uint64_t artifact_writer__events(const struct artifact_writer *w);
+uint64_t artifact_writer__bytes(const struct artifact_writer *w);
+/* Flushes the last frame (an empty artifact still gets one frame), fsyncs nothing, closes.
+ * NULL-safe. Returns 0 or -errno of the first failure seen since open. */
+int artifact_writer__close(struct artifact_writer *w);
+
+struct artifact_reader;
+int artifact_reader__open(struct artifact_reader **r, const char *path);
+/* Open over an in-memory copy of a whole file (tests, fuzzing). The buffer is copied. */
+int artifact_reader__open_mem(struct artifact_reader **r, const void *data, size_t len);
+/* 1: *ev filled; 0: clean end of stream; -EBADMSG: undecodable value (stream truncated or
+ * unknown variant; artifact_reader__error() says which); other -errno on I/O errors. */
+int artifact_reader__next(struct artifact_reader *r, struct mt_event *ev);
+const char *artifact_reader__error(const struct artifact_reader *r);
+uint64_t artifact_reader__frames(const struct artifact_reader *r);
+void artifact_reader__free(struct artifact_reader *r);
+
+#endif

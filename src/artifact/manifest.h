@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `<root_pid>.memtrack.json`: the versioned metadata the artifact format has no room for.
+ * Bump MANIFEST_FORMAT_VERSION on any incompatible change; adding keys is compatible.
+ */
+#ifndef MEMTRACK_MANIFEST_H
+#define MEMTRACK_MANIFEST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "bpf/events.h"
+
+#define MANIFEST_FORMAT_VERSION 1
+#define MANIFEST_SUFFIX ".memtrack.json"
+
+struct manifest_proc {
+	int32_t pid;
+	int32_t ppid; /* 0 for the root */
+	char comm[16]; /* last exec'd name, from the kernel */
+	uint64_t peak_heap; /* bytes, live heap maximum over the process' life */
+	uint64_t peak_rss; /* bytes, max of file+anon+shmem */
+	uint64_t allocs, frees;
+	uint64_t leaked_bytes, leaked_count; /* still live at exit */
+	uint64_t execs;
+};
+
+struct manifest_library {
+	char *path;
+	char *kind; /* "libc", "libstdc++", "jemalloc", "mimalloc", "tcmalloc", "static" */
+	uint32_t sites; /* probes attached in it (entry + return) */
+};
+
+struct manifest {
+	/* identity */
+	const char *memtrack_version;
+	char *command; /* the shell string, or NULL with --/argv */
+	char **argv; /* NULL-terminated, what was exec'd (bash -c CMD, or PROG ARGS) */
+	int32_t root_pid;
+	int exit_status; /* what memtrack exits with for the command: status, 128+sig, 127 */
+	int term_signal; /* 0 unless a signal killed the command */
+	char *kernel_release;
+	char *artifact; /* file name of the artifact, relative to the manifest */
+	int64_t start_unix_ns; /* CLOCK_REALTIME at start; timestamps in the artifact are MONOTONIC */
+	int64_t start_mono_ns;
+
+	/* mechanisms: "uprobe_multi" | "perf_uprobe"; "raw_tracepoint" | "tracepoint"; rmap:
+	 * "off" | "fentry" | "tracepoint" with a reason */
+	const char *uprobe_mechanism;
+	const char *tracepoint_mechanism;
+	const char *rmap_backend;
+	char *rmap_reason;
+	struct manifest_library *libraries;
+	uint32_t nr_libraries;
+
+	/* accounting */
+	uint64_t counts[MT_EV_TYPE_MAX]; /* per event type written to the artifact */
+	uint64_t events_total;
+	uint64_t drops[MT_DROP_NR]; /* BPF side */
+	uint64_t consumer_drops; /* user side: records rejected (bad type, write failure) */
+	bool complete; /* no drop anywhere */
+
+	/* phase timings, ns */
+	uint64_t t_load, t_attach, t_run, t_drain, t_detach, t_total;
+
+	/* results */
+	uint64_t peak_heap; /* bytes, tree-wide live heap maximum */
+	uint64_t peak_rss; /* bytes, tree-wide resident maximum (sum of processes) */
+	uint64_t allocs, frees, leaked_bytes, leaked_count;
+	uint64_t memtrack_max_rss; /* memtrack's own ru_maxrss, bytes */
+	uint64_t ringbuf_bytes;
+	struct manifest_proc *procs;
+	uint32_t nr_procs;
+};
+
+/* Writes the JSON atomically (path.tmp then rename). */
+int manifest__write(const struct manifest *m, const char *path);
+/* Parses a manifest written by manifest__write (any version <= ours); allocates strings and
+ * arrays; free with manifest__free. Returns -EPROTO for a newer format version. */
+int manifest__read(struct manifest *m, const char *path);
+void manifest__free(struct manifest *m); /* frees what manifest__read allocated; NULL-safe */
+
+#endif

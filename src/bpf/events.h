@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The kernel -> user record ABI. This header is the ONLY definition of what the BPF programs
+ * put in the ring buffer; both sides include it. Every record is fixed-width (40 bytes),
+ * tagged by `type`, little-endian, with no pointers. Changing a field means bumping
+ * MT_ABI_VERSION, which the loader checks against the object's .rodata copy.
+ */
+#ifndef MEMTRACK_EVENTS_H
+#define MEMTRACK_EVENTS_H
+
+#ifdef __VMLINUX_H__
+typedef __u32 mt_u32;
+typedef __s32 mt_s32;
+typedef __u64 mt_u64;
+#else
+#include <stdint.h>
+typedef uint32_t mt_u32;
+typedef int32_t mt_s32;
+typedef uint64_t mt_u64;
+#endif
+
+#define MT_ABI_VERSION 1
+
+enum mt_event_type {
+	MT_EV_NONE = 0,
+	MT_EV_MALLOC = 1, /* size */
+	MT_EV_CALLOC = 2, /* size = nmemb * size (saturated) */
+	MT_EV_REALLOC = 3, /* size, old_addr (0 = none) */
+	MT_EV_ALIGNED_ALLOC = 4, /* size */
+	MT_EV_FREE = 5,
+	MT_EV_MMAP = 6, /* size */
+	MT_EV_MUNMAP = 7, /* size */
+	MT_EV_BRK = 8, /* size */
+	MT_EV_FORK = 9, /* size = parent pid */
+	MT_EV_EXEC = 10,
+	MT_EV_EXIT = 11,
+	MT_EV_RSS = 12, /* aux = member, size = absolute bytes */
+	MT_EV_RMAP = 13, /* aux = member, size = signed delta in pages, addr = page address */
+	/* Control records: never written to the artifact, they steer the consumer. */
+	MT_EV_CTL_EXEC_STOPPED = 64, /* a tracked task stopped itself at exec: inspect, then SIGCONT */
+	MT_EV_TYPE_MAX,
+};
+
+/* Values of `aux` for MT_EV_RSS and MT_EV_RMAP: the kernel's MM_* counter indices. */
+enum mt_rss_member {
+	MT_RSS_FILE = 0,
+	MT_RSS_ANON = 1,
+	MT_RSS_SWAP = 2,
+	MT_RSS_SHMEM = 3,
+	MT_RSS_NR = 4,
+};
+
+struct mt_event {
+	mt_u32 type; /* enum mt_event_type */
+	mt_s32 pid; /* thread-group id that owns the memory */
+	mt_s32 tid; /* task that did it */
+	mt_u32 aux; /* member for RSS/RMAP, 0 otherwise */
+	mt_u64 ts; /* CLOCK_MONOTONIC, ns (bpf_ktime_get_ns) */
+	mt_u64 addr; /* returned / freed / page address; 0 when none */
+	mt_u64 size; /* bytes, parent pid, or signed pages (see type) */
+	mt_u64 old_addr; /* REALLOC only */
+};
+
+/* Reasons a record was lost on the BPF side; index of the `drops` per-CPU array. */
+enum mt_drop_reason {
+	MT_DROP_RINGBUF = 0, /* bpf_ringbuf_reserve failed: consumer too slow or ring too small */
+	MT_DROP_THREAD_MAP, /* per-thread call state map full */
+	MT_DROP_PROC_MAP, /* tracked-process map full: a child could not be tracked */
+	MT_DROP_UNMATCHED_RET, /* a return probe without its entry (attached mid-call, or nesting lost) */
+	MT_DROP_NEST_OVERFLOW, /* nesting deeper than MT_MAX_DEPTH */
+	MT_DROP_NR,
+};
+
+#define MT_MAX_DEPTH 8
+
+#endif /* MEMTRACK_EVENTS_H */
