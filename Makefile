@@ -25,7 +25,8 @@ LDLIBS   := -lbpf -lelf -lz -lzstd -lmsgpackc -ljansson -lpthread -lm
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(OUTPUT) -Isrc -Wall -Werror
 
 # --- sources -------------------------------------------------------------------------------------
-BPF_SRCS  := $(sort $(wildcard src/bpf/*.bpf.c))
+# process.bpf.c defines the shared maps; libbpf 1.1's linker wants the definitions first.
+BPF_SRCS  := src/bpf/process.bpf.c $(filter-out src/bpf/process.bpf.c,$(sort $(wildcard src/bpf/*.bpf.c)))
 BPF_OBJS  := $(patsubst src/bpf/%.bpf.c,$(OUTPUT)/bpf/%.bpf.o,$(BPF_SRCS))
 SKEL      := $(OUTPUT)/memtrack.skel.h
 # Everything but the entry points goes into one archive, so unit tests link what they use.

@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * Allocator calls, from uprobes on every allocator entry point of the libraries the tracked
+ * tree maps. The cookie of each site (probe_spec.h) says what the call means, so two programs
+ * serve all sites. Nesting: a per-thread depth counts hooked calls in progress; only the
+ * outermost call is written (operator new -> malloc, realloc(NULL, n) -> malloc, mimalloc's
+ * malloc -> mi_malloc), so every user-visible allocation gives exactly one record.
+ */
+#include "bpf/maps.bpf.h"
+#include "bpf/probe_spec.h"
+
+/* The first four arguments, read once: an index into ctx computed at run time is refused. */
+struct mt_args {
+	__u64 a[4];
+};
+
+static __always_inline void mt_args_read(struct pt_regs *ctx, struct mt_args *r)
+{
+	r->a[0] = PT_REGS_PARM1(ctx);
+	r->a[1] = PT_REGS_PARM2(ctx);
+	r->a[2] = PT_REGS_PARM3(ctx);
+	r->a[3] = PT_REGS_PARM4(ctx);
+}
+
+static __always_inline int mt_alloc_entry(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct mt_thread *t, zero = {};
+	struct mt_args args;
+	__u32 spec;
+
+	if (!bpf_map_lookup_elem(&procs, &tgid))
+		return 0;
+	spec = (__u32)bpf_get_attach_cookie(ctx);
+	mt_args_read(ctx, &args);
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (spec & MT_SPEC_FREE) {
+		__u64 ptr = args.a[MT_SPEC_PTR(spec)];
+
+		/* free(NULL) is a no-op for every allocator: not an event */
+		if ((!t || t->depth == 0) && ptr)
+			mt_emit(MT_EV_FREE, tgid, tid, ptr, 0, 0);
+		if (spec & MT_SPEC_LEAF)
+			return 0;
+	}
+	if (!t) {
+		if (bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST) &&
+		    !bpf_map_lookup_elem(&threads, &tid)) {
+			mt_drop(MT_DROP_THREAD_MAP);
+			return 0;
+		}
+		t = bpf_map_lookup_elem(&threads, &tid);
+		if (!t)
+			return 0;
+	}
+	if (t->depth > MT_MAX_DEPTH) {
+		/* Returns went missing (longjmp out of an allocator, a probe lost): start over
+		 * rather than silence this thread forever. */
+		mt_drop(MT_DROP_NEST_OVERFLOW);
+		t->depth = 0;
+	}
+	if (t->depth++ == 0) {
+		__u64 size = 0;
+
+		if (spec & MT_SPEC_HAS_SIZE)
+			size = args.a[MT_SPEC_SIZE(spec)];
+		if (spec & MT_SPEC_PRODUCT)
+			size *= args.a[MT_SPEC_NMEMB(spec)];
+		t->spec = spec;
+		t->a0 = (spec & (MT_SPEC_OLD | MT_SPEC_MEMPTR)) ? args.a[MT_SPEC_PTR(spec)] : 0;
+		t->a1 = size;
+	}
+	return 0;
+}
+
+static __always_inline int mt_alloc_return(struct pt_regs *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	struct mt_thread *t;
+	__u64 ret, addr;
+	__u32 spec;
+
+	if (!bpf_map_lookup_elem(&procs, &tgid))
+		return 0;
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (!t || t->depth == 0) {
+		mt_drop(MT_DROP_UNMATCHED_RET);
+		return 0;
+	}
+	if (--t->depth)
+		return 0;
+	spec = t->spec;
+	if (spec & MT_SPEC_FREE)
+		return 0;
+	ret = PT_REGS_RC(ctx);
+	if (spec & MT_SPEC_MEMPTR) {
+		/* posix_memalign: 0 on success, and only then is *memptr the block */
+		if ((int)ret != 0 || bpf_probe_read_user(&addr, sizeof(addr), (void *)t->a0) || !addr)
+			return 0;
+		mt_emit(MT_SPEC_TYPE(spec), tgid, tid, addr, t->a1, 0);
+		return 0;
+	}
+	if (spec & MT_SPEC_OLD) {
+		if (!ret) {
+			/* realloc(p, 0) freed p (glibc); any other NULL is a failure: p lives on */
+			if (t->a1 == 0 && t->a0)
+				mt_emit(MT_EV_FREE, tgid, tid, t->a0, 0, 0);
+			return 0;
+		}
+		mt_emit(MT_EV_REALLOC, tgid, tid, ret, t->a1, t->a0);
+		return 0;
+	}
+	if (ret)
+		mt_emit(MT_SPEC_TYPE(spec), tgid, tid, ret, t->a1, 0);
+	return 0;
+}
+
+/* Two copies of each: one loaded for uprobe_multi links (expected attach type set by user space
+ * before load), one for perf-event uprobes; only the pair in use is loaded. */
+SEC("uprobe")
+int mt_alloc_entry_multi(struct pt_regs *ctx)
+{
+	return mt_alloc_entry(ctx);
+}
+
+SEC("uretprobe")
+int mt_alloc_return_multi(struct pt_regs *ctx)
+{
+	return mt_alloc_return(ctx);
+}
+
+SEC("uprobe")
+int mt_alloc_entry_perf(struct pt_regs *ctx)
+{
+	return mt_alloc_entry(ctx);
+}
+
+SEC("uretprobe")
+int mt_alloc_return_perf(struct pt_regs *ctx)
+{
+	return mt_alloc_return(ctx);
+}

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * Maps and helpers shared by the BPF files. The maps are defined once, in process.bpf.c; the
+ * other files see them through these extern declarations and `bpftool gen object` links them.
+ */
+#ifndef MEMTRACK_MAPS_BPF_H
+#define MEMTRACK_MAPS_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+#include "bpf/events.h"
+
+#define MT_MAX_PROCS 16384
+#define MT_MAX_THREADS 65536
+
+/* One tracked thread group. Written by process.bpf.c (fork/exec/exit) and rss.bpf.c. */
+struct mt_proc {
+	__u64 mm; /* the mm_struct this process owns now; RSS of another mm is never ours */
+	__s64 rss[MT_RSS_NR]; /* bytes, last exact value per member */
+	__s64 emitted[MT_RSS_NR]; /* bytes, last value written to the ring */
+	__s64 top[MT_RSS_NR]; /* bytes, highest value since the last emission (peak keeping) */
+	__u64 top_ts[MT_RSS_NR];
+	__u64 peak_rss; /* bytes, max of file + anon + shmem */
+	__s32 ppid;
+	__u32 execs;
+};
+
+/* Per-thread allocator call state: nesting depth and the outermost call's arguments. */
+struct mt_thread {
+	__u32 depth;
+	__u32 spec; /* cookie of the outermost call */
+	__u64 a0, a1; /* its saved arguments (sizes, old address, memptr) */
+};
+
+/* Process-wide, tree-level figures kept exactly in the kernel. */
+struct mt_global {
+	__s64 tree_rss; /* bytes, sum over live tracked processes */
+	__s64 tree_peak_rss;
+};
+
+struct mt_procs_map {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MT_MAX_PROCS);
+	__type(key, __u32); /* tgid */
+	__type(value, struct mt_proc);
+};
+extern struct mt_procs_map procs SEC(".maps");
+
+struct mt_mm_owner_map {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MT_MAX_PROCS);
+	__type(key, __u64); /* mm_struct address */
+	__type(value, __u32); /* owning tgid */
+};
+extern struct mt_mm_owner_map mm_owner SEC(".maps");
+
+struct mt_threads_map {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MT_MAX_THREADS);
+	__type(key, __u32); /* tid */
+	__type(value, struct mt_thread);
+};
+extern struct mt_threads_map threads SEC(".maps");
+
+struct mt_events_map {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 24); /* resized by user space before load */
+};
+extern struct mt_events_map events SEC(".maps");
+
+struct mt_drops_map {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MT_DROP_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+};
+extern struct mt_drops_map drops SEC(".maps");
+
+struct mt_global_map {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mt_global);
+};
+extern struct mt_global_map global SEC(".maps");
+
+static __always_inline void mt_drop(__u32 reason)
+{
+	__u64 *n = bpf_map_lookup_elem(&drops, &reason);
+
+	if (n)
+		*n += 1; /* per-CPU slot: no atomic needed */
+}
+
+/* Wake the consumer only when enough data is pending; it also polls on a short timer. */
+#define MT_WAKEUP_BYTES (256 * 1024)
+
+static __always_inline void mt_submit(struct mt_event *e, bool urgent)
+{
+	__u64 flags = BPF_RB_NO_WAKEUP;
+
+	if (urgent || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= MT_WAKEUP_BYTES)
+		flags = BPF_RB_FORCE_WAKEUP;
+	bpf_ringbuf_submit(e, flags);
+}
+
+static __always_inline struct mt_event *mt_reserve(__u32 type, __u32 pid, __u32 tid)
+{
+	struct mt_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+
+	if (!e) {
+		mt_drop(MT_DROP_RINGBUF);
+		return NULL;
+	}
+	e->type = type;
+	e->pid = pid;
+	e->tid = tid;
+	e->aux = 0;
+	e->ts = bpf_ktime_get_ns();
+	e->addr = 0;
+	e->size = 0;
+	e->old_addr = 0;
+	return e;
+}
+
+static __always_inline int mt_emit(__u32 type, __u32 pid, __u32 tid, __u64 addr, __u64 size,
+				   __u64 old_addr)
+{
+	struct mt_event *e = mt_reserve(type, pid, tid);
+
+	if (!e)
+		return -1;
+	e->addr = addr;
+	e->size = size;
+	e->old_addr = old_addr;
+	mt_submit(e, false);
+	return 0;
+}
+
+#endif

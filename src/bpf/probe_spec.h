@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What an allocator probe site does, packed into the 64-bit BPF cookie of its uprobe. One
+ * generic entry program and one return program serve every site; user space builds the cookie
+ * from the table in src/track/alloc_table.c. Bits:
+ *   0-7   event type written at return (MT_EV_MALLOC ...), or 0 for a free-class site
+ *   8-9   argument index (0-3) of the size
+ *   10-11 argument index of the second factor (calloc nmemb) when MT_SPEC_PRODUCT
+ *   12-13 argument index of the old pointer (realloc) or out-pointer (posix_memalign)
+ *   16..  flags below
+ */
+#ifndef MEMTRACK_PROBE_SPEC_H
+#define MEMTRACK_PROBE_SPEC_H
+
+#define MT_SPEC_TYPE(s)	  ((s)&0xff)
+#define MT_SPEC_SIZE(s)	  (((s) >> 8) & 3)
+#define MT_SPEC_NMEMB(s)  (((s) >> 10) & 3)
+#define MT_SPEC_PTR(s)	  (((s) >> 12) & 3)
+#define MT_SPEC_PRODUCT	  (1u << 16) /* size = arg[SIZE] * arg[NMEMB] */
+#define MT_SPEC_OLD	  (1u << 17) /* arg[PTR] is the old block (realloc family) */
+#define MT_SPEC_MEMPTR	  (1u << 18) /* arg[PTR] is void **: success = return 0, addr = *arg */
+#define MT_SPEC_FREE	  (1u << 19) /* frees arg[PTR]; written at entry */
+#define MT_SPEC_LEAF	  (1u << 20) /* calls no hooked function: no return probe, no depth */
+#define MT_SPEC_HAS_SIZE  (1u << 21) /* the site has a size argument */
+
+#define MT_SPEC(type, size_arg, nmemb_arg, ptr_arg, flags)                                          \
+	((unsigned)(type) | ((unsigned)(size_arg) << 8) | ((unsigned)(nmemb_arg) << 10) |          \
+	 ((unsigned)(ptr_arg) << 12) | (unsigned)(flags))
+
+#endif

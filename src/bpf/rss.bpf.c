@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * kmem:rss_stat, as a raw tracepoint: (mm, member) since 6.2, (mm, member, count) before.
+ * It fires about once per 4 KiB page, in whatever task changed the counter: the owner itself,
+ * kswapd, a process_madvise() caller, the parent copying page tables at fork, or the exit path.
+ * Ownership comes from the mm, never from the current task, and is checked against the mm the
+ * tracked process holds now, so a freed and recycled mm_struct can neither add nor erase a peak.
+ */
+#include "bpf/maps.bpf.h"
+#include "bpf/rss.bpf.h"
+
+SEC("raw_tp/rss_stat")
+int mt_on_rss_stat(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u64 mm = ctx->args[0];
+	__u32 member = (__u32)ctx->args[1];
+	__u32 *owner = bpf_map_lookup_elem(&mm_owner, &mm);
+	struct mt_proc *p;
+	__u32 tgid;
+	__s64 val;
+
+	if (!owner)
+		return 0;
+	tgid = *owner;
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	if (!p || p->mm != mm || member >= MT_RSS_NR)
+		return 0;
+	if (bpf_core_type_exists(struct mm_rss_stat___old))
+		val = (__s64)ctx->args[2] << mt_page_shift; /* the tracepoint's own count, pages */
+	else
+		val = mt_rss_read((struct mm_struct *)mm, member);
+	mt_rss_set(p, tgid, (__u32)bpf_get_current_pid_tgid(), member, val, false);
+	return 0;
+}

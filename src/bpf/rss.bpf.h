@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/* Reading an mm's resident-memory counters exactly, and turning updates into Rss records. */
+#ifndef MEMTRACK_RSS_BPF_H
+#define MEMTRACK_RSS_BPF_H
+
+#include "bpf/maps.bpf.h"
+
+/* Set by user space before load. */
+extern const volatile __u32 mt_nr_cpus;
+extern const volatile __u32 mt_page_shift;
+extern const volatile __s64 mt_rss_step; /* bytes; 0 = emit every change */
+
+/*
+ * Per-CPU base offsets without /proc/kallsyms (this kernel's kallsyms lists no data symbols, so
+ * typed ksyms such as this_cpu_off cannot load). A per-CPU array knows both halves of the
+ * sum: its element's __percpu pointer (bpf_array.pptrs[0]) and, through
+ * bpf_map_lookup_percpu_elem(), that element's address on any CPU. Their difference is the
+ * CPU's offset, which applies to every __percpu pointer, the rss counters' included.
+ */
+struct mt_pcpu_map {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+};
+extern struct mt_pcpu_map pcpu_probe SEC(".maps");
+
+/* Linux < 6.2: atomic counters, and the tracepoint passes the value (pages) itself. */
+struct mm_rss_stat___old {
+	atomic_long_t count[4];
+} __attribute__((preserve_access_index));
+
+#define MT_MAX_CPUS 512
+
+/* A pointer's value as a plain number, read back through the stack: the verifier refuses
+ * arithmetic on map and map-value pointers, and we only want their numeric difference. */
+static __always_inline __u64 mt_ptr_value(void *p)
+{
+	__u64 v = 0;
+
+	bpf_probe_read_kernel(&v, sizeof(v), &p);
+	return v;
+}
+
+/* Exact value of one counter in bytes, as the kernel's percpu_counter_sum_positive() computes
+ * it since 6.2: the shared count plus every CPU's pending batch. */
+static __always_inline __s64 mt_rss_read(struct mm_struct *mm, __u32 member)
+{
+	struct percpu_counter *c;
+	__s64 sum;
+	__s32 *counters;
+
+	if (member >= MT_RSS_NR)
+		return 0;
+	if (bpf_core_type_exists(struct mm_rss_stat___old))
+		return 0; /* old kernels: the caller uses the tracepoint's own value */
+	c = &mm->rss_stat[member];
+	sum = BPF_CORE_READ(c, count);
+	counters = BPF_CORE_READ(c, counters);
+	if (counters) {
+		__u64 map_addr = mt_ptr_value(&pcpu_probe), pptr = 0;
+		__u32 zero = 0;
+
+		bpf_probe_read_kernel(&pptr, sizeof(pptr),
+				      (void *)(map_addr + bpf_core_field_offset(struct bpf_array, pptrs)));
+		for (__u32 cpu = 0; cpu < MT_MAX_CPUS && cpu < mt_nr_cpus; cpu++) {
+			void *here = bpf_map_lookup_percpu_elem(&pcpu_probe, &zero, cpu);
+			__s32 v = 0;
+
+			if (!here || !pptr)
+				break;
+			bpf_probe_read_kernel(&v, sizeof(v),
+					      (void *)counters + (mt_ptr_value(here) - pptr));
+			sum += v;
+		}
+	}
+	if (sum < 0)
+		sum = 0;
+	return sum << mt_page_shift;
+}
+
+static __always_inline void mt_tree_add(__s64 delta)
+{
+	__u32 zero = 0;
+	struct mt_global *g = bpf_map_lookup_elem(&global, &zero);
+	__s64 now;
+
+	if (!g || !delta)
+		return;
+	now = __sync_fetch_and_add(&g->tree_rss, delta) + delta;
+	/* Racy max: two CPUs raising the peak at once can lose one page of peak, never more. */
+	if (now > g->tree_peak_rss)
+		g->tree_peak_rss = now;
+}
+
+static __always_inline void mt_rss_emit(__u32 tgid, __u32 tid, __u32 member, __s64 bytes, __u64 ts)
+{
+	struct mt_event *e = mt_reserve(MT_EV_RSS, tgid, tid);
+
+	if (!e)
+		return;
+	if (ts)
+		e->ts = ts;
+	e->aux = member;
+	e->size = bytes;
+	mt_submit(e, false);
+}
+
+/*
+ * A counter of process `p` is now `val` bytes. Keeps the exact per-process and tree peaks in
+ * the maps, and writes a record when the value moved by mt_rss_step since the last one. Peaks
+ * survive the decimation: when a rise turns into a fall, the top is written first (with the
+ * time it was reached), so every local maximum of every member is in the artifact.
+ */
+static __always_inline void mt_rss_set(struct mt_proc *p, __u32 tgid, __u32 tid, __u32 member,
+				       __s64 val, bool force)
+{
+	__s64 old, total, diff;
+	__u64 now = bpf_ktime_get_ns();
+
+	if (member >= MT_RSS_NR)
+		return;
+	old = __sync_lock_test_and_set(&p->rss[member], val);
+	if (member != MT_RSS_SWAP) {
+		mt_tree_add(val - old);
+		total = p->rss[MT_RSS_FILE] + p->rss[MT_RSS_ANON] + p->rss[MT_RSS_SHMEM];
+		if (total > (__s64)p->peak_rss)
+			p->peak_rss = total;
+	}
+	diff = val - p->emitted[member];
+	if (diff < 0)
+		diff = -diff;
+	if (force || diff >= mt_rss_step || val == 0) {
+		if (val != p->emitted[member] || (force && val)) {
+			p->emitted[member] = val;
+			p->top[member] = val;
+			mt_rss_emit(tgid, tid, member, val, 0);
+		}
+		return;
+	}
+	if (val > p->top[member]) {
+		p->top[member] = val;
+		p->top_ts[member] = now;
+	} else if (val < old && old == p->top[member] && p->top[member] > p->emitted[member]) {
+		/* falling from an unwritten top: write the top at the time it was reached */
+		mt_rss_emit(tgid, tid, member, p->top[member], p->top_ts[member]);
+		p->emitted[member] = p->top[member];
+		p->top[member] = val;
+	}
+}
+
+/* Reads every counter of mm and writes them all (fork seed, exec baseline). */
+static __always_inline void mt_rss_seed(struct mt_proc *p, __u32 tgid, __u32 tid,
+					struct mm_struct *mm)
+{
+	for (__u32 m = 0; m < MT_RSS_NR; m++)
+		mt_rss_set(p, tgid, tid, m, mm ? mt_rss_read(mm, m) : 0, true);
+}
+
+#endif

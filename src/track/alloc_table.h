@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/* Which allocator entry points to probe in a library, and what each call means. */
+#ifndef MEMTRACK_ALLOC_TABLE_H
+#define MEMTRACK_ALLOC_TABLE_H
+
+#include <stdint.h>
+#include "track/elf_syms.h"
+
+enum alloc_kind {
+	ALLOC_NONE = 0,
+	ALLOC_LIBC,
+	ALLOC_CXX, /* libstdc++ / libc++ operator new and delete */
+	ALLOC_JEMALLOC,
+	ALLOC_MIMALLOC,
+	ALLOC_TCMALLOC,
+	ALLOC_STATIC, /* an executable with an allocator linked in */
+};
+
+struct alloc_site {
+	const char *name;
+	uint64_t offset;
+	uint32_t spec; /* probe_spec.h cookie */
+	bool ret; /* needs a return probe */
+};
+
+const char *alloc_kind__name(enum alloc_kind k);
+/* Classifies by defined symbols, the non-libc allocators first: they export libc names too. */
+enum alloc_kind alloc_table__classify(const struct elf_info *info, bool is_executable);
+/* Fills sites (cap entries) with the symbols of info to probe; aliases that share an offset
+ * appear once. Returns the count. */
+int alloc_table__sites(const struct elf_info *info, enum alloc_kind kind, struct alloc_site *sites,
+		       int cap);
+
+#endif

@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: MIT
+/*
+ * uprobe_multi links through bpf(BPF_LINK_CREATE) directly: Debian 12's libbpf 1.1 has no API
+ * for them although the kernel does. Perf-event uprobes through libbpf are the fallback.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/bpf.h>
+#include "common/log.h"
+#include "track/attach.h"
+
+#define MT_BPF_TRACE_UPROBE_MULTI     48 /* enum bpf_attach_type, Linux 6.6 */
+#define MT_BPF_F_UPROBE_MULTI_RETURN 1u
+
+/* union bpf_attr's link_create as of 6.6, with its uprobe_multi member. */
+struct mt_link_create_attr {
+	uint32_t prog_fd;
+	uint32_t target_fd;
+	uint32_t attach_type;
+	uint32_t flags;
+	uint64_t path;
+	uint64_t offsets;
+	uint64_t ref_ctr_offsets;
+	uint64_t cookies;
+	uint32_t cnt;
+	uint32_t um_flags;
+	uint32_t pid;
+	uint32_t pad;
+};
+
+struct attach_set {
+	enum attach_mech mech;
+	struct bpf_program *entry, *ret;
+	int *fds; /* uprobe_multi link fds */
+	struct bpf_link **links; /* perf uprobes */
+	unsigned nr, cap;
+};
+
+int attach__uprobe_multi_type(void)
+{
+	return MT_BPF_TRACE_UPROBE_MULTI;
+}
+
+static int attach__link_create(int prog_fd, const char *path, const uint64_t *offs,
+			       const uint64_t *cookies, uint32_t cnt, bool ret)
+{
+	struct mt_link_create_attr a;
+	int fd;
+
+	memset(&a, 0, sizeof(a));
+	a.prog_fd = prog_fd;
+	a.attach_type = MT_BPF_TRACE_UPROBE_MULTI;
+	a.path = (uint64_t)(uintptr_t)path;
+	a.offsets = (uint64_t)(uintptr_t)offs;
+	a.cookies = (uint64_t)(uintptr_t)cookies;
+	a.cnt = cnt;
+	a.um_flags = ret ? MT_BPF_F_UPROBE_MULTI_RETURN : 0;
+	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+	return fd < 0 ? -errno : fd;
+}
+
+bool attach__probe_uprobe_multi(void)
+{
+	struct bpf_insn insns[] = {
+		{.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
+		{.code = BPF_JMP | BPF_EXIT},
+	};
+	LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = MT_BPF_TRACE_UPROBE_MULTI);
+	uint64_t off = 0;
+	int prog, link;
+
+	prog = bpf_prog_load(BPF_PROG_TYPE_KPROBE, "mt_probe", "GPL", insns, 2, &opts);
+	if (prog < 0)
+		return false;
+	/* A kernel with uprobe_multi parses the attr and refuses a path that is not a regular
+	 * file with EBADF; one without it refuses the attach type itself with EINVAL. Nothing is
+	 * attached either way, so there is no detach to pay. */
+	link = attach__link_create(prog, "/", &off, NULL, 1, false);
+	if (link >= 0)
+		close(link);
+	close(prog);
+	return link == -EBADF;
+}
+
+int attach_set__new(struct attach_set **s, enum attach_mech mech, struct bpf_program *entry,
+		    struct bpf_program *ret)
+{
+	*s = calloc(1, sizeof(**s));
+	if (!*s)
+		return -ENOMEM;
+	(*s)->mech = mech;
+	(*s)->entry = entry;
+	(*s)->ret = ret;
+	return 0;
+}
+
+static int attach_set__grow(struct attach_set *s, unsigned more)
+{
+	unsigned ncap;
+	void *p;
+
+	if (s->nr + more <= s->cap)
+		return 0;
+	ncap = (s->cap + more) * 2;
+	p = realloc(s->fds, ncap * sizeof(*s->fds));
+	if (!p)
+		return -ENOMEM;
+	s->fds = p;
+	p = realloc(s->links, ncap * sizeof(*s->links));
+	if (!p)
+		return -ENOMEM;
+	s->links = p;
+	s->cap = ncap;
+	return 0;
+}
+
+static int attach_set__multi(struct attach_set *s, const char *path, const struct alloc_site *sites,
+			     int n)
+{
+	uint64_t offs[128], cookies[128];
+	int err = 0;
+
+	for (int dir = 0; dir < 2; dir++) {
+		struct bpf_program *prog = dir ? s->ret : s->entry;
+		uint32_t cnt = 0;
+		int fd;
+
+		for (int i = 0; i < n && cnt < 128; i++) {
+			if (dir && !sites[i].ret)
+				continue;
+			offs[cnt] = sites[i].offset;
+			cookies[cnt++] = sites[i].spec;
+		}
+		if (!cnt)
+			continue;
+		fd = attach__link_create(bpf_program__fd(prog), path, offs, cookies, cnt, dir);
+		if (fd < 0) {
+			err = fd;
+			break;
+		}
+		s->fds[s->nr] = fd;
+		s->links[s->nr++] = NULL;
+	}
+	return err;
+}
+
+static int attach_set__perf(struct attach_set *s, const char *path, const struct alloc_site *sites,
+			    int n)
+{
+	for (int dir = 0; dir < 2; dir++) {
+		for (int i = 0; i < n; i++) {
+			LIBBPF_OPTS(bpf_uprobe_opts, o, .retprobe = dir == 1,
+				    .bpf_cookie = sites[i].spec);
+			struct bpf_link *l;
+
+			if (dir && !sites[i].ret)
+				continue;
+			l = bpf_program__attach_uprobe_opts(dir ? s->ret : s->entry, -1, path,
+							    sites[i].offset, &o);
+			if (!l)
+				return -errno;
+			s->fds[s->nr] = -1;
+			s->links[s->nr++] = l;
+		}
+	}
+	return 0;
+}
+
+int attach_set__library(struct attach_set *s, const char *path, const struct alloc_site *sites,
+			int n)
+{
+	int err = attach_set__grow(s, 2 * (unsigned)n + 2);
+
+	if (err)
+		return err;
+	if (s->mech == ATTACH_UPROBE_MULTI)
+		return attach_set__multi(s, path, sites, n);
+	return attach_set__perf(s, path, sites, n);
+}
+
+unsigned attach_set__links(const struct attach_set *s)
+{
+	return s ? s->nr : 0;
+}
+
+void attach_set__free(struct attach_set *s)
+{
+	if (!s)
+		return;
+	for (unsigned i = 0; i < s->nr; i++) {
+		if (s->links[i])
+			bpf_link__destroy(s->links[i]);
+		else if (s->fds[i] >= 0)
+			close(s->fds[i]);
+	}
+	free(s->fds);
+	free(s->links);
+	free(s);
+}

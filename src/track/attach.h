@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/* Attaching the generic allocator programs to the sites of one library. */
+#ifndef MEMTRACK_ATTACH_H
+#define MEMTRACK_ATTACH_H
+
+#include <stdbool.h>
+#include "track/alloc_table.h"
+
+struct bpf_program;
+
+enum attach_mech {
+	ATTACH_UPROBE_MULTI, /* one bpf link per library and direction: one grace period to detach */
+	ATTACH_PERF_UPROBE, /* one perf event per site: the fallback for kernels before 6.6 */
+};
+
+struct attach_set; /* every link made, for detach */
+
+/* Does this kernel create uprobe_multi links? Loads a two-instruction program; < 1 ms. */
+bool attach__probe_uprobe_multi(void);
+/* The attach type the multi programs must be loaded with (BPF_TRACE_UPROBE_MULTI). */
+int attach__uprobe_multi_type(void);
+
+int attach_set__new(struct attach_set **s, enum attach_mech mech, struct bpf_program *entry,
+		    struct bpf_program *ret);
+/* Attaches every site of path (sites from alloc_table__sites). Returns 0 or -errno. */
+int attach_set__library(struct attach_set *s, const char *path, const struct alloc_site *sites,
+			int n);
+unsigned attach_set__links(const struct attach_set *s);
+/* Detaches everything; NULL-safe. */
+void attach_set__free(struct attach_set *s);
+
+#endif

@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "track/deps.h"
+#include "track/elf_syms.h"
+
+#define LDCACHE_MAGIC "glibc-ld.so.cache1.1"
+#define LDCACHE_HDR   48 /* magic[17] version[3] nlibs len_strings flags pad[3] ext unused[3] */
+#define LDCACHE_ENT   24 /* flags key value osversion hwcap */
+#define LDCACHE_X8664 0x0300 /* FLAG_X8664_LIB64 */
+
+static const char *const default_dirs[] = {
+	"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib",
+	"/usr/lib",
+};
+
+int deps__ldcache_lookup(const char *root, const char *soname, char *out, size_t cap)
+{
+	char path[PATH_MAX];
+	const uint8_t *map = MAP_FAILED, *base;
+	struct stat st;
+	int fd, err = -ENOENT;
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/etc/ld.so.cache", root);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) || st.st_size < LDCACHE_HDR)
+		goto cleanup;
+	len = st.st_size;
+	map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (map == MAP_FAILED)
+		goto cleanup;
+	base = memmem(map, len < 4096 ? len : 4096, LDCACHE_MAGIC, strlen(LDCACHE_MAGIC));
+	if (!base)
+		goto cleanup;
+	{
+		uint32_t nlibs;
+		size_t hdr_off = base - map;
+
+		memcpy(&nlibs, base + 20, 4);
+		if (hdr_off + LDCACHE_HDR + (size_t)nlibs * LDCACHE_ENT > len)
+			goto cleanup;
+		for (uint32_t i = 0; i < nlibs; i++) {
+			const uint8_t *e = base + LDCACHE_HDR + (size_t)i * LDCACHE_ENT;
+			int32_t flags;
+			uint32_t key, value;
+
+			memcpy(&flags, e, 4);
+			memcpy(&key, e + 4, 4);
+			memcpy(&value, e + 8, 4);
+			/* new-format string offsets are from the start of the file */
+			if (key >= len || value >= len || !memchr(map + key, 0, len - key) ||
+			    !memchr(map + value, 0, len - value))
+				continue;
+#if defined(__x86_64__)
+			if ((flags & LDCACHE_X8664) != LDCACHE_X8664)
+				continue;
+#endif
+			if (strcmp((const char *)map + key, soname))
+				continue;
+			snprintf(out, cap, "%s", (const char *)map + value);
+			err = 0;
+			break;
+		}
+	}
+cleanup:
+	if (map != MAP_FAILED)
+		munmap((void *)map, len);
+	close(fd);
+	return err;
+}
+
+static int deps__add(struct dep_list *l, const char *path)
+{
+	char **n;
+
+	for (size_t i = 0; i < l->nr; i++)
+		if (!strcmp(l->paths[i], path))
+			return 0;
+	n = realloc(l->paths, (l->nr + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	l->paths = n;
+	n[l->nr] = strdup(path);
+	if (!n[l->nr])
+		return -ENOMEM;
+	l->nr++;
+	return 1;
+}
+
+static bool deps__exists(const char *root, const char *path, char *out, size_t cap)
+{
+	if ((size_t)snprintf(out, cap, "%s%s", root, path) >= cap)
+		return false;
+	return access(out, R_OK) == 0;
+}
+
+/* Search a ':'-separated list of directories; $ORIGIN is the directory of the dependent. */
+static bool deps__search(const char *root, const char *list, const char *origin, const char *name,
+			 char *out, size_t cap)
+{
+	char buf[PATH_MAX * 2], dir[PATH_MAX], cand[PATH_MAX * 2];
+	char *save = NULL, *tok;
+
+	if (!list)
+		return false;
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (tok = strtok_r(buf, ":", &save); tok; tok = strtok_r(NULL, ":", &save)) {
+		const char *o = strstr(tok, "$ORIGIN");
+
+		if (o)
+			snprintf(dir, sizeof(dir), "%.*s%s%s", (int)(o - tok), tok, origin, o + 7);
+		else
+			snprintf(dir, sizeof(dir), "%s", tok);
+		if (snprintf(cand, sizeof(cand), "%s/%s", dir, name) >= (int)sizeof(cand))
+			continue;
+		if (deps__exists(root, cand, out, cap))
+			return true;
+	}
+	return false;
+}
+
+static bool deps__find(const char *root, const char *name, const struct elf_info *from,
+		       const char *from_path, const char *ld_path, char *out, size_t cap)
+{
+	char origin[PATH_MAX], cached[PATH_MAX], tmp[PATH_MAX];
+	size_t rl = strlen(root);
+
+	if (strchr(name, '/'))
+		return deps__exists(root, name, out, cap);
+	snprintf(tmp, sizeof(tmp), "%s", from_path + (strncmp(from_path, root, rl) ? 0 : rl));
+	snprintf(origin, sizeof(origin), "%s", dirname(tmp));
+	if (from && deps__search(root, from->runpath, origin, name, out, cap))
+		return true;
+	if (deps__search(root, ld_path, origin, name, out, cap))
+		return true;
+	if (!deps__ldcache_lookup(root, name, cached, sizeof(cached)) &&
+	    deps__exists(root, cached, out, cap))
+		return true;
+	for (size_t i = 0; i < sizeof(default_dirs) / sizeof(default_dirs[0]); i++) {
+		snprintf(tmp, sizeof(tmp), "%s/%s", default_dirs[i], name);
+		if (deps__exists(root, tmp, out, cap))
+			return true;
+	}
+	return false;
+}
+
+int deps__resolve(const char *root, const char *exe, const char *ld_path, const char *ld_preload,
+		  struct dep_list *out)
+{
+	char found[PATH_MAX];
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	err = deps__add(out, exe);
+	if (err < 0)
+		goto cleanup;
+	if (ld_preload) {
+		char buf[PATH_MAX * 2], *save = NULL, *tok;
+
+		snprintf(buf, sizeof(buf), "%s", ld_preload);
+		for (tok = strtok_r(buf, ": ", &save); tok; tok = strtok_r(NULL, ": ", &save))
+			if (deps__find(root, tok, NULL, exe, ld_path, found, sizeof(found)) &&
+			    (err = deps__add(out, found)) < 0)
+				goto cleanup;
+	}
+	/* Breadth-first over the list as it grows: every entry's DT_NEEDED is appended once. */
+	for (size_t i = 0; i < out->nr; i++) {
+		struct elf_info info;
+
+		if (elf_info__load(out->paths[i], &info))
+			continue; /* not ELF (a script): its interpreter is resolved at its own exec */
+		if (i == 0 && info.interp &&
+		    deps__exists(root, info.interp, found, sizeof(found)) &&
+		    (err = deps__add(out, found)) < 0) {
+			elf_info__free(&info);
+			goto cleanup;
+		}
+		for (size_t j = 0; j < info.nr_needed; j++) {
+			if (!deps__find(root, info.needed[j], &info, out->paths[i], ld_path, found,
+					sizeof(found)))
+				continue; /* the loader will fail on it too; nothing to attach */
+			err = deps__add(out, found);
+			if (err < 0) {
+				elf_info__free(&info);
+				goto cleanup;
+			}
+		}
+		elf_info__free(&info);
+	}
+	err = 0;
+cleanup:
+	if (err)
+		deps__free(out);
+	return err;
+}
+
+void deps__free(struct dep_list *l)
+{
+	if (!l)
+		return;
+	for (size_t i = 0; i < l->nr; i++)
+		free(l->paths[i]);
+	free(l->paths);
+	l->paths = NULL;
+	l->nr = 0;
+}

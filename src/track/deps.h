@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shared objects an executable will map, resolved the way the dynamic loader does it:
+ * LD_PRELOAD, then for each DT_NEEDED: DT_RUNPATH/RPATH ($ORIGIN), LD_LIBRARY_PATH,
+ * /etc/ld.so.cache, the default directories. Paths are looked up under a root prefix
+ * ("/proc/PID/root") so a process in another mount namespace resolves its own files.
+ */
+#ifndef MEMTRACK_DEPS_H
+#define MEMTRACK_DEPS_H
+
+#include <stddef.h>
+
+struct dep_list {
+	char **paths; /* prefixed paths; [0] is the executable itself */
+	size_t nr;
+};
+
+/* env_ld_library_path and env_ld_preload may be NULL. */
+int deps__resolve(const char *root, const char *exe, const char *env_ld_library_path,
+		  const char *env_ld_preload, struct dep_list *out);
+void deps__free(struct dep_list *l);
+/* One soname through ld.so.cache at root/etc/ld.so.cache; exposed for tests. */
+int deps__ldcache_lookup(const char *root, const char *soname, char *out, size_t cap);
+
+#endif

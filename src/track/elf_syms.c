@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "track/elf_syms.h"
+
+static int elf__open(const char *path, int *fd, Elf **elf)
+{
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -EINVAL;
+	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (*fd < 0)
+		return -errno;
+	*elf = elf_begin(*fd, ELF_C_READ_MMAP, NULL);
+	if (!*elf || elf_kind(*elf) != ELF_K_ELF) {
+		if (*elf)
+			elf_end(*elf);
+		close(*fd);
+		return -ENOEXEC;
+	}
+	return 0;
+}
+
+static uint64_t elf__to_offset(const GElf_Phdr *ph, size_t n, uint64_t vaddr)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_X) && vaddr >= ph[i].p_vaddr &&
+		    vaddr < ph[i].p_vaddr + ph[i].p_memsz)
+			return vaddr - ph[i].p_vaddr + ph[i].p_offset;
+	}
+	return 0;
+}
+
+static int elf__add_sym(struct elf_info *info, size_t *cap, const char *name, uint64_t off)
+{
+	const char *at = strchr(name, '@');
+	size_t len = at ? (size_t)(at - name) : strlen(name);
+
+	if (info->nr_syms == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 256;
+		struct elf_sym *n = realloc(info->syms, ncap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		info->syms = n;
+		*cap = ncap;
+	}
+	info->syms[info->nr_syms].name = strndup(name, len);
+	if (!info->syms[info->nr_syms].name)
+		return -ENOMEM;
+	info->syms[info->nr_syms++].offset = off;
+	return 0;
+}
+
+static int elf__read_dynamic(Elf *elf, Elf_Scn *scn, GElf_Shdr *sh, struct elf_info *info)
+{
+	Elf_Data *data = elf_getdata(scn, NULL);
+	size_t n = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
+	const char *runpath = NULL, *rpath = NULL;
+
+	for (size_t i = 0; data && i < n; i++) {
+		GElf_Dyn dyn;
+		const char *s;
+
+		if (!gelf_getdyn(data, (int)i, &dyn))
+			break;
+		if (dyn.d_tag != DT_NEEDED && dyn.d_tag != DT_RUNPATH && dyn.d_tag != DT_RPATH)
+			continue;
+		s = elf_strptr(elf, sh->sh_link, dyn.d_un.d_val);
+		if (!s)
+			continue;
+		if (dyn.d_tag == DT_RUNPATH)
+			runpath = s;
+		else if (dyn.d_tag == DT_RPATH)
+			rpath = s;
+		else {
+			char **nn = realloc(info->needed, (info->nr_needed + 1) * sizeof(*nn));
+
+			if (!nn)
+				return -ENOMEM;
+			info->needed = nn;
+			nn[info->nr_needed] = strdup(s);
+			if (!nn[info->nr_needed++])
+				return -ENOMEM;
+		}
+	}
+	if (runpath || rpath) {
+		info->runpath = strdup(runpath ? runpath : rpath);
+		if (!info->runpath)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+int elf_info__load(const char *path, struct elf_info *info)
+{
+	GElf_Phdr *ph = NULL;
+	size_t nph = 0, cap = 0;
+	Elf_Scn *scn = NULL;
+	Elf *elf = NULL;
+	int fd = -1, err;
+
+	memset(info, 0, sizeof(*info));
+	err = elf__open(path, &fd, &elf);
+	if (err)
+		return err;
+	if (elf_getphdrnum(elf, &nph) || !(ph = calloc(nph + 1, sizeof(*ph)))) {
+		err = -ENOEXEC;
+		goto cleanup;
+	}
+	for (size_t i = 0; i < nph; i++) {
+		if (!gelf_getphdr(elf, (int)i, &ph[i]))
+			continue;
+		if (ph[i].p_type == PT_DYNAMIC)
+			info->dynamic = true;
+		if (ph[i].p_type == PT_INTERP) {
+			size_t len;
+			char *raw = elf_rawfile(elf, &len);
+
+			if (raw && ph[i].p_offset + ph[i].p_filesz <= len && ph[i].p_filesz)
+				info->interp = strndup(raw + ph[i].p_offset, ph[i].p_filesz);
+		}
+	}
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *data;
+		size_t n;
+
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		if (sh.sh_type == SHT_DYNAMIC) {
+			err = elf__read_dynamic(elf, scn, &sh, info);
+			if (err)
+				goto cleanup;
+			continue;
+		}
+		if (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM)
+			continue;
+		data = elf_getdata(scn, NULL);
+		n = sh.sh_entsize ? sh.sh_size / sh.sh_entsize : 0;
+		for (size_t i = 0; data && i < n; i++) {
+			GElf_Sym sym;
+			const char *name;
+			int type;
+			uint64_t off;
+
+			if (!gelf_getsym(data, (int)i, &sym))
+				break;
+			type = GELF_ST_TYPE(sym.st_info);
+			if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF ||
+			    !sym.st_value)
+				continue;
+			name = elf_strptr(elf, sh.sh_link, sym.st_name);
+			if (!name || !*name)
+				continue;
+			off = elf__to_offset(ph, nph, sym.st_value);
+			if (!off)
+				continue;
+			err = elf__add_sym(info, &cap, name, off);
+			if (err)
+				goto cleanup;
+		}
+	}
+	err = 0;
+cleanup:
+	free(ph);
+	elf_end(elf);
+	close(fd);
+	if (err)
+		elf_info__free(info);
+	return err;
+}
+
+uint64_t elf_info__find(const struct elf_info *info, const char *name)
+{
+	for (size_t i = 0; i < info->nr_syms; i++)
+		if (!strcmp(info->syms[i].name, name))
+			return info->syms[i].offset;
+	return 0;
+}
+
+int elf__vaddr_to_offset(const char *path, uint64_t vaddr, uint64_t *offset)
+{
+	GElf_Phdr ph[64];
+	size_t nph = 0;
+	Elf *elf;
+	int fd, err;
+
+	err = elf__open(path, &fd, &elf);
+	if (err)
+		return err;
+	if (elf_getphdrnum(elf, &nph) || nph > 64)
+		nph = 0;
+	for (size_t i = 0; i < nph; i++)
+		if (!gelf_getphdr(elf, (int)i, &ph[i]))
+			memset(&ph[i], 0, sizeof(ph[i]));
+	*offset = elf__to_offset(ph, nph, vaddr);
+	elf_end(elf);
+	close(fd);
+	return *offset ? 0 : -ENOENT;
+}
+
+void elf_info__free(struct elf_info *info)
+{
+	if (!info)
+		return;
+	for (size_t i = 0; i < info->nr_syms; i++)
+		free(info->syms[i].name);
+	for (size_t i = 0; i < info->nr_needed; i++)
+		free(info->needed[i]);
+	free(info->syms);
+	free(info->needed);
+	free(info->runpath);
+	free(info->interp);
+	memset(info, 0, sizeof(*info));
+}

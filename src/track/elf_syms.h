@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/* What memtrack needs of an ELF file: defined functions at file offsets, and its dependencies. */
+#ifndef MEMTRACK_ELF_SYMS_H
+#define MEMTRACK_ELF_SYMS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct elf_sym {
+	char *name; /* without version suffix */
+	uint64_t offset; /* file offset of the first instruction: what a uprobe attaches to */
+};
+
+struct elf_info {
+	struct elf_sym *syms; /* defined STT_FUNC/STT_GNU_IFUNC symbols, .dynsym and .symtab */
+	size_t nr_syms;
+	char **needed; /* DT_NEEDED sonames */
+	size_t nr_needed;
+	char *runpath; /* DT_RUNPATH, else DT_RPATH; NULL when none */
+	char *interp; /* PT_INTERP; NULL for static executables and libraries */
+	bool dynamic; /* has a PT_DYNAMIC segment */
+};
+
+/* Reads path. Returns 0 or -errno (-ENOEXEC when not an ELF file). */
+int elf_info__load(const char *path, struct elf_info *info);
+void elf_info__free(struct elf_info *info);
+/* File offset of a defined function, or 0 when absent. */
+uint64_t elf_info__find(const struct elf_info *info, const char *name);
+/* Virtual address -> file offset through the PT_LOAD segments; exposed for tests. */
+int elf__vaddr_to_offset(const char *path, uint64_t vaddr, uint64_t *offset);
+
+#endif

@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "common/log.h"
+#include "track/deps.h"
+#include "track/libs.h"
+
+#define LIBS_MAX_SITES 96
+
+struct lib_entry {
+	dev_t dev;
+	ino_t ino;
+	char *path;
+	enum alloc_kind kind;
+	int sites;
+};
+
+struct libs {
+	struct attach_set *set;
+	struct lib_entry *v; /* every file inspected, allocator or not: inspected once */
+	size_t nr, cap;
+	uint64_t attach_ns;
+};
+
+static uint64_t libs__now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+int libs__new(struct libs **l, struct attach_set *set)
+{
+	*l = calloc(1, sizeof(**l));
+	if (!*l)
+		return -ENOMEM;
+	(*l)->set = set;
+	return 0;
+}
+
+/* Reads NAME=value from /proc/pid/environ into out (empty when unset). */
+static char *libs__environ(pid_t pid, const char *name, char *out, size_t cap)
+{
+	char path[64], buf[65536];
+	size_t nl = strlen(name);
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/environ", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return NULL;
+	buf[n] = 0;
+	for (char *p = buf; p < buf + n; p += strlen(p) + 1) {
+		if (!strncmp(p, name, nl) && p[nl] == '=') {
+			snprintf(out, cap, "%s", p + nl + 1);
+			return out;
+		}
+	}
+	return NULL;
+}
+
+static struct lib_entry *libs__seen(struct libs *l, const struct stat *st)
+{
+	for (size_t i = 0; i < l->nr; i++)
+		if (l->v[i].dev == st->st_dev && l->v[i].ino == st->st_ino)
+			return &l->v[i];
+	return NULL;
+}
+
+static int libs__attach_file(struct libs *l, const char *path, bool is_exe)
+{
+	struct alloc_site sites[LIBS_MAX_SITES];
+	struct elf_info info;
+	struct lib_entry *e;
+	struct stat st;
+	uint64_t t0;
+	int n, err;
+
+	if (stat(path, &st))
+		return 0; /* vanished: the loader will not map it either */
+	if (libs__seen(l, &st))
+		return 0;
+	if (l->nr == l->cap) {
+		size_t ncap = l->cap ? l->cap * 2 : 32;
+		void *p = realloc(l->v, ncap * sizeof(*l->v));
+
+		if (!p)
+			return -ENOMEM;
+		l->v = p;
+		l->cap = ncap;
+	}
+	e = &l->v[l->nr++];
+	memset(e, 0, sizeof(*e));
+	e->dev = st.st_dev;
+	e->ino = st.st_ino;
+	e->path = strdup(path);
+	if (!e->path)
+		return -ENOMEM;
+	if (elf_info__load(path, &info))
+		return 0;
+	e->kind = alloc_table__classify(&info, is_exe);
+	n = alloc_table__sites(&info, e->kind, sites, LIBS_MAX_SITES);
+	elf_info__free(&info);
+	if (n <= 0)
+		return 0;
+	t0 = libs__now();
+	err = attach_set__library(l->set, path, sites, n);
+	l->attach_ns += libs__now() - t0;
+	if (err) {
+		log__error("cannot attach uprobes to '%s': %s", path, strerror(-err));
+		return err;
+	}
+	e->sites = n;
+	log__debug(2, "attached %d %s sites in %s", n, alloc_kind__name(e->kind), path);
+	return 1;
+}
+
+int libs__inspect_pid(struct libs *l, pid_t pid)
+{
+	char root[64], exe[64], ldp[PATH_MAX], pre[PATH_MAX], *ld_path, *ld_pre;
+	struct dep_list deps;
+	int err, added = 0;
+
+	snprintf(root, sizeof(root), "/proc/%d/root", pid);
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
+	ld_path = libs__environ(pid, "LD_LIBRARY_PATH", ldp, sizeof(ldp));
+	ld_pre = libs__environ(pid, "LD_PRELOAD", pre, sizeof(pre));
+	err = deps__resolve(root, exe, ld_path, ld_pre, &deps);
+	if (err)
+		return err;
+	for (size_t i = 0; i < deps.nr; i++) {
+		err = libs__attach_file(l, deps.paths[i], i == 0);
+		if (err < 0)
+			goto cleanup;
+		added += err;
+	}
+	err = added;
+cleanup:
+	deps__free(&deps);
+	return err;
+}
+
+int libs__fill(const struct libs *l, struct manifest *m)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < l->nr; i++)
+		n += l->v[i].sites > 0;
+	m->libraries = calloc(n ? n : 1, sizeof(*m->libraries));
+	if (!m->libraries)
+		return -ENOMEM;
+	for (size_t i = 0; i < l->nr; i++) {
+		struct manifest_library *ml;
+		const char *p = l->v[i].path;
+
+		if (!l->v[i].sites)
+			continue;
+		ml = &m->libraries[m->nr_libraries++];
+		/* "/proc/PID/root/usr/lib/x" is "/usr/lib/x" seen from that process */
+		if (!strncmp(p, "/proc/", 6) && strstr(p, "/root/"))
+			p = strstr(p, "/root/") + 5;
+		ml->path = strdup(p);
+		ml->kind = strdup(alloc_kind__name(l->v[i].kind));
+		ml->sites = l->v[i].sites;
+		if (!ml->path || !ml->kind)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+uint64_t libs__attach_ns(const struct libs *l)
+{
+	return l ? l->attach_ns : 0;
+}
+
+void libs__free(struct libs *l)
+{
+	if (!l)
+		return;
+	for (size_t i = 0; i < l->nr; i++)
+		free(l->v[i].path);
+	free(l->v);
+	free(l);
+}

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+/* The allocator libraries of the tracked tree: found at each new exec, attached once each. */
+#ifndef MEMTRACK_LIBS_H
+#define MEMTRACK_LIBS_H
+
+#include <sys/types.h>
+#include "artifact/manifest.h"
+#include "track/attach.h"
+
+struct libs;
+
+int libs__new(struct libs **l, struct attach_set *set);
+/* Resolves what pid's (just exec'd) executable maps and attaches to every allocator in it not
+ * attached yet. Returns the number of libraries newly attached, or -errno. */
+int libs__inspect_pid(struct libs *l, pid_t pid);
+/* Copies the attached libraries into the manifest (allocated, freed by manifest__free). */
+int libs__fill(const struct libs *l, struct manifest *m);
+uint64_t libs__attach_ns(const struct libs *l); /* time spent attaching, ns */
+void libs__free(struct libs *l);
+
+#endif

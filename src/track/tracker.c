@@ -1,0 +1,496 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The run, phase by phase (each timed into the manifest):
+ *   load    open the skeleton, size the ring, pick uprobe_multi or perf uprobes, verify
+ *   attach  raw tracepoints for the tree and RSS; allocator uprobes come per executable, when
+ *           the BPF side stops a tracked task at the exec of a binary not seen yet
+ *   run     the command, created held before exec, registered, then released
+ *   drain   every record still in the ring after the root exits
+ *   detach  links and maps closed after the artifact and manifest are complete
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "memtrack.skel.h"
+#include "artifact/artifact.h"
+#include "artifact/manifest.h"
+#include "common/log.h"
+#include "report/heap.h"
+#include "report/report.h"
+#include "track/consumer.h"
+#include "track/libs.h"
+#include "track/spawn.h"
+#include "track/tracker.h"
+
+struct tracker {
+	const struct tracker_opts *o;
+	struct memtrack_bpf *skel;
+	struct bpf_link *tp_links[4];
+	struct attach_set *set;
+	struct libs *libs;
+	struct artifact_writer *writer;
+	struct heap_acct *acct;
+	struct consumer cons;
+	struct spawn sp;
+	struct manifest m;
+	int epfd, sigfd;
+	int write_err;
+	uint64_t counts[MT_EV_TYPE_MAX];
+	uint64_t ctl_stops;
+};
+
+static uint64_t now_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static int libbpf_quiet(enum libbpf_print_level lvl, const char *fmt, va_list ap)
+{
+	if (lvl == LIBBPF_DEBUG && log__level < 4)
+		return 0;
+	if (lvl == LIBBPF_INFO && log__level < 3)
+		return 0;
+	if (lvl == LIBBPF_WARN && log__level < 2)
+		return 0; /* load failures are explained by our own message */
+	return vfprintf(stderr, fmt, ap);
+}
+
+static void tracker__detach(struct tracker *t);
+
+static int sink_artifact(void *ctx, const struct mt_event *ev)
+{
+	struct tracker *t = ctx;
+	int err = artifact_writer__write(t->writer, ev);
+
+	if (err && !t->write_err)
+		t->write_err = err;
+	if (!err)
+		t->counts[ev->type]++;
+	return err;
+}
+
+static int sink_acct(void *ctx, const struct mt_event *ev)
+{
+	heap_acct__event(ctx, ev);
+	return 0;
+}
+
+/* A tracked task stopped itself at the exec of an executable not inspected yet. */
+static int control_exec_stopped(void *ctx, const struct mt_event *ev)
+{
+	struct tracker *t = ctx;
+	__u8 one = 1;
+	int err;
+
+	t->ctl_stops++;
+	err = libs__inspect_pid(t->libs, ev->pid);
+	if (err < 0 && err != -ENOENT && err != -ESRCH)
+		log__warn("process %d: cannot inspect its libraries: %s", ev->pid, strerror(-err));
+	bpf_map_update_elem(bpf_map__fd(t->skel->maps.known_exe), &ev->addr, &one, BPF_ANY);
+	kill(ev->pid, SIGCONT);
+	return 0;
+}
+
+static int tracker__explain_load_error(int err)
+{
+	if (err == -EPERM || (err == -EACCES && geteuid() != 0))
+		log__error("cannot load BPF programs: %s. Run as root, or grant the binary its "
+			   "capabilities: sudo setcap cap_bpf,cap_perfmon,cap_sys_resource,"
+			   "cap_sys_admin+ep $(command -v memtrack)",
+			   strerror(-err));
+	else
+		log__error("cannot load BPF programs: %s (run with -vv for the verifier log)",
+			   strerror(-err));
+	return MT_EXIT_FAILED;
+}
+
+static int tracker__load(struct tracker *t)
+{
+	struct memtrack_bpf *s;
+	bool multi;
+	int err;
+
+	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
+		log__error("cannot open '/sys/kernel/btf/vmlinux': %s. memtrack needs a kernel "
+			   "built with CONFIG_DEBUG_INFO_BTF=y (5.8 or later)",
+			   strerror(errno));
+		return MT_EXIT_FAILED;
+	}
+	libbpf_set_print(libbpf_quiet);
+	s = t->skel = memtrack_bpf__open();
+	if (!s)
+		return tracker__explain_load_error(-errno);
+	s->rodata->mt_nr_cpus = libbpf_num_possible_cpus();
+	s->rodata->mt_page_shift = __builtin_ctz(sysconf(_SC_PAGESIZE));
+	s->rodata->mt_rss_step = t->o->rss_step;
+	s->rodata->mt_stop_on_exec = true;
+	bpf_map__set_max_entries(s->maps.events, t->o->ring_bytes);
+	multi = attach__probe_uprobe_multi();
+	t->m.uprobe_mechanism = multi ? "uprobe_multi" : "perf_uprobe";
+	t->m.tracepoint_mechanism = "raw_tracepoint";
+	bpf_program__set_autoload(s->progs.mt_alloc_entry_multi, multi);
+	bpf_program__set_autoload(s->progs.mt_alloc_return_multi, multi);
+	bpf_program__set_autoload(s->progs.mt_alloc_entry_perf, !multi);
+	bpf_program__set_autoload(s->progs.mt_alloc_return_perf, !multi);
+	if (multi) {
+		bpf_program__set_expected_attach_type(s->progs.mt_alloc_entry_multi,
+						      attach__uprobe_multi_type());
+		bpf_program__set_expected_attach_type(s->progs.mt_alloc_return_multi,
+						      attach__uprobe_multi_type());
+	}
+	err = memtrack_bpf__load(s);
+	if (err)
+		return tracker__explain_load_error(err);
+	err = attach_set__new(&t->set, multi ? ATTACH_UPROBE_MULTI : ATTACH_PERF_UPROBE,
+			      multi ? s->progs.mt_alloc_entry_multi : s->progs.mt_alloc_entry_perf,
+			      multi ? s->progs.mt_alloc_return_multi : s->progs.mt_alloc_return_perf);
+	if (!err)
+		err = libs__new(&t->libs, t->set);
+	if (err) {
+		log__error("cannot set up: %s", strerror(-err));
+		return MT_EXIT_FAILED;
+	}
+	return 0;
+}
+
+static int tracker__attach_tracepoints(struct tracker *t)
+{
+	struct {
+		struct bpf_program *prog;
+		const char *tp;
+	} tps[] = {
+		{t->skel->progs.mt_on_fork, "sched_process_fork"},
+		{t->skel->progs.mt_on_exec, "sched_process_exec"},
+		{t->skel->progs.mt_on_exit, "sched_process_exit"},
+		{t->skel->progs.mt_on_rss_stat, "rss_stat"},
+	};
+
+	for (size_t i = 0; i < sizeof(tps) / sizeof(tps[0]); i++) {
+		t->tp_links[i] = bpf_program__attach_raw_tracepoint(tps[i].prog, tps[i].tp);
+		if (!t->tp_links[i]) {
+			log__error("cannot attach to raw tracepoint '%s': %s", tps[i].tp,
+				   strerror(errno));
+			return MT_EXIT_FAILED;
+		}
+	}
+	return 0;
+}
+
+static int tracker__setup_loop(struct tracker *t)
+{
+	struct event_source *src;
+	struct epoll_event ev = {.events = EPOLLIN};
+	sigset_t sigs;
+	int err;
+
+	consumer__init(&t->cons);
+	err = ringbuf_source__new(&src, bpf_map__fd(t->skel->maps.events));
+	if (!err)
+		err = consumer__add_source(&t->cons, src);
+	if (err)
+		return err;
+	consumer__add_sink(&t->cons, sink_artifact, t);
+	consumer__add_sink(&t->cons, sink_acct, t->acct);
+	consumer__set_control(&t->cons, control_exec_stopped, t);
+
+	/* Signals for memtrack are forwarded to the command; read them from a signalfd. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
+	sigaddset(&sigs, SIGQUIT);
+	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	t->sigfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+	t->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (t->sigfd < 0 || t->epfd < 0)
+		return -errno;
+	ev.data.u32 = 0;
+	if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, src->fd, &ev))
+		return -errno;
+	ev.data.u32 = 1;
+	if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->sigfd, &ev))
+		return -errno;
+	return 0;
+}
+
+static void tracker__add_pidfd(struct tracker *t)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.u32 = 2};
+
+	epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->sp.pidfd, &ev);
+}
+
+/* Runs until the root process exits; returns its wait status. */
+static int tracker__loop(struct tracker *t)
+{
+	for (;;) {
+		struct epoll_event evs[4];
+		/* Records are submitted without wakeup below 256 KiB pending: poll every 10 ms so
+		 * the ring never holds more than that long's worth. */
+		int n = epoll_wait(t->epfd, evs, 4, 10);
+
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		consumer__drain(&t->cons);
+		for (int i = 0; i < n; i++) {
+			if (evs[i].data.u32 == 1) {
+				struct signalfd_siginfo si;
+
+				while (read(t->sigfd, &si, sizeof(si)) == sizeof(si))
+					kill(t->sp.pid, (int)si.ssi_signo);
+			} else if (evs[i].data.u32 == 2) {
+				int status;
+
+				if (waitpid(t->sp.pid, &status, WNOHANG) == t->sp.pid)
+					return status;
+			}
+		}
+	}
+}
+
+static uint64_t tracker__read_drops(struct tracker *t, uint64_t *drops)
+{
+	int ncpu = libbpf_num_possible_cpus(), fd = bpf_map__fd(t->skel->maps.drops);
+	uint64_t total = 0, *vals = calloc(ncpu, sizeof(*vals));
+
+	for (__u32 r = 0; vals && r < MT_DROP_NR; r++) {
+		drops[r] = 0;
+		if (bpf_map_lookup_elem(fd, &r, vals))
+			continue;
+		for (int c = 0; c < ncpu; c++)
+			drops[r] += vals[c];
+		total += drops[r];
+	}
+	free(vals);
+	return total;
+}
+
+static int tracker__status(int status)
+{
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : MT_EXIT_FAILED;
+}
+
+static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_start)
+{
+	char path[PATH_MAX];
+	struct utsname un;
+	struct rusage ru;
+	uint64_t drops_total, t0;
+	int exit_code = tracker__status(status), err;
+	__u32 zero = 0;
+	struct {
+		__s64 tree_rss, tree_peak;
+	} g = {0, 0};
+
+	t->m.t_run = now_ns(CLOCK_MONOTONIC) - t_run0;
+	t0 = now_ns(CLOCK_MONOTONIC);
+	while (consumer__drain(&t->cons) > 0)
+		;
+	t->m.t_drain = now_ns(CLOCK_MONOTONIC) - t0;
+	err = artifact_writer__close(t->writer);
+	t->writer = NULL;
+	if (err && !t->write_err)
+		t->write_err = err;
+
+	drops_total = tracker__read_drops(t, t->m.drops);
+	bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.global), &zero, &g);
+	heap_acct__fill(t->acct, &t->m);
+	/* The kernel-side tree peak is exact (every page); the artifact's Rss records are
+	 * decimated, so prefer the larger of the two. */
+	if ((uint64_t)g.tree_peak > t->m.peak_rss)
+		t->m.peak_rss = g.tree_peak;
+	memcpy(t->m.counts, t->counts, sizeof(t->counts));
+	t->m.events_total = 0;
+	for (int i = 0; i < MT_EV_TYPE_MAX; i++)
+		t->m.events_total += t->counts[i];
+	t->m.consumer_drops = t->cons.rejected;
+	t->m.complete = drops_total == 0 && t->cons.rejected == 0 && !t->write_err;
+	t->m.exit_status = exit_code;
+	t->m.term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+	uname(&un);
+	t->m.kernel_release = strdup(un.release);
+	libs__fill(t->libs, &t->m);
+	getrusage(RUSAGE_SELF, &ru);
+	t->m.memtrack_max_rss = (uint64_t)ru.ru_maxrss * 1024;
+	t->m.ringbuf_bytes = t->o->ring_bytes;
+	tracker__detach(t);
+	t->m.t_total = now_ns(CLOCK_MONOTONIC) - t_start;
+
+	snprintf(path, sizeof(path), "%s/%d%s", t->o->outdir, t->sp.pid, MANIFEST_SUFFIX);
+	err = manifest__write(&t->m, path);
+	if (err) {
+		log__error("cannot write '%s': %s", path, strerror(-err));
+		return MT_EXIT_FAILED;
+	}
+	if (t->write_err) {
+		log__error("cannot write the artifact in '%s': %s", t->o->outdir,
+			   strerror(-t->write_err));
+		return MT_EXIT_FAILED;
+	}
+	if (!t->o->quiet) {
+		report__summary(stderr, &t->m);
+		fprintf(stderr, "memtrack: artifact: %s/%s\n", t->o->outdir, t->m.artifact);
+	}
+	if (!t->m.complete) {
+		log__error("%" PRIu64 " events were lost (ring buffer %" PRIu64 ", thread map %" PRIu64
+			   ", process map %" PRIu64 ", unmatched returns %" PRIu64
+			   ", consumer %" PRIu64 "): the artifact is incomplete. Try a larger "
+			   "--ring-size, or a larger --rss-step",
+			   drops_total + t->cons.rejected, t->m.drops[MT_DROP_RINGBUF],
+			   t->m.drops[MT_DROP_THREAD_MAP], t->m.drops[MT_DROP_PROC_MAP],
+			   t->m.drops[MT_DROP_UNMATCHED_RET], t->cons.rejected);
+		return MT_EXIT_LOST;
+	}
+	return exit_code;
+}
+
+/* Closes every link and map; idempotent. Timed: detaching is part of what a run costs. */
+static void tracker__detach(struct tracker *t)
+{
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+
+	if (!t->skel)
+		return;
+	attach_set__free(t->set);
+	t->set = NULL;
+	for (int i = 0; i < 4; i++) {
+		bpf_link__destroy(t->tp_links[i]);
+		t->tp_links[i] = NULL;
+	}
+	consumer__destroy(&t->cons);
+	memtrack_bpf__destroy(t->skel);
+	t->skel = NULL;
+	t->m.t_detach = now_ns(CLOCK_MONOTONIC) - t0;
+	log__debug(2, "detach: %.1f ms", t->m.t_detach / 1e6);
+}
+
+static void tracker__destroy(struct tracker *t)
+{
+	tracker__detach(t);
+	artifact_writer__close(t->writer);
+	heap_acct__free(t->acct);
+	libs__free(t->libs);
+	if (t->sigfd >= 0)
+		close(t->sigfd);
+	if (t->epfd >= 0)
+		close(t->epfd);
+	spawn__close(&t->sp);
+	free(t->m.kernel_release);
+	free(t->m.artifact);
+	for (uint32_t i = 0; i < t->m.nr_libraries; i++) {
+		free(t->m.libraries[i].path);
+		free(t->m.libraries[i].kind);
+	}
+	free(t->m.libraries);
+	free(t->m.procs);
+}
+
+int tracker__run(const struct tracker_opts *o)
+{
+	struct tracker t = {.o = o, .epfd = -1, .sigfd = -1};
+	struct mt_proc_init {
+		__u8 raw[256];
+	};
+	char path[PATH_MAX], name[64];
+	uint64_t t_start = now_ns(CLOCK_MONOTONIC), t0;
+	struct rlimit rl = {RLIM_INFINITY, RLIM_INFINITY};
+	int ret = MT_EXIT_FAILED, err, status;
+
+	t.sp.go_fd = t.sp.err_fd = t.sp.pidfd = -1;
+	t.m.memtrack_version = MEMTRACK_VERSION;
+	t.m.command = (char *)o->command;
+	t.m.argv = o->argv;
+	t.m.start_unix_ns = now_ns(CLOCK_REALTIME);
+	t.m.start_mono_ns = t_start;
+	t.m.rmap_backend = "off";
+	setrlimit(RLIMIT_MEMLOCK, &rl); /* kernels before 5.11 charge maps to it */
+	if (mkdir(o->outdir, 0755) && errno != EEXIST) {
+		log__error("cannot create '%s': %s", o->outdir, strerror(errno));
+		return MT_EXIT_FAILED;
+	}
+	if (heap_acct__new(&t.acct))
+		return MT_EXIT_FAILED;
+
+	t0 = now_ns(CLOCK_MONOTONIC);
+	ret = tracker__load(&t);
+	t.m.t_load = now_ns(CLOCK_MONOTONIC) - t0;
+	if (ret)
+		goto cleanup;
+	t0 = now_ns(CLOCK_MONOTONIC);
+	ret = tracker__attach_tracepoints(&t);
+	if (ret)
+		goto cleanup;
+	ret = MT_EXIT_FAILED;
+	err = tracker__setup_loop(&t);
+	if (err) {
+		log__error("cannot set up the event loop: %s", strerror(-err));
+		goto cleanup;
+	}
+	err = spawn__start(&t.sp, o->argv, true);
+	if (err) {
+		log__error("cannot start '%s': %s", o->argv[0], strerror(-err));
+		goto cleanup;
+	}
+	t.m.root_pid = t.sp.pid;
+	snprintf(name, sizeof(name), "%d%s", t.sp.pid, ARTIFACT_SUFFIX);
+	t.m.artifact = strdup(name);
+	snprintf(path, sizeof(path), "%s/%s", o->outdir, name);
+	err = artifact_writer__open(&t.writer, path, ARTIFACT_DEFAULT_LEVEL, 0);
+	if (err) {
+		log__error("cannot open '%s': %s", path, strerror(-err));
+		spawn__abort(&t.sp);
+		goto cleanup;
+	}
+	{
+		struct mt_proc_init zero = {};
+		__u32 pid = t.sp.pid;
+
+		/* struct mt_proc is BPF-private; a zeroed value of the map's size registers it */
+		if (bpf_map__value_size(t.skel->maps.procs) > sizeof(zero) ||
+		    bpf_map_update_elem(bpf_map__fd(t.skel->maps.procs), &pid, &zero, BPF_ANY)) {
+			log__error("cannot register process %d: %s", pid, strerror(errno));
+			spawn__abort(&t.sp);
+			goto cleanup;
+		}
+	}
+	tracker__add_pidfd(&t);
+	t.m.t_attach = now_ns(CLOCK_MONOTONIC) - t0;
+	t0 = now_ns(CLOCK_MONOTONIC);
+	err = spawn__release(&t.sp);
+	if (err)
+		log__error("cannot execute '%s': %s", o->argv[0], strerror(-err));
+	status = tracker__loop(&t);
+	if (status < 0) {
+		log__error("event loop failed: %s", strerror(-status));
+		spawn__abort(&t.sp);
+		goto cleanup;
+	}
+	t.m.t_attach += libs__attach_ns(t.libs);
+	ret = tracker__finish(&t, status, t0, t_start);
+	if (err && ret == MT_EXIT_FAILED)
+		ret = MT_EXIT_NOEXEC;
+cleanup:
+	t.m.command = NULL;
+	t.m.argv = NULL;
+	tracker__destroy(&t);
+	return ret;
+}
