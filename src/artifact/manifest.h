@@ -70,6 +70,11 @@ struct manifest {
 	uint64_t ringbuf_bytes;
 	struct manifest_proc *procs;
 	uint32_t nr_procs;
+
+	/* private: set by manifest__read, whose every non-NULL pointer above (the const strings
+	 * included) is then a heap copy; manifest__free frees only when it is set, so a
+	 * caller-built manifest (pointing at argv, literals...) is never freed by it. */
+	bool read_allocated;
 };
 
 /* Writes the JSON atomically (path.tmp then rename). */

@@ -1,0 +1,647 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Artifact format tests. Expected bytes are derived by hand from the msgpack spec: map header
+ * 0x80|n, fixstr 0xa0|len, positive fixint < 0x80, uint8 0xcc, uint16 0xcd, uint32 0xce,
+ * uint64 0xcf, negative fixint 0xe0..0xff, int8 0xd0, int16 0xd1, int32 0xd2, int64 0xd3.
+ * Literals are split ("\xa4" "addr") so hex escapes never swallow a following letter.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include <msgpack.h>
+#include <zstd.h>
+#include "artifact/artifact.h"
+
+#define FIXTURE "../shared/testdata/realloc.MemtrackArtifact.msgpack"
+
+static char tmpdir[64];
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_artifact.XXXXXX");
+	return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	DIR *d = opendir(tmpdir);
+	struct dirent *de;
+	char p[512];
+
+	(void)state;
+	while (d && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", tmpdir, de->d_name);
+		unlink(p);
+	}
+	if (d)
+		closedir(d);
+	return rmdir(tmpdir);
+}
+
+static const char *tpath(const char *name)
+{
+	static char p[256];
+
+	snprintf(p, sizeof(p), "%s/%s", tmpdir, name);
+	return p;
+}
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+	struct stat st;
+	uint8_t *buf;
+	int fd = open(path, O_RDONLY);
+
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	buf = malloc(st.st_size + 1);
+	assert_non_null(buf);
+	assert_int_equal(read(fd, buf, st.st_size), st.st_size);
+	close(fd);
+	*len = st.st_size;
+	return buf;
+}
+
+static void spit(const char *path, const void *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, data, len), (ssize_t)len);
+	close(fd);
+}
+
+/* Common head of an event with pid 1, tid 2, timestamp 3, addr 4 (after the map header). */
+#define HEAD \
+	"\xa3" "pid" "\x01" "\xa3" "tid" "\x02" "\xa9" "timestamp" "\x03" \
+	"\xa4" "addr" "\x04" "\xa4" "type"
+
+static struct mt_event mk(uint32_t type, uint64_t size)
+{
+	return (struct mt_event){
+		.type = type, .pid = 1, .tid = 2, .ts = 3, .addr = 4, .size = size};
+}
+
+static void check_bytes(const struct mt_event *ev, const char *want, size_t wlen)
+{
+	uint8_t buf[128];
+	int n = artifact__encode(ev, buf, sizeof(buf));
+
+	assert_int_equal(n, (int)wlen);
+	assert_memory_equal(buf, want, wlen);
+}
+
+#define CHECK(ev, lit) check_bytes(&(ev), lit, sizeof(lit) - 1)
+
+static void test_golden_variants(void **state)
+{
+	struct mt_event ev;
+
+	(void)state;
+	ev = mk(MT_EV_MALLOC, 42);
+	CHECK(ev, "\x86" HEAD "\xa6" "Malloc" "\xa4" "size" "\x2a");
+	ev = mk(MT_EV_CALLOC, 127); /* largest positive fixint */
+	CHECK(ev, "\x86" HEAD "\xa6" "Calloc" "\xa4" "size" "\x7f");
+	ev = mk(MT_EV_ALIGNED_ALLOC, 128); /* smallest uint8 */
+	CHECK(ev, "\x86" HEAD "\xac" "AlignedAlloc" "\xa4" "size" "\xcc\x80");
+	ev = mk(MT_EV_MMAP, 255);
+	CHECK(ev, "\x86" HEAD "\xa4" "Mmap" "\xa4" "size" "\xcc\xff");
+	ev = mk(MT_EV_MUNMAP, 256); /* smallest uint16 */
+	CHECK(ev, "\x86" HEAD "\xa6" "Munmap" "\xa4" "size" "\xcd\x01\x00");
+	ev = mk(MT_EV_BRK, 65535);
+	CHECK(ev, "\x86" HEAD "\xa3" "Brk" "\xa4" "size" "\xcd\xff\xff");
+	ev = mk(MT_EV_MALLOC, 65536); /* smallest uint32 */
+	CHECK(ev, "\x86" HEAD "\xa6" "Malloc" "\xa4" "size" "\xce\x00\x01\x00\x00");
+	ev = mk(MT_EV_MALLOC, 0xffffffffull);
+	CHECK(ev, "\x86" HEAD "\xa6" "Malloc" "\xa4" "size" "\xce\xff\xff\xff\xff");
+	ev = mk(MT_EV_MALLOC, 1ull << 32); /* smallest uint64 */
+	CHECK(ev, "\x86" HEAD "\xa6" "Malloc" "\xa4" "size" "\xcf\x00\x00\x00\x01\x00\x00\x00\x00");
+	ev = mk(MT_EV_MALLOC, 0);
+	CHECK(ev, "\x86" HEAD "\xa6" "Malloc" "\xa4" "size" "\x00");
+
+	ev = mk(MT_EV_REALLOC, 42); /* old_addr 0: omitted, five keys + size */
+	CHECK(ev, "\x86" HEAD "\xa7" "Realloc" "\xa4" "size" "\x2a");
+	ev.old_addr = 0x1000;
+	CHECK(ev, "\x87" HEAD "\xa7" "Realloc" "\xa4" "size" "\x2a" "\xa8" "old_addr"
+		  "\xcd\x10\x00");
+
+	ev = mk(MT_EV_FREE, 99); /* unit variants ignore size */
+	CHECK(ev, "\x85" HEAD "\xa4" "Free");
+	ev = mk(MT_EV_EXEC, 0);
+	CHECK(ev, "\x85" HEAD "\xa4" "Exec");
+	ev = mk(MT_EV_EXIT, 0);
+	CHECK(ev, "\x85" HEAD "\xa4" "Exit");
+
+	ev = mk(MT_EV_FORK, 1234);
+	CHECK(ev, "\x86" HEAD "\xa4" "Fork" "\xaa" "parent_pid" "\xcd\x04\xd2");
+
+	ev = mk(MT_EV_RSS, 4096);
+	ev.aux = MT_RSS_ANON;
+	CHECK(ev, "\x87" HEAD "\xa3" "Rss" "\xa6" "member" "\x01" "\xa4" "size" "\xcd\x10\x00");
+}
+
+static void test_golden_rmap_delta(void **state)
+{
+	static const struct {
+		int64_t delta;
+		const char *enc;
+		size_t len;
+	} cases[] = {
+		{5, "\x05", 1},
+		{-1, "\xff", 1},
+		{-32, "\xe0", 1}, /* smallest negative fixint */
+		{-33, "\xd0\xdf", 2},
+		{-128, "\xd0\x80", 2},
+		{-129, "\xd1\xff\x7f", 3},
+		{-32768, "\xd1\x80\x00", 3},
+		{-32769, "\xd2\xff\xff\x7f\xff", 5},
+		{-2147483649ll, "\xd3\xff\xff\xff\xff\x7f\xff\xff\xff", 9},
+		{200, "\xcc\xc8", 2}, /* positive delta: unsigned forms */
+	};
+	const char head[] = "\x87" HEAD "\xa4" "Rmap" "\xa6" "member" "\x03" "\xa5" "delta";
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct mt_event ev = mk(MT_EV_RMAP, (uint64_t)cases[i].delta);
+		char want[128];
+
+		ev.aux = MT_RSS_SHMEM;
+		memcpy(want, head, sizeof(head) - 1);
+		memcpy(want + sizeof(head) - 1, cases[i].enc, cases[i].len);
+		check_bytes(&ev, want, sizeof(head) - 1 + cases[i].len);
+	}
+}
+
+static void test_golden_common_fields(void **state)
+{
+	struct mt_event ev = {.type = MT_EV_FREE,
+			      .pid = -1,
+			      .tid = 200,
+			      .ts = UINT64_MAX,
+			      .addr = 0x7fff12345678ull};
+
+	(void)state;
+	CHECK(ev, "\x85" "\xa3" "pid" "\xff" "\xa3" "tid" "\xcc\xc8" "\xa9" "timestamp"
+		  "\xcf\xff\xff\xff\xff\xff\xff\xff\xff" "\xa4" "addr"
+		  "\xcf\x00\x00\x7f\xff\x12\x34\x56\x78" "\xa4" "type" "\xa4" "Free");
+	ev.pid = INT32_MAX;
+	ev.tid = INT32_MIN;
+	ev.ts = 65536;
+	ev.addr = 0;
+	CHECK(ev, "\x85" "\xa3" "pid" "\xce\x7f\xff\xff\xff" "\xa3" "tid" "\xd2\x80\x00\x00\x00"
+		  "\xa9" "timestamp" "\xce\x00\x01\x00\x00" "\xa4" "addr" "\x00" "\xa4" "type"
+		  "\xa4" "Free");
+}
+
+static void test_encode_limits(void **state)
+{
+	struct mt_event ev = {.type = MT_EV_REALLOC,
+			      .pid = INT32_MIN,
+			      .tid = INT32_MIN,
+			      .ts = UINT64_MAX,
+			      .addr = UINT64_MAX,
+			      .size = UINT64_MAX,
+			      .old_addr = UINT64_MAX};
+	uint8_t buf[256];
+
+	(void)state;
+	/* the worst case the writer's frame buffer is sized for */
+	assert_int_equal(artifact__encode(&ev, buf, sizeof(buf)), 97);
+	assert_int_equal(artifact__encode(&ev, buf, 96), -ENOSPC);
+	assert_int_equal(artifact__encode(&ev, buf, 0), -ENOSPC);
+	ev.type = MT_EV_CTL_EXEC_STOPPED;
+	assert_int_equal(artifact__encode(&ev, buf, sizeof(buf)), -EINVAL);
+	ev.type = MT_EV_NONE;
+	assert_int_equal(artifact__encode(&ev, buf, sizeof(buf)), -EINVAL);
+	ev.type = 14;
+	assert_int_equal(artifact__encode(&ev, buf, sizeof(buf)), -EINVAL);
+	ev.type = 1000;
+	assert_int_equal(artifact__encode(&ev, buf, sizeof(buf)), -EINVAL);
+}
+
+static void test_type_names(void **state)
+{
+	(void)state;
+	for (uint32_t t = MT_EV_MALLOC; t <= MT_EV_RMAP; t++) {
+		const char *n = artifact__type_name(t);
+
+		assert_non_null(n);
+		assert_int_equal(artifact__type_from_name(n, strlen(n)), t);
+	}
+	assert_string_equal(artifact__type_name(MT_EV_ALIGNED_ALLOC), "AlignedAlloc");
+	assert_null(artifact__type_name(MT_EV_NONE));
+	assert_null(artifact__type_name(MT_EV_CTL_EXEC_STOPPED));
+	assert_int_equal(artifact__type_from_name("Mall", 4), MT_EV_NONE);
+	assert_int_equal(artifact__type_from_name("Mallocx", 7), MT_EV_NONE);
+	assert_int_equal(artifact__type_from_name("Malloc", 6), MT_EV_MALLOC);
+}
+
+/* Deterministic mix of every variant, with values crossing encoding boundaries. */
+static struct mt_event synth(uint32_t i)
+{
+	static const uint32_t types[] = {MT_EV_MALLOC, MT_EV_CALLOC, MT_EV_REALLOC,
+					 MT_EV_ALIGNED_ALLOC, MT_EV_FREE, MT_EV_MMAP,
+					 MT_EV_MUNMAP, MT_EV_BRK, MT_EV_FORK, MT_EV_EXEC,
+					 MT_EV_EXIT, MT_EV_RSS, MT_EV_RMAP};
+	struct mt_event ev = {
+		.type = types[i % 13],
+		.pid = (int32_t)(1000 + i % 7),
+		.tid = (int32_t)(1000 + i % 11),
+		.ts = 1000000000ull + i * 997ull,
+		.addr = 0x7f0000000000ull + i * 48ull,
+	};
+
+	switch (ev.type) {
+	case MT_EV_FREE:
+	case MT_EV_EXEC:
+	case MT_EV_EXIT:
+		break;
+	case MT_EV_REALLOC:
+		ev.size = i * 3;
+		ev.old_addr = (i & 1) ? ev.addr - 4096 : 0;
+		break;
+	case MT_EV_RSS:
+		ev.aux = i % MT_RSS_NR;
+		ev.size = (uint64_t)i << 12;
+		break;
+	case MT_EV_RMAP:
+		ev.aux = i % MT_RSS_NR;
+		ev.size = (uint64_t)((int64_t)(i % 300) - 150);
+		break;
+	default:
+		ev.size = (uint64_t)i * i;
+		break;
+	}
+	return ev;
+}
+
+static void assert_event_equal(const struct mt_event *a, const struct mt_event *b)
+{
+	assert_int_equal(a->type, b->type);
+	assert_int_equal(a->pid, b->pid);
+	assert_int_equal(a->tid, b->tid);
+	assert_int_equal(a->aux, b->aux);
+	assert_int_equal(a->ts, b->ts);
+	assert_int_equal(a->addr, b->addr);
+	assert_int_equal(a->size, b->size);
+	assert_int_equal(a->old_addr, b->old_addr);
+}
+
+static void write_n(const char *path, uint32_t n, unsigned frame_events)
+{
+	struct artifact_writer *w;
+
+	assert_int_equal(artifact_writer__open(&w, path, ARTIFACT_DEFAULT_LEVEL, frame_events), 0);
+	for (uint32_t i = 0; i < n; i++) {
+		struct mt_event ev = synth(i);
+
+		assert_int_equal(artifact_writer__write(w, &ev), 0);
+	}
+	assert_int_equal(artifact_writer__events(w), n);
+	assert_int_equal(artifact_writer__close(w), 0);
+}
+
+/* Counts the frames of a file and checks each one decompresses on its own. */
+static unsigned count_frames(const uint8_t *buf, size_t len)
+{
+	unsigned frames = 0;
+
+	while (len) {
+		size_t fs = ZSTD_findFrameCompressedSize(buf, len);
+		unsigned long long cs;
+		void *out;
+
+		assert_false(ZSTD_isError(fs));
+		cs = ZSTD_getFrameContentSize(buf, fs);
+		assert_true(cs != ZSTD_CONTENTSIZE_ERROR && cs != ZSTD_CONTENTSIZE_UNKNOWN);
+		out = malloc(cs + 1);
+		assert_int_equal(ZSTD_decompress(out, cs + 1, buf, fs), cs);
+		free(out);
+		buf += fs;
+		len -= fs;
+		frames++;
+	}
+	return frames;
+}
+
+static void test_roundtrip_frames(void **state)
+{
+	const char *path = tpath("rt" ARTIFACT_SUFFIX);
+	struct artifact_reader *r;
+	struct mt_event ev, want;
+	uint32_t i = 0;
+	uint8_t *buf;
+	size_t len;
+	int rc;
+
+	(void)state;
+	write_n(path, 1000, 64);
+	buf = slurp(path, &len);
+	assert_int_equal(count_frames(buf, len), 16); /* ceil(1000 / 64) */
+	free(buf);
+
+	assert_int_equal(artifact_reader__open(&r, path), 0);
+	while ((rc = artifact_reader__next(r, &ev)) == 1) {
+		want = synth(i++);
+		assert_event_equal(&ev, &want);
+	}
+	assert_int_equal(rc, 0);
+	assert_int_equal(i, 1000);
+	assert_int_equal(artifact_reader__frames(r), 16);
+	assert_int_equal(artifact_reader__next(r, &ev), 0); /* end stays end */
+	artifact_reader__free(r);
+
+	/* an exact multiple of frame_events adds no trailing empty frame */
+	write_n(path, 128, 64);
+	buf = slurp(path, &len);
+	assert_int_equal(count_frames(buf, len), 2);
+	free(buf);
+}
+
+static void test_roundtrip_large(void **state)
+{
+	const char *path = tpath("big" ARTIFACT_SUFFIX);
+	struct artifact_writer *w;
+	struct artifact_reader *r;
+	struct mt_event ev, want;
+	uint32_t i = 0, n = 200000;
+	int rc;
+
+	(void)state;
+	/* default frame size: several frames, and many read(2) refills of the input buffer */
+	write_n(path, n, 0);
+	assert_int_equal(artifact_reader__open(&r, path), 0);
+	while ((rc = artifact_reader__next(r, &ev)) == 1) {
+		want = synth(i++);
+		assert_event_equal(&ev, &want);
+	}
+	assert_int_equal(rc, 0);
+	assert_int_equal(i, n);
+	assert_int_equal(artifact_reader__frames(r), 4); /* 3 full + 1 partial */
+	artifact_reader__free(r);
+
+	assert_int_equal(artifact_writer__open(&w, path, 3, 0), 0);
+	ev = synth(1);
+	assert_int_equal(artifact_writer__write(w, &ev), 0);
+	assert_int_equal(artifact_writer__bytes(w), 0); /* nothing flushed before close */
+	assert_int_equal(artifact_writer__close(w), 0);
+}
+
+static void test_empty_artifact(void **state)
+{
+	const char *path = tpath("empty" ARTIFACT_SUFFIX);
+	struct artifact_reader *r;
+	struct mt_event ev;
+	uint8_t *buf;
+	size_t len;
+
+	(void)state;
+	write_n(path, 0, 0);
+	buf = slurp(path, &len);
+	assert_true(len > 0);
+	assert_int_equal(ZSTD_findFrameCompressedSize(buf, len), len); /* exactly one frame */
+	assert_int_equal(ZSTD_getFrameContentSize(buf, len), 0);
+	assert_int_equal(artifact_reader__open_mem(&r, buf, len), 0);
+	free(buf);
+	assert_int_equal(artifact_reader__next(r, &ev), 0);
+	assert_int_equal(artifact_reader__frames(r), 1);
+	artifact_reader__free(r);
+}
+
+static void test_writer_errors(void **state)
+{
+	const char *path = tpath("ctl" ARTIFACT_SUFFIX);
+	struct mt_event ev = mk(MT_EV_CTL_EXEC_STOPPED, 0);
+	struct artifact_writer *w = (void *)1;
+	struct artifact_reader *r;
+
+	(void)state;
+	assert_int_equal(artifact_writer__close(NULL), 0);
+	artifact_reader__free(NULL);
+	assert_int_equal(artifact_writer__open(&w, "/nonexistent/dir/x", -5, 0), -ENOENT);
+	assert_null(w);
+	assert_int_equal(artifact_reader__open(&r, "/nonexistent/dir/x"), -ENOENT);
+
+	assert_int_equal(artifact_writer__open(&w, path, -5, 0), 0);
+	assert_int_equal(artifact_writer__write(w, &ev), -EINVAL);
+	ev.type = MT_EV_NONE;
+	assert_int_equal(artifact_writer__write(w, &ev), -EINVAL);
+	assert_int_equal(artifact_writer__events(w), 0);
+	ev = mk(MT_EV_MALLOC, 7); /* a rejected record does not stop the writer */
+	assert_int_equal(artifact_writer__write(w, &ev), 0);
+	assert_int_equal(artifact_writer__events(w), 1);
+	assert_int_equal(artifact_writer__close(w), 0);
+}
+
+static void test_writer_io_error(void **state)
+{
+	struct artifact_writer *w;
+	struct mt_event ev = mk(MT_EV_MALLOC, 1);
+
+	(void)state;
+	if (access("/dev/full", W_OK))
+		skip();
+	/* every frame write fails with ENOSPC; the first failure sticks and close reports it */
+	assert_int_equal(artifact_writer__open(&w, "/dev/full", -5, 2), 0);
+	assert_int_equal(artifact_writer__write(w, &ev), 0);
+	assert_int_equal(artifact_writer__write(w, &ev), -ENOSPC);
+	assert_int_equal(artifact_writer__write(w, &ev), -ENOSPC);
+	assert_int_equal(artifact_writer__close(w), -ENOSPC);
+}
+
+/* Compresses raw msgpack bytes into one frame appended to out. */
+static size_t add_frame(uint8_t *out, size_t off, const void *raw, size_t len)
+{
+	size_t z = ZSTD_compress(out + off, ZSTD_compressBound(len), raw, len, 1);
+
+	assert_false(ZSTD_isError(z));
+	return off + z;
+}
+
+static void test_truncated(void **state)
+{
+	const char *path = tpath("trunc" ARTIFACT_SUFFIX);
+	struct artifact_reader *r;
+	struct mt_event ev;
+	uint8_t *buf, raw[512], z[1024];
+	size_t len, n = 0, zl;
+	int rc, got = 0;
+
+	(void)state;
+	/* zstd-level truncation: two frames of 50, the second one missing its last byte */
+	write_n(path, 100, 50);
+	buf = slurp(path, &len);
+	spit(path, buf, len - 1);
+	free(buf);
+	assert_int_equal(artifact_reader__open(&r, path), 0);
+	while ((rc = artifact_reader__next(r, &ev)) == 1)
+		got++;
+	assert_int_equal(rc, -EBADMSG);
+	assert_int_equal(got, 50); /* every event of the complete frame */
+	assert_non_null(strstr(artifact_reader__error(r), "truncated"));
+	assert_int_equal(artifact_reader__next(r, &ev), -EBADMSG); /* sticky */
+	artifact_reader__free(r);
+
+	/* msgpack-level truncation: a complete frame whose last map is cut in half */
+	for (int i = 0; i < 3; i++) {
+		ev = synth((uint32_t)i);
+		n += (size_t)artifact__encode(&ev, raw + n, sizeof(raw) - n);
+	}
+	zl = add_frame(z, 0, raw, n - 10);
+	assert_int_equal(artifact_reader__open_mem(&r, z, zl), 0);
+	for (int i = 0; i < 2; i++) {
+		struct mt_event want = synth((uint32_t)i);
+
+		assert_int_equal(artifact_reader__next(r, &ev), 1);
+		assert_event_equal(&ev, &want);
+	}
+	assert_int_equal(artifact_reader__next(r, &ev), -EBADMSG);
+	assert_non_null(strstr(artifact_reader__error(r), "truncated"));
+	assert_int_equal(artifact_reader__frames(r), 1);
+	artifact_reader__free(r);
+}
+
+/* Packs a map the way another writer might: keys shuffled, extra keys, given type name. */
+static void pack_foreign(msgpack_packer *pk, const char *type, bool with_size)
+{
+	msgpack_pack_map(pk, with_size ? 7 : 6);
+	msgpack_pack_str_with_body(pk, "type", 4);
+	msgpack_pack_str_with_body(pk, type, strlen(type));
+	msgpack_pack_str_with_body(pk, "future", 6);
+	msgpack_pack_array(pk, 2);
+	msgpack_pack_nil(pk);
+	msgpack_pack_str_with_body(pk, "x", 1);
+	if (with_size) {
+		msgpack_pack_str_with_body(pk, "size", 4);
+		msgpack_pack_uint64(pk, 300);
+	}
+	msgpack_pack_str_with_body(pk, "addr", 4);
+	msgpack_pack_uint64(pk, 0xdead0);
+	msgpack_pack_str_with_body(pk, "timestamp", 9);
+	msgpack_pack_uint64(pk, 77);
+	msgpack_pack_str_with_body(pk, "tid", 3);
+	msgpack_pack_int32(pk, -5);
+	msgpack_pack_str_with_body(pk, "pid", 3);
+	msgpack_pack_int32(pk, 9);
+}
+
+static void test_foreign_maps(void **state)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	struct artifact_reader *r;
+	struct mt_event ev;
+	uint8_t z[4096];
+	size_t zl;
+
+	(void)state;
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	pack_foreign(&pk, "Malloc", true);
+	pack_foreign(&pk, "Bogus", true); /* an unknown variant in the middle */
+	pack_foreign(&pk, "Free", false);
+	zl = add_frame(z, 0, sb.data, sb.size);
+	msgpack_sbuffer_destroy(&sb);
+
+	assert_int_equal(artifact_reader__open_mem(&r, z, zl), 0);
+	assert_int_equal(artifact_reader__next(r, &ev), 1);
+	assert_int_equal(ev.type, MT_EV_MALLOC);
+	assert_int_equal(ev.pid, 9);
+	assert_int_equal(ev.tid, -5);
+	assert_int_equal(ev.ts, 77);
+	assert_int_equal(ev.addr, 0xdead0);
+	assert_int_equal(ev.size, 300);
+	assert_int_equal(artifact_reader__next(r, &ev), -EBADMSG);
+	assert_non_null(strstr(artifact_reader__error(r), "unknown variant 'Bogus'"));
+	assert_int_equal(artifact_reader__next(r, &ev), -EBADMSG);
+	artifact_reader__free(r);
+
+	/* a variant missing its field, and a value that is not a map */
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	pack_foreign(&pk, "Malloc", false);
+	zl = add_frame(z, 0, sb.data, sb.size);
+	msgpack_sbuffer_destroy(&sb);
+	assert_int_equal(artifact_reader__open_mem(&r, z, zl), 0);
+	assert_int_equal(artifact_reader__next(r, &ev), -EBADMSG);
+	artifact_reader__free(r);
+
+	zl = add_frame(z, 0, "\x93\x01\x02\x03", 4);
+	assert_int_equal(artifact_reader__open_mem(&r, z, zl), 0);
+	assert_int_equal(artifact_reader__next(r, &ev), -EBADMSG);
+	assert_non_null(strstr(artifact_reader__error(r), "not a map"));
+	artifact_reader__free(r);
+
+	/* not zstd at all */
+	assert_int_equal(artifact_reader__open_mem(&r, "garbage!", 8), 0);
+	assert_int_equal(artifact_reader__next(r, &ev), -EBADMSG);
+	assert_non_null(strstr(artifact_reader__error(r), "zstd"));
+	artifact_reader__free(r);
+
+	/* zero bytes: no frame, no event */
+	assert_int_equal(artifact_reader__open_mem(&r, NULL, 0), 0);
+	assert_int_equal(artifact_reader__next(r, &ev), 0);
+	artifact_reader__free(r);
+}
+
+static void test_fixture(void **state)
+{
+	static const char want[] = "\x86" "\xa3" "pid" "\x01" "\xa3" "tid" "\x0b" "\xa9"
+				   "timestamp" "\x64" "\xa4" "addr" "\x10" "\xa4" "type" "\xa7"
+				   "Realloc" "\xa4" "size" "\x2a";
+	struct mt_event ev, fx = {.type = MT_EV_REALLOC, .pid = 1, .tid = 11, .ts = 100,
+				  .addr = 16, .size = 42};
+	struct artifact_reader *r;
+	uint8_t buf[128];
+
+	(void)state;
+	if (access(FIXTURE, R_OK)) {
+		print_message("fixture %s not found (cwd must be the repo root): skipped\n",
+			      FIXTURE);
+		skip();
+	}
+	assert_int_equal(artifact_reader__open(&r, FIXTURE), 0);
+	assert_int_equal(artifact_reader__next(r, &ev), 1);
+	assert_event_equal(&ev, &fx);
+	assert_int_equal(artifact_reader__next(r, &ev), 0);
+	assert_int_equal(artifact_reader__frames(r), 1);
+	artifact_reader__free(r);
+
+	/* and our encoder produces the exact msgpack inside the fixture's frame */
+	assert_int_equal(artifact__encode(&fx, buf, sizeof(buf)), sizeof(want) - 1);
+	assert_memory_equal(buf, want, sizeof(want) - 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_golden_variants),
+		cmocka_unit_test(test_golden_rmap_delta),
+		cmocka_unit_test(test_golden_common_fields),
+		cmocka_unit_test(test_encode_limits),
+		cmocka_unit_test(test_type_names),
+		cmocka_unit_test(test_roundtrip_frames),
+		cmocka_unit_test(test_roundtrip_large),
+		cmocka_unit_test(test_empty_artifact),
+		cmocka_unit_test(test_writer_errors),
+		cmocka_unit_test(test_writer_io_error),
+		cmocka_unit_test(test_truncated),
+		cmocka_unit_test(test_foreign_maps),
+		cmocka_unit_test(test_fixture),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
