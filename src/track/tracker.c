@@ -237,9 +237,23 @@ static void tracker__add_pidfd(struct tracker *t)
 	epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->sp.pidfd, &ev);
 }
 
-/* Runs until the root process exits; returns its wait status. */
+/* True while any process of the tree is alive (the BPF side removes each at its exit). */
+static bool tracker__tree_alive(struct tracker *t)
+{
+	__u32 key;
+
+	return bpf_map_get_next_key(bpf_map__fd(t->skel->maps.procs), NULL, &key) == 0;
+}
+
+/*
+ * Runs until the root process has exited and, like strace -f, until every process of the tree
+ * has: a child the root left behind is still part of the run. A signal received after the root
+ * exited stops the wait (the descendants run on untracked). Returns the root's wait status.
+ */
 static int tracker__loop(struct tracker *t)
 {
+	int root_status = -1;
+
 	for (;;) {
 		struct epoll_event evs[4];
 		/* Records are submitted without wakeup below 256 KiB pending: poll every 10 ms so
@@ -253,15 +267,22 @@ static int tracker__loop(struct tracker *t)
 			if (evs[i].data.u32 == 1) {
 				struct signalfd_siginfo si;
 
-				while (read(t->sigfd, &si, sizeof(si)) == sizeof(si))
+				while (read(t->sigfd, &si, sizeof(si)) == sizeof(si)) {
+					if (root_status >= 0)
+						return root_status;
 					kill(t->sp.pid, (int)si.ssi_signo);
-			} else if (evs[i].data.u32 == 2) {
+				}
+			} else if (evs[i].data.u32 == 2 && root_status < 0) {
 				int status;
 
-				if (waitpid(t->sp.pid, &status, WNOHANG) == t->sp.pid)
-					return status;
+				if (waitpid(t->sp.pid, &status, WNOHANG) == t->sp.pid) {
+					root_status = status;
+					epoll_ctl(t->epfd, EPOLL_CTL_DEL, t->sp.pidfd, NULL);
+				}
 			}
 		}
+		if (root_status >= 0 && !tracker__tree_alive(t))
+			return root_status;
 	}
 }
 
