@@ -22,6 +22,8 @@ static const char track_usage[] =
 	"      --ring-size SIZE  BPF ring buffer size, rounded up to a power of two (default 32M)\n"
 	"      --rss-step SIZE   write an Rss record when a counter moved this much (default 64K;\n"
 	"                        0 = every change); peaks are always kept exactly\n"
+	"      --sync-detach     detach the probes before exiting (default: a child process does\n"
+	"                        it once the outputs are written, off the command's critical path)\n"
 	"  -q, --quiet           no summary at the end\n"
 	"  -v, --verbose         more detail on stderr (repeat for more: -vv, -vvv)\n"
 	"  -h, --help            this text\n"
@@ -73,6 +75,7 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 		{"output", required_argument, NULL, 'o'}, {"rmap", no_argument, NULL, 'R'},
 		{"no-rmap", no_argument, NULL, 'N'},	  {"ring-size", required_argument, NULL, 'r'},
 		{"rss-step", required_argument, NULL, 's'}, {"quiet", no_argument, NULL, 'q'},
+		{"sync-detach", no_argument, NULL, 'S'},
 		{"verbose", no_argument, NULL, 'v'},	  {"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -109,6 +112,9 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 				return -EINVAL;
 			}
 			o->rss_step = (int64_t)v;
+			break;
+		case 'S':
+			o->sync_detach = true;
 			break;
 		case 'q':
 			o->quiet = true;

@@ -38,10 +38,9 @@ static uint64_t elf__to_offset(const GElf_Phdr *ph, size_t n, uint64_t vaddr)
 static int elf__add_sym(struct elf_info *info, size_t *cap, const char *name, uint64_t off)
 {
 	const char *at = strchr(name, '@');
-	size_t len = at ? (size_t)(at - name) : strlen(name);
 
 	if (info->nr_syms == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 256;
+		size_t ncap = *cap ? *cap * 2 : 1024;
 		struct elf_sym *n = realloc(info->syms, ncap * sizeof(*n));
 
 		if (!n)
@@ -49,9 +48,8 @@ static int elf__add_sym(struct elf_info *info, size_t *cap, const char *name, ui
 		info->syms = n;
 		*cap = ncap;
 	}
-	info->syms[info->nr_syms].name = strndup(name, len);
-	if (!info->syms[info->nr_syms].name)
-		return -ENOMEM;
+	info->syms[info->nr_syms].name = name;
+	info->syms[info->nr_syms].len = at ? (uint32_t)(at - name) : (uint32_t)strlen(name);
 	info->syms[info->nr_syms++].offset = off;
 	return 0;
 }
@@ -105,6 +103,7 @@ int elf_info__load(const char *path, struct elf_info *info)
 	int fd = -1, err;
 
 	memset(info, 0, sizeof(*info));
+	info->fd = -1;
 	err = elf__open(path, &fd, &elf);
 	if (err)
 		return err;
@@ -168,8 +167,8 @@ int elf_info__load(const char *path, struct elf_info *info)
 	err = 0;
 cleanup:
 	free(ph);
-	elf_end(elf);
-	close(fd);
+	info->elf = elf;
+	info->fd = fd;
 	if (err)
 		elf_info__free(info);
 	return err;
@@ -177,8 +176,10 @@ cleanup:
 
 uint64_t elf_info__find(const struct elf_info *info, const char *name)
 {
+	size_t len = strlen(name);
+
 	for (size_t i = 0; i < info->nr_syms; i++)
-		if (!strcmp(info->syms[i].name, name))
+		if (info->syms[i].len == len && !memcmp(info->syms[i].name, name, len))
 			return info->syms[i].offset;
 	return 0;
 }
@@ -208,8 +209,10 @@ void elf_info__free(struct elf_info *info)
 {
 	if (!info)
 		return;
-	for (size_t i = 0; i < info->nr_syms; i++)
-		free(info->syms[i].name);
+	if (info->elf) {
+		elf_end(info->elf);
+		close(info->fd);
+	}
 	for (size_t i = 0; i < info->nr_needed; i++)
 		free(info->needed[i]);
 	free(info->syms);
@@ -217,4 +220,5 @@ void elf_info__free(struct elf_info *info)
 	free(info->runpath);
 	free(info->interp);
 	memset(info, 0, sizeof(*info));
+	info->fd = -1;
 }

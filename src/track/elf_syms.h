@@ -8,7 +8,8 @@
 #include <stdint.h>
 
 struct elf_sym {
-	char *name; /* without version suffix */
+	const char *name; /* points into the mapped file; may carry an "@VERSION" suffix */
+	uint32_t len; /* length without the version suffix */
 	uint64_t offset; /* file offset of the first instruction: what a uprobe attaches to */
 };
 
@@ -20,6 +21,10 @@ struct elf_info {
 	char *runpath; /* DT_RUNPATH, else DT_RPATH; NULL when none */
 	char *interp; /* PT_INTERP; NULL for static executables and libraries */
 	bool dynamic; /* has a PT_DYNAMIC segment */
+	/* The file stays mapped while the info lives: symbol names are not copied, since every
+	 * malloc memtrack makes while a run is armed traps into its own uprobes. */
+	void *elf;
+	int fd;
 };
 
 /* Reads path. Returns 0 or -errno (-ENOEXEC when not an ELF file). */

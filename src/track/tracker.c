@@ -9,6 +9,7 @@
  *   detach  links and maps closed after the artifact and manifest are complete
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
@@ -73,6 +74,7 @@ static int libbpf_quiet(enum libbpf_print_level lvl, const char *fmt, va_list ap
 }
 
 static void tracker__detach(struct tracker *t);
+static void tracker__detach_background(struct tracker *t);
 
 static int sink_artifact(void *ctx, const struct mt_event *ev)
 {
@@ -99,12 +101,16 @@ static int control_exec_stopped(void *ctx, const struct mt_event *ev)
 	__u8 one = 1;
 	int err;
 
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+
 	t->ctl_stops++;
 	err = libs__inspect_pid(t->libs, ev->pid);
 	if (err < 0 && err != -ENOENT && err != -ESRCH)
 		log__warn("process %d: cannot inspect its libraries: %s", ev->pid, strerror(-err));
 	bpf_map_update_elem(bpf_map__fd(t->skel->maps.known_exe), &ev->addr, &one, BPF_ANY);
 	kill(ev->pid, SIGCONT);
+	log__debug(2, "exec stop of %d: %.2f ms after the exec, handled in %.2f ms", ev->pid,
+		   (t0 - ev->ts) / 1e6, (now_ns(CLOCK_MONOTONIC) - t0) / 1e6);
 	return 0;
 }
 
@@ -353,7 +359,10 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 	getrusage(RUSAGE_SELF, &ru);
 	t->m.memtrack_max_rss = (uint64_t)ru.ru_maxrss * 1024;
 	t->m.ringbuf_bytes = t->o->ring_bytes;
-	tracker__detach(t);
+	if (t->o->sync_detach)
+		tracker__detach(t);
+	else
+		tracker__detach_background(t);
 	t->m.t_total = now_ns(CLOCK_MONOTONIC) - t_start;
 
 	snprintf(path, sizeof(path), "%s/%d%s", t->o->outdir, t->sp.pid, MANIFEST_SUFFIX);
@@ -402,6 +411,35 @@ static void tracker__detach(struct tracker *t)
 	t->skel = NULL;
 	t->m.t_detach = now_ns(CLOCK_MONOTONIC) - t0;
 	log__debug(2, "detach: %.1f ms", t->m.t_detach / 1e6);
+}
+
+/*
+ * Detaching costs an RCU grace period per uprobe link (25-100 ms), paid after the artifact is
+ * complete. A child that inherits every BPF fd pays it instead: our own closes then drop a
+ * reference only, and memtrack exits as soon as its outputs are written. The child holds no
+ * stdio (a caller reading our output sees EOF at our exit) and tracks nothing: its probes
+ * only filter other processes out until it is done.
+ */
+static void tracker__detach_background(struct tracker *t)
+{
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+		setsid();
+		for (int i = 0; i < 3 && fd >= 0; i++)
+			dup2(fd, i);
+		tracker__detach(t);
+		_exit(0);
+	}
+	if (pid < 0) {
+		tracker__detach(t);
+		return;
+	}
+	tracker__detach(t);
+	t->m.t_detach = now_ns(CLOCK_MONOTONIC) - t0;
 }
 
 static void tracker__destroy(struct tracker *t)

@@ -17,6 +17,7 @@ struct tracker_opts {
 	const char *outdir;
 	bool rmap;
 	bool quiet;
+	bool sync_detach; /* detach in the foreground (default: in a child, after our outputs) */
 	uint64_t ring_bytes; /* power of two */
 	int64_t rss_step; /* bytes between Rss records; 0 = every change */
 };
