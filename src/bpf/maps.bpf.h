@@ -32,6 +32,10 @@ struct mt_thread {
 	__u32 depth;
 	__u32 spec; /* cookie of the outermost call */
 	__u64 a0, a1; /* its saved arguments (sizes, old address, memptr) */
+	/* rmap mode (tracepoint backend) */
+	__u64 fault_addr; /* page of the last user page fault of this thread */
+	__u64 range_start; /* first page of the range of the syscall in progress, 0 when none */
+	__u64 range_done; /* bytes removed so far inside that range */
 };
 
 /* Process-wide, tree-level figures kept exactly in the kernel. */

@@ -13,6 +13,7 @@ const volatile __u32 mt_abi_version = MT_ABI_VERSION;
 const volatile __u32 mt_nr_cpus = 1;
 const volatile __u32 mt_page_shift = 12;
 const volatile __s64 mt_rss_step = 64 * 1024;
+const volatile bool mt_rmap = false;
 /* Stop a tracked task at exec of a binary user space has not inspected yet, so the consumer can
  * attach to the libraries it will load before any of its code runs. */
 const volatile bool mt_stop_on_exec = true;

@@ -9,6 +9,7 @@
 extern const volatile __u32 mt_nr_cpus;
 extern const volatile __u32 mt_page_shift;
 extern const volatile __s64 mt_rss_step; /* bytes; 0 = emit every change */
+extern const volatile bool mt_rmap; /* rmap mode: an Rmap record for every counter change */
 
 /*
  * Per-CPU base offsets without /proc/kallsyms (this kernel's kallsyms lists no data symbols, so
@@ -107,6 +108,36 @@ static __always_inline void mt_rss_emit(__u32 tgid, __u32 tid, __u32 member, __s
 }
 
 /*
+ * rmap, tracepoint backend: a counter change of `delta` bytes becomes an Rmap record of
+ * delta pages. Its address: for an increase, the page of the last user fault of the task
+ * doing it; for a decrease inside munmap/madvise/mremap/brk, the start of the syscall's range
+ * advanced by what that syscall removed so far (resident pages are zapped in address order);
+ * 0 when unknown (fork copies, exec, exit, reclaim by another task, kernel-internal faults).
+ */
+static __always_inline void mt_rmap_emit(__u32 tgid, __u32 tid, __u32 member, __s64 delta)
+{
+	struct mt_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct mt_event *e;
+	__u64 addr = 0;
+
+	if (t && (__u32)(bpf_get_current_pid_tgid() >> 32) == tgid) {
+		if (delta > 0) {
+			addr = t->fault_addr;
+		} else if (t->range_start) {
+			addr = t->range_start + t->range_done;
+			t->range_done += -delta;
+		}
+	}
+	e = mt_reserve(MT_EV_RMAP, tgid, tid);
+	if (!e)
+		return;
+	e->aux = member;
+	e->addr = addr;
+	e->size = (__u64)(delta >> mt_page_shift);
+	mt_submit(e, false);
+}
+
+/*
  * A counter of process `p` is now `val` bytes. Keeps the exact per-process and tree peaks in
  * the maps, and writes a record when the value moved by mt_rss_step since the last one. Peaks
  * survive the decimation: when a rise turns into a fall, the top is written first (with the
@@ -121,6 +152,8 @@ static __always_inline void mt_rss_set(struct mt_proc *p, __u32 tgid, __u32 tid,
 	if (member >= MT_RSS_NR)
 		return;
 	old = __sync_lock_test_and_set(&p->rss[member], val);
+	if (mt_rmap && val != old)
+		mt_rmap_emit(tgid, tid, member, val - old);
 	if (member != MT_RSS_SWAP) {
 		mt_tree_add(val - old);
 		total = p->rss[MT_RSS_FILE] + p->rss[MT_RSS_ANON] + p->rss[MT_RSS_SHMEM];

@@ -172,7 +172,5 @@ int cmd_track(int argc, char **argv)
 
 	if (err)
 		return err > 0 ? 0 : 2;
-	if (o.rmap)
-		log__warn("rmap mode is not available yet: recording RSS counters only");
 	return tracker__run(&o);
 }

@@ -40,7 +40,7 @@
 struct tracker {
 	const struct tracker_opts *o;
 	struct memtrack_bpf *skel;
-	struct bpf_link *tp_links[4];
+	struct bpf_link *tp_links[7];
 	struct attach_set *set;
 	struct libs *libs;
 	struct artifact_writer *writer;
@@ -147,6 +147,17 @@ static int tracker__load(struct tracker *t)
 	s->rodata->mt_page_shift = __builtin_ctz(sysconf(_SC_PAGESIZE));
 	s->rodata->mt_rss_step = t->o->rss_step;
 	s->rodata->mt_stop_on_exec = true;
+	s->rodata->mt_rmap = t->o->rmap;
+	bpf_program__set_autoload(s->progs.mt_on_page_fault_user, t->o->rmap);
+	bpf_program__set_autoload(s->progs.mt_on_sys_enter, t->o->rmap);
+	bpf_program__set_autoload(s->progs.mt_on_sys_exit, t->o->rmap);
+	if (t->o->rmap) {
+		/* fentry on the folio rmap functions is the precise backend, but BPF tracing
+		 * programs are not implemented yet (and this kernel refuses them) */
+		t->m.rmap_backend = "tracepoint";
+		t->m.rmap_reason = strdup("fentry backend not implemented: rss_stat changes "
+					  "with page_fault_user and syscall ranges for addresses");
+	}
 	bpf_map__set_max_entries(s->maps.events, t->o->ring_bytes);
 	multi = attach__probe_uprobe_multi();
 	t->m.uprobe_mechanism = multi ? "uprobe_multi" : "perf_uprobe";
@@ -186,9 +197,14 @@ static int tracker__attach_tracepoints(struct tracker *t)
 		{t->skel->progs.mt_on_exec, "sched_process_exec"},
 		{t->skel->progs.mt_on_exit, "sched_process_exit"},
 		{t->skel->progs.mt_on_rss_stat, "rss_stat"},
+		{t->skel->progs.mt_on_page_fault_user, "page_fault_user"},
+		{t->skel->progs.mt_on_sys_enter, "sys_enter"},
+		{t->skel->progs.mt_on_sys_exit, "sys_exit"},
 	};
 
 	for (size_t i = 0; i < sizeof(tps) / sizeof(tps[0]); i++) {
+		if (i >= 4 && !t->o->rmap)
+			break;
 		t->tp_links[i] = bpf_program__attach_raw_tracepoint(tps[i].prog, tps[i].tp);
 		if (!t->tp_links[i]) {
 			log__error("cannot attach to raw tracepoint '%s': %s", tps[i].tp,
@@ -402,7 +418,7 @@ static void tracker__detach(struct tracker *t)
 		return;
 	attach_set__free(t->set);
 	t->set = NULL;
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 7; i++) {
 		bpf_link__destroy(t->tp_links[i]);
 		t->tp_links[i] = NULL;
 	}
@@ -454,6 +470,7 @@ static void tracker__destroy(struct tracker *t)
 		close(t->epfd);
 	spawn__close(&t->sp);
 	free(t->m.kernel_release);
+	free(t->m.rmap_reason);
 	free(t->m.artifact);
 	for (uint32_t i = 0; i < t->m.nr_libraries; i++) {
 		free(t->m.libraries[i].path);
