@@ -3,6 +3,30 @@
  * Accounting over an event stream, the same code live (memtrack track) and offline
  * (memtrack report): live heap per process and tree (addr -> size), RSS per process and member,
  * peaks, counts, leaks. Feed it events in timestamp order per process.
+ *
+ * Semantics (all sizes in bytes, peaks exact at event granularity):
+ * - Malloc, Calloc, AlignedAlloc with addr != 0 add a block; addr 0 (a failed call) is only
+ *   counted in counts[]. An allocation at an address already live in the same image means a
+ *   free was missed: the old block is replaced (counted in replaced_allocs, not as a free).
+ * - Free removes a block; a free of an address not live in that image counts as an unmatched
+ *   free. Realloc removes old_addr (if nonzero) then adds addr: one free and one alloc.
+ *   Realloc with addr 0 failed and leaves the old block live, except realloc(p, 0) reported as
+ *   Realloc{size 0, addr 0} by other trackers, which frees p.
+ * - Addresses are per image: the key is (process, image, addr), so a forked child's blocks never
+ *   match its parent's. A child starts with an empty heap; it freeing a block inherited through
+ *   fork counts as an unmatched free.
+ * - Exec: the old image's live blocks are gone with it. They leave the live heap without being
+ *   counted as frees, go to lost_at_exec_*, and are NOT part of leaked_* (no double count).
+ *   The process' RSS is reset (the new mm's counters follow as Rss events).
+ * - Exit: what is live is the process' leak (leaked_*), then leaves the live heap; its RSS
+ *   contribution drops to 0. Later Rss/Rmap/Exit records of that pid are ignored (mm teardown);
+ *   any other record, or a Fork naming that pid, starts a new process (pid reuse).
+ *   Processes still running at the end of the stream leak what is live then.
+ * - Rss{member, size} is the absolute value of one counter; process RSS = file + anon + shmem
+ *   (swap excluded); the tree RSS is the sum over live processes.
+ * - Mmap, Munmap, Brk, Rmap are only counted. Control records (>= MT_EV_CTL_EXEC_STOPPED) and
+ *   unknown types are ignored entirely.
+ * Invariant: allocs - frees == live_count + leaked_count + lost_at_exec_count + replaced_allocs.
  */
 #ifndef MEMTRACK_HEAP_H
 #define MEMTRACK_HEAP_H
@@ -13,12 +37,34 @@
 
 struct heap_acct;
 
+/* What the manifest has no room for. */
+struct heap_stats {
+	uint64_t live_bytes, live_count; /* now, tree-wide, processes still running */
+	uint64_t rss; /* bytes, now, tree-wide */
+	uint64_t unmatched_frees; /* Free / Realloc old_addr not live in that image */
+	uint64_t replaced_allocs; /* allocation at an address already live */
+	uint64_t lost_at_exec_bytes, lost_at_exec_count; /* live when their image exec'd */
+	uint64_t ignored_after_exit; /* Rss/Rmap/Exit records of a pid after its Exit */
+	uint64_t nomem; /* blocks not recorded: the table could not grow */
+	uint64_t first_ts, last_ts; /* ns, over accounted records; 0 when none */
+	uint32_t nr_procs;
+};
+
 int heap_acct__new(struct heap_acct **a);
 void heap_acct__free(struct heap_acct *a);
-/* Updates the accounting with one artifact event (control records are ignored). */
+/* Updates the accounting with one artifact event (control records are ignored). Never fails:
+ * a block that cannot be recorded for lack of memory is counted in heap_stats.nomem. */
 void heap_acct__event(struct heap_acct *a, const struct mt_event *ev);
 /* Fills the results part of the manifest: peak_heap, peak_rss, allocs, frees, leaked_*,
- * counts[], events_total and procs[] (allocated; manifest__free releases them). */
+ * counts[], events_total and procs[] (allocated; manifest__free releases them; a procs[]
+ * already there is released first). comm is left empty: the stream does not carry it. */
 int heap_acct__fill(const struct heap_acct *a, struct manifest *m);
+void heap_acct__stats(const struct heap_acct *a, struct heap_stats *s);
+/* Tree-wide values now, cheap enough to sample after every event (timelines). */
+uint64_t heap_acct__live_heap(const struct heap_acct *a);
+uint64_t heap_acct__live_rss(const struct heap_acct *a);
+/* Per-process lost-at-exec figures, by index in the procs[] heap_acct__fill produces. */
+int heap_acct__proc_lost(const struct heap_acct *a, uint32_t idx, uint64_t *bytes,
+			 uint64_t *count);
 
 #endif

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/* Running benchmarks: rounds through `bash -c`, timed from fork to reap. */
+#ifndef BENCH_RUNNER_H
+#define BENCH_RUNNER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "config.h"
+#include "stats.h"
+
+enum bench_mode {
+	BENCH_MODE_WALLTIME,
+	BENCH_MODE_MEMORY, /* each benchmark once under memtrack; figures from its manifest */
+};
+
+/* Where the numbers were taken. Strings owned; NULL when unknown. */
+struct bench_env {
+	char *kernel, *machine, *cpu, *governor;
+	long cpus;
+	uint64_t self_max_rss; /* bytes: memtrack-bench's own peak at start, the ru_maxrss floor */
+};
+
+/* One measured round. */
+struct bench_round {
+	double wall, user, sys; /* seconds */
+	uint64_t max_rss; /* bytes, ru_maxrss of the reaped child (and its reaped descendants) */
+	int exit_code;	  /* 128 + signal when killed */
+};
+
+struct bench_result {
+	char *name, *id, *command;
+	enum bench_mode mode;
+	size_t nr_rounds, warmup_rounds;
+	double *times, *user, *sys; /* seconds, one per measured round */
+	int *exit_codes;
+	uint64_t max_rss;	  /* bytes, max over the measured rounds */
+	struct bench_stats stats; /* of times */
+	double user_mean, sys_mean;
+	/* --mode memory, from memtrack's manifest results: bytes, bytes, count */
+	uint64_t peak_heap, peak_rss, allocs;
+	bool failed;
+	int exit_code; /* of the failing round */
+};
+
+struct bench_results {
+	struct bench_result *v;
+	size_t nr, nr_failed;
+	enum bench_mode mode;
+	char *config; /* path of the config, for the JSON */
+	struct bench_env env;
+};
+
+struct runner_opts {
+	struct bench_options cli; /* overrides from the command line (their `set` bits) */
+	const char *const *only;  /* --bench IDs; nr_only == 0 runs everything */
+	size_t nr_only;
+	const char *const *skip; /* --skip IDs, applied after --bench */
+	size_t nr_skip;
+	bool show_output; /* leave the commands' stdout/stderr on ours */
+	bool progress;	  /* a progress line on stderr (the caller checks isatty) */
+	enum bench_mode mode;
+	const char *memtrack; /* the memtrack binary, for BENCH_MODE_MEMORY */
+};
+
+/*
+ * Runs the selected benchmarks in file order into *out (free with bench_runner__free_results). A
+ * benchmark whose command exits non-zero is logged, marked failed and counted in nr_failed; the
+ * others still run. Returns 0, or -errno when nothing sensible could be run (bad --bench ID,
+ * no memtrack binary, resources).
+ */
+int bench_runner__run(const struct bench_config *cfg, const struct runner_opts *o,
+		      struct bench_results *out);
+
+/* One round of argv (NULL-terminated, argv[0] looked up in PATH) in workdir (or NULL), with
+ * stdin from /dev/null and, unless show_output, stdout to /dev/null and stderr to errfd.
+ * Returns 0 when the child ran (whatever its status) or -errno when it could not be started. */
+int bench_runner__round(char *const argv[], const char *workdir, bool show_output, int errfd,
+			struct bench_round *r);
+
+/* The memtrack binary: $MEMTRACK, else "memtrack" beside /proc/self/exe. Malloc'ed, or NULL. */
+char *bench_runner__find_memtrack(void);
+
+/* Reads results.{peak_heap,peak_rss,allocs} from the one *.memtrack.json in dir. */
+int bench_runner__read_manifest(const char *dir, struct bench_result *r);
+
+void bench_env__detect(struct bench_env *env);
+void bench_env__free(struct bench_env *env);
+
+void bench_runner__free_results(struct bench_results *res);
+
+#endif

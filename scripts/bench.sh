@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Runs memtrack's overhead suite (benchmarks/memtrack.yml) in wall-time mode and prints the table.
+# Usage: scripts/bench.sh [BUILD]          (BUILD: the build folder, default build)
+# Environment:
+#   BENCH_SMOKE=1    tiny times (no warm-up, 200 ms, 2 rounds): must complete, never judged on noise
+#   BENCH_PREPARE=1  only create the scratch folder and the archives, then exit
+#   BENCH_BASE=FILE  afterwards compare against FILE (a results.json from another run)
+#   BENCH_ARGS=...   more `memtrack-bench run` flags (e.g. "--bench track-ls")
+#   MEMTRACK, SCRATCH override $BUILD/memtrack and $BUILD/bench-scratch
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build=${1:-build}
+BUILD=$(realpath -m "$build")
+MEMTRACK=${MEMTRACK:-$BUILD/memtrack}
+SCRATCH=${SCRATCH:-$build/bench-scratch}
+export BUILD MEMTRACK SCRATCH
+bench=$BUILD/memtrack-bench
+out=$build/bench
+
+mkdir -p "$SCRATCH/out" "$out"
+# Pre-create what the rounds overwrite, so no measured round pays first-time block allocation.
+[ -s "$SCRATCH/memtrack-bench-dd.bin" ] ||
+	dd if=/dev/zero of="$SCRATCH/memtrack-bench-dd.bin" bs=1M count=64 2>/dev/null
+[ -s "$SCRATCH/memtrack-bench.tar" ] ||
+	tar -cf "$SCRATCH/memtrack-bench.tar" /usr/lib/x86_64-linux-gnu 2>/dev/null
+[ "${BENCH_PREPARE:-0}" = 1 ] && exit 0
+
+if [ ! -x "$bench" ]; then
+	echo "memtrack-bench: $bench is missing; run make first" >&2
+	exit 1
+fi
+if [ ! -x "$MEMTRACK" ]; then
+	echo "memtrack-bench: $MEMTRACK is missing; run make first (or set MEMTRACK)" >&2
+	exit 1
+fi
+
+args=(run benchmarks/memtrack.yml --json "$out/results.json")
+# Entries whose binary someone else builds: skip them, loudly, while they are absent.
+if [ ! -x "$BUILD/memtrack-floor" ]; then
+	echo "memtrack-bench: $BUILD/memtrack-floor is missing; skipping floor-true" >&2
+	args+=(--skip floor-true)
+fi
+if [ ! -x "$BUILD/targets/alloc_storm" ]; then
+	echo "memtrack-bench: $BUILD/targets/alloc_storm is missing; skipping the alloc_storm rows" >&2
+	args+=(--skip bare-alloc-storm --skip track-alloc-storm)
+fi
+if [ "${BENCH_SMOKE:-0}" = 1 ]; then
+	args+=(--warmup-time 0 --max-time 200ms --min-time 0 --min-rounds 2 --max-rounds 5)
+fi
+# shellcheck disable=SC2206 # BENCH_ARGS is split on purpose
+args+=(${BENCH_ARGS:-})
+
+"$bench" "${args[@]}"
+echo "memtrack-bench: results in $out/results.json" >&2
+
+if [ -n "${BENCH_BASE:-}" ]; then
+	"$bench" compare "$BENCH_BASE" "$out/results.json" --markdown "$out/compare.md"
+fi

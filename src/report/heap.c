@@ -1,0 +1,539 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Heap and RSS accounting. Hot path (runs in the tracker's consumer): one open-addressing table,
+ * linear probing with backward-shift deletion (no tombstones, so probe lengths do not degrade
+ * over a long malloc/free storm), no allocation per event, a one-entry pid cache in front of
+ * the pid table. Blocks of an image that exec'd or exited stay in the table as dead slots
+ * (their generation no longer matches) and are purged at the next rehash: exec/exit cost O(1),
+ * not a scan of every live block of the tree.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include "common/log.h"
+#include "report/heap.h"
+
+#define TAB_MIN_CAP 1024 /* slots, power of two */
+#define PID_MIN_CAP 64
+#define LOAD_NUM 7 /* grow past 7/10 full: linear probing stays ~2 probes per hit */
+#define LOAD_DEN 10
+
+struct slot {
+	uint64_t addr; /* 0: empty (no block lives at 0) */
+	uint64_t size; /* bytes */
+	uint64_t owner; /* proc index << 32 | generation of that proc's image at allocation */
+};
+
+struct proc {
+	int32_t pid, ppid;
+	uint32_t gen; /* bumped at exec and exit: older slots are dead */
+	bool exited;
+	uint64_t live, live_count, peak_heap; /* bytes, blocks, bytes */
+	uint64_t allocs, frees, execs;
+	uint64_t leaked_bytes, leaked_count; /* live at Exit */
+	uint64_t lost_bytes, lost_count; /* live at Exec */
+	uint64_t rss[MT_RSS_NR]; /* bytes, last absolute value per member */
+	uint64_t rss_sum, peak_rss; /* file + anon + shmem */
+};
+
+struct pid_slot {
+	int32_t pid;
+	uint32_t idx1; /* proc index + 1; 0: empty */
+};
+
+struct heap_acct {
+	struct slot *tab;
+	size_t cap, mask, used, dead, grow_at; /* used counts dead slots too */
+	unsigned shift; /* 64 - log2(cap) */
+
+	struct proc *procs;
+	uint32_t nr_procs, procs_cap;
+	struct pid_slot *pids; /* pid -> current proc (the newest one with that pid) */
+	uint32_t pids_cap;
+	int32_t last_pid; /* one-entry cache: events come in runs of one process */
+	uint32_t last_idx;
+	bool last_valid;
+
+	uint64_t live, live_count, peak_heap; /* tree-wide, bytes */
+	uint64_t rss, peak_rss; /* tree-wide, bytes: sum over live processes */
+	uint64_t allocs, frees;
+	uint64_t counts[MT_EV_TYPE_MAX], events;
+	uint64_t unmatched_frees, replaced, lost_bytes, lost_count, ignored, nomem;
+	uint64_t first_ts, last_ts;
+	bool warned;
+};
+
+static inline size_t tab_home(const struct heap_acct *a, uint64_t addr, uint64_t owner)
+{
+	/* malloc addresses have their low 4 bits clear: multiply and keep the high bits */
+	uint64_t h = (addr ^ (owner * 0x9e3779b97f4a7c15ULL)) * 0xbf58476d1ce4e5b9ULL;
+
+	return h >> a->shift;
+}
+
+static unsigned log2_exact(size_t v)
+{
+	return (unsigned)__builtin_ctzll(v);
+}
+
+static int tab_alloc(struct heap_acct *a, size_t cap)
+{
+	struct slot *tab = calloc(cap, sizeof(*tab));
+
+	if (!tab)
+		return -ENOMEM;
+	a->tab = tab;
+	a->cap = cap;
+	a->mask = cap - 1;
+	a->shift = 64 - log2_exact(cap);
+	a->grow_at = cap / LOAD_DEN * LOAD_NUM;
+	a->used = 0;
+	a->dead = 0;
+	return 0;
+}
+
+static inline bool slot_is_dead(const struct heap_acct *a, const struct slot *s)
+{
+	return a->procs[s->owner >> 32].gen != (uint32_t)s->owner;
+}
+
+/* Rehash into a table sized for the blocks that are still alive: doubles, or keeps the size
+ * when dropping dead slots frees enough. */
+static int tab_rehash(struct heap_acct *a)
+{
+	struct slot *old = a->tab;
+	size_t old_cap = a->cap, alive = a->used - a->dead, cap = a->cap;
+	int err;
+
+	while ((alive + 1) * LOAD_DEN * 2 > cap * LOAD_NUM)
+		cap *= 2;
+	err = tab_alloc(a, cap);
+	if (err) {
+		a->tab = old;
+		/* keep going until truly full; retry growing only then */
+		a->grow_at = old_cap - 1;
+		return err;
+	}
+	for (size_t i = 0; i < old_cap; i++) {
+		const struct slot *s = &old[i];
+		size_t j;
+
+		if (!s->addr || slot_is_dead(a, s))
+			continue;
+		for (j = tab_home(a, s->addr, s->owner); a->tab[j].addr; j = (j + 1) & a->mask)
+			;
+		a->tab[j] = *s;
+		a->used++;
+	}
+	free(old);
+	return 0;
+}
+
+/* Removes slot i, shifting back the entries of its cluster that would become unreachable. */
+static inline void tab_delete(struct heap_acct *a, size_t i)
+{
+	size_t j = i;
+
+	for (;;) {
+		size_t k;
+
+		j = (j + 1) & a->mask;
+		if (!a->tab[j].addr)
+			break;
+		k = tab_home(a, a->tab[j].addr, a->tab[j].owner);
+		/* move j into the hole at i unless its home lies cyclically in (i, j] */
+		if ((j > i && (k <= i || k > j)) || (j < i && k <= i && k > j)) {
+			a->tab[i] = a->tab[j];
+			i = j;
+		}
+	}
+	a->tab[i].addr = 0;
+	a->used--;
+}
+
+static void pid_insert(struct heap_acct *a, int32_t pid, uint32_t idx)
+{
+	uint32_t mask = a->pids_cap - 1;
+	uint32_t i = ((uint32_t)pid * 2654435761u) & mask;
+
+	while (a->pids[i].idx1 && a->pids[i].pid != pid)
+		i = (i + 1) & mask;
+	a->pids[i].pid = pid;
+	a->pids[i].idx1 = idx + 1;
+}
+
+static int pid_lookup(const struct heap_acct *a, int32_t pid)
+{
+	uint32_t mask = a->pids_cap - 1;
+	uint32_t i = ((uint32_t)pid * 2654435761u) & mask;
+
+	for (; a->pids[i].idx1; i = (i + 1) & mask)
+		if (a->pids[i].pid == pid)
+			return (int)(a->pids[i].idx1 - 1);
+	return -1;
+}
+
+/* Adds a process record for pid (a new one even if pid was seen before: pid reuse). */
+static int proc_new(struct heap_acct *a, int32_t pid, int32_t ppid)
+{
+	struct proc *p;
+
+	if (a->nr_procs == a->procs_cap) {
+		uint32_t cap = a->procs_cap * 2;
+		struct proc *procs = realloc(a->procs, cap * sizeof(*procs));
+
+		if (!procs)
+			return -ENOMEM;
+		a->procs = procs;
+		a->procs_cap = cap;
+	}
+	/* keep the pid table at most half full; it holds one entry per distinct pid */
+	if ((a->nr_procs + 1) * 2 > a->pids_cap) {
+		struct pid_slot *old = a->pids;
+		uint32_t old_cap = a->pids_cap;
+
+		a->pids = calloc(old_cap * 2, sizeof(*a->pids));
+		if (!a->pids) {
+			a->pids = old;
+			return -ENOMEM;
+		}
+		a->pids_cap = old_cap * 2;
+		for (uint32_t i = 0; i < old_cap; i++)
+			if (old[i].idx1)
+				pid_insert(a, old[i].pid, old[i].idx1 - 1);
+		free(old);
+	}
+	p = &a->procs[a->nr_procs];
+	memset(p, 0, sizeof(*p));
+	p->pid = pid;
+	p->ppid = ppid;
+	pid_insert(a, pid, a->nr_procs);
+	a->last_valid = false;
+	return (int)a->nr_procs++;
+}
+
+static void acct_nomem(struct heap_acct *a)
+{
+	a->nomem++;
+	if (!a->warned) {
+		a->warned = true;
+		log__warn("accounting: out of memory, heap figures are incomplete");
+	}
+}
+
+int heap_acct__new(struct heap_acct **out)
+{
+	struct heap_acct *a = calloc(1, sizeof(*a));
+	int err = -ENOMEM;
+
+	*out = NULL;
+	if (!a)
+		return -ENOMEM;
+	a->procs_cap = 16;
+	a->procs = calloc(a->procs_cap, sizeof(*a->procs));
+	a->pids_cap = PID_MIN_CAP;
+	a->pids = calloc(a->pids_cap, sizeof(*a->pids));
+	if (!a->procs || !a->pids)
+		goto cleanup;
+	err = tab_alloc(a, TAB_MIN_CAP);
+	if (err)
+		goto cleanup;
+	*out = a;
+	return 0;
+cleanup:
+	heap_acct__free(a);
+	return err;
+}
+
+void heap_acct__free(struct heap_acct *a)
+{
+	if (!a)
+		return;
+	free(a->tab);
+	free(a->procs);
+	free(a->pids);
+	free(a);
+}
+
+static void heap_remove(struct heap_acct *a, struct proc *p, uint32_t pi, uint64_t addr)
+{
+	uint64_t owner = (uint64_t)pi << 32 | p->gen;
+	size_t i = tab_home(a, addr, owner);
+
+	for (; a->tab[i].addr; i = (i + 1) & a->mask) {
+		struct slot *s = &a->tab[i];
+
+		if (s->addr != addr || s->owner != owner)
+			continue;
+		p->live -= s->size;
+		p->live_count--;
+		p->frees++;
+		a->live -= s->size;
+		a->live_count--;
+		a->frees++;
+		tab_delete(a, i);
+		return;
+	}
+	a->unmatched_frees++;
+}
+
+static void heap_add(struct heap_acct *a, struct proc *p, uint32_t pi, uint64_t addr,
+		     uint64_t size)
+{
+	uint64_t owner = (uint64_t)pi << 32 | p->gen;
+	size_t i;
+
+	if (a->used + 1 > a->grow_at) {
+		/* a failed rehash still leaves room unless the table is completely full */
+		if (tab_rehash(a) && a->used + 1 >= a->cap) {
+			acct_nomem(a);
+			return;
+		}
+	}
+	for (i = tab_home(a, addr, owner); a->tab[i].addr; i = (i + 1) & a->mask) {
+		struct slot *s = &a->tab[i];
+
+		if (s->addr != addr || s->owner != owner)
+			continue;
+		/* still live: its free was lost. Replace it, it is no free. */
+		p->live -= s->size;
+		a->live -= s->size;
+		p->live_count--;
+		a->live_count--;
+		a->replaced++;
+		a->used--;
+		break;
+	}
+	a->tab[i].addr = addr;
+	a->tab[i].size = size;
+	a->tab[i].owner = owner;
+	a->used++;
+	p->allocs++;
+	a->allocs++;
+	p->live += size;
+	p->live_count++;
+	a->live += size;
+	a->live_count++;
+	if (p->live > p->peak_heap)
+		p->peak_heap = p->live;
+	if (a->live > a->peak_heap)
+		a->peak_heap = a->live;
+}
+
+/* The image's blocks leave the live heap; they become dead slots. */
+static void heap_drop_image(struct heap_acct *a, struct proc *p)
+{
+	a->live -= p->live;
+	a->live_count -= p->live_count;
+	a->dead += p->live_count;
+	p->live = 0;
+	p->live_count = 0;
+	p->gen++;
+}
+
+static void rss_reset(struct heap_acct *a, struct proc *p)
+{
+	a->rss -= p->rss_sum;
+	p->rss_sum = 0;
+	memset(p->rss, 0, sizeof(p->rss));
+}
+
+static void rss_set(struct heap_acct *a, struct proc *p, uint32_t member, uint64_t val)
+{
+	if (member >= MT_RSS_NR)
+		return;
+	if (member != MT_RSS_SWAP) {
+		/* unsigned wrap-around makes the delta right in both directions */
+		p->rss_sum += val - p->rss[member];
+		a->rss += val - p->rss[member];
+		if (p->rss_sum > p->peak_rss)
+			p->peak_rss = p->rss_sum;
+		if (a->rss > a->peak_rss)
+			a->peak_rss = a->rss;
+	}
+	p->rss[member] = val;
+}
+
+/* The process an event belongs to, or -1 when the event is to be ignored. */
+static inline int proc_of(struct heap_acct *a, const struct mt_event *ev)
+{
+	struct proc *p;
+	int idx;
+
+	if (a->last_valid && a->last_pid == ev->pid && ev->type != MT_EV_FORK)
+		return (int)a->last_idx;
+	idx = pid_lookup(a, ev->pid);
+	if (ev->type == MT_EV_FORK) {
+		int32_t ppid = (int32_t)ev->size;
+
+		if (idx >= 0 && !a->procs[idx].exited) {
+			/* its own records overtook the Fork: keep them */
+			a->procs[idx].ppid = ppid;
+			return idx;
+		}
+		return proc_new(a, ev->pid, ppid);
+	}
+	if (idx < 0)
+		idx = proc_new(a, ev->pid, 0);
+	if (idx < 0)
+		return idx;
+	p = &a->procs[idx];
+	if (p->exited) {
+		if (ev->type == MT_EV_RSS || ev->type == MT_EV_RMAP || ev->type == MT_EV_EXIT) {
+			a->ignored++;
+			return -1;
+		}
+		/* anything else means a new process got this pid and its Fork was lost */
+		idx = proc_new(a, ev->pid, 0);
+		if (idx < 0)
+			return idx;
+	}
+	a->last_pid = ev->pid;
+	a->last_idx = (uint32_t)idx;
+	a->last_valid = true;
+	return idx;
+}
+
+void heap_acct__event(struct heap_acct *a, const struct mt_event *ev)
+{
+	struct proc *p;
+	int idx;
+
+	if (ev->type == MT_EV_NONE || ev->type >= MT_EV_CTL_EXEC_STOPPED)
+		return;
+	a->counts[ev->type]++;
+	if (!a->events++)
+		a->first_ts = ev->ts;
+	if (ev->ts > a->last_ts)
+		a->last_ts = ev->ts;
+	idx = proc_of(a, ev);
+	if (idx < 0) {
+		if (idx != -1)
+			acct_nomem(a);
+		return;
+	}
+	p = &a->procs[idx];
+
+	switch (ev->type) {
+	case MT_EV_MALLOC:
+	case MT_EV_CALLOC:
+	case MT_EV_ALIGNED_ALLOC:
+		if (ev->addr)
+			heap_add(a, p, (uint32_t)idx, ev->addr, ev->size);
+		break;
+	case MT_EV_FREE:
+		if (ev->addr)
+			heap_remove(a, p, (uint32_t)idx, ev->addr);
+		break;
+	case MT_EV_REALLOC:
+		if (!ev->addr) {
+			if (!ev->size && ev->old_addr)
+				heap_remove(a, p, (uint32_t)idx, ev->old_addr);
+			break; /* otherwise it failed: the old block stays valid */
+		}
+		if (ev->old_addr)
+			heap_remove(a, p, (uint32_t)idx, ev->old_addr);
+		heap_add(a, p, (uint32_t)idx, ev->addr, ev->size);
+		break;
+	case MT_EV_EXEC:
+		p->execs++;
+		p->lost_bytes += p->live;
+		p->lost_count += p->live_count;
+		a->lost_bytes += p->live;
+		a->lost_count += p->live_count;
+		heap_drop_image(a, p);
+		rss_reset(a, p);
+		break;
+	case MT_EV_EXIT:
+		p->leaked_bytes += p->live;
+		p->leaked_count += p->live_count;
+		heap_drop_image(a, p);
+		rss_reset(a, p);
+		p->exited = true;
+		a->last_valid = false;
+		break;
+	case MT_EV_RSS:
+		rss_set(a, p, ev->aux, ev->size);
+		break;
+	default: /* Mmap, Munmap, Brk, Fork (handled in proc_of), Rmap: counted only */
+		break;
+	}
+}
+
+int heap_acct__fill(const struct heap_acct *a, struct manifest *m)
+{
+	struct manifest_proc *procs = NULL;
+
+	if (a->nr_procs) {
+		procs = calloc(a->nr_procs, sizeof(*procs));
+		if (!procs)
+			return -ENOMEM;
+	}
+	free(m->procs);
+	m->procs = procs;
+	m->nr_procs = a->nr_procs;
+	m->leaked_bytes = 0;
+	m->leaked_count = 0;
+	for (uint32_t i = 0; i < a->nr_procs; i++) {
+		const struct proc *p = &a->procs[i];
+		struct manifest_proc *mp = &procs[i];
+
+		mp->pid = p->pid;
+		mp->ppid = p->ppid;
+		mp->peak_heap = p->peak_heap;
+		mp->peak_rss = p->peak_rss;
+		mp->allocs = p->allocs;
+		mp->frees = p->frees;
+		/* p->live is 0 after Exit: this is what leaked at exit, or is live at the end */
+		mp->leaked_bytes = p->leaked_bytes + p->live;
+		mp->leaked_count = p->leaked_count + p->live_count;
+		mp->execs = p->execs;
+		m->leaked_bytes += mp->leaked_bytes;
+		m->leaked_count += mp->leaked_count;
+	}
+	m->peak_heap = a->peak_heap;
+	m->peak_rss = a->peak_rss;
+	m->allocs = a->allocs;
+	m->frees = a->frees;
+	memcpy(m->counts, a->counts, sizeof(m->counts));
+	m->events_total = a->events;
+	return 0;
+}
+
+void heap_acct__stats(const struct heap_acct *a, struct heap_stats *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->live_bytes = a->live;
+	s->live_count = a->live_count;
+	s->rss = a->rss;
+	s->unmatched_frees = a->unmatched_frees;
+	s->replaced_allocs = a->replaced;
+	s->lost_at_exec_bytes = a->lost_bytes;
+	s->lost_at_exec_count = a->lost_count;
+	s->ignored_after_exit = a->ignored;
+	s->nomem = a->nomem;
+	s->first_ts = a->first_ts;
+	s->last_ts = a->last_ts;
+	s->nr_procs = a->nr_procs;
+}
+
+uint64_t heap_acct__live_heap(const struct heap_acct *a)
+{
+	return a->live;
+}
+
+uint64_t heap_acct__live_rss(const struct heap_acct *a)
+{
+	return a->rss;
+}
+
+int heap_acct__proc_lost(const struct heap_acct *a, uint32_t idx, uint64_t *bytes,
+			 uint64_t *count)
+{
+	if (idx >= a->nr_procs)
+		return -ENOENT;
+	*bytes = a->procs[idx].lost_bytes;
+	*count = a->procs[idx].lost_count;
+	return 0;
+}

@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Root tests: C++ operators (build/targets/nested_cxx). libstdc++'s operator new calls malloc
+ * and aligned new calls aligned_alloc: each user-visible call must be recorded exactly once,
+ * new/delete as Malloc/Free (aligned new as AlignedAlloc), the nested libc call not at all.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include "../lib/mt_check.h"
+
+static struct mt_run *run_cxx(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+
+	MT_REQUIRE_ROOT();
+	mt_track_ok(r, NULL, MT_TARGET_ARGV("nested_cxx"), 0);
+	return r;
+}
+
+/* new, new[], new T[], new T, aligned new/new[], nothrow new/new[] and their deletes, in
+ * order, one event each: a nested malloc/free would be an extra event in the window. */
+static void test_cxx_single_counting(void **state)
+{
+	struct mt_run *r = run_cxx(state);
+	const struct mt_expect *b = mt_need_expect(r, "begin", 0, 0);
+
+	mt_window_ok(r, b->tid, 0);
+}
+
+/* Same fact from the other side: per address, one allocation and one free over the run. */
+static void test_cxx_each_call_once(void **state)
+{
+	struct mt_run *r = run_cxx(state);
+
+	mt_each_op_once(r);
+}
+
+/* The sizes as the program asked for them (new int[100] = 400 bytes, aligned new 333). */
+static void test_cxx_sizes(void **state)
+{
+	static const uint64_t sizes[] = {123, 456, 400, sizeof(long), 333, 555, 444, 789};
+	struct mt_run *r = run_cxx(state);
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		struct mt_filter f = {.pid = r->root_pid, .by_size = true, .size = sizes[i]};
+		const struct mt_event *ev;
+		bool found = false;
+
+		for (size_t k = 0; k < r->nr_ev; k++) {
+			ev = &r->ev[k];
+			if (mt_is_heap_type(ev->type) && ev->type != MT_EV_FREE &&
+			    ev->size == sizes[i] && ev->pid == f.pid)
+				found = true;
+		}
+		MT_CHECK(r, found, "no allocation event of %llu bytes",
+			 (unsigned long long)sizes[i]);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_cxx_single_counting, mt_teardown),
+		cmocka_unit_test_teardown(test_cxx_each_call_once, mt_teardown),
+		cmocka_unit_test_teardown(test_cxx_sizes, mt_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

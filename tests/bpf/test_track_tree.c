@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Root tests: the process tree in shell mode. A command forked and exec'd by bash is tracked
+ * under its own pid; a background child that outlives the shell is still waited for and
+ * tracked; SIGTERM sent to memtrack reaches the command and memtrack exits 143.
+ */
+#include <signal.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <cmocka.h>
+#include "../lib/mt_check.h"
+
+/* "true; alloc_each; true": bash has to fork for the middle command (no exec in place). */
+static void test_shell_forked_command(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	char cmd[512];
+	struct mt_run_opts o = {.shell = cmd};
+	const struct mt_expect *b;
+	struct mt_filter f = {.type = MT_EV_FORK};
+	const struct mt_event *fe;
+
+	MT_REQUIRE_ROOT();
+	mt_need_file(mt_target("alloc_each"));
+	snprintf(cmd, sizeof(cmd), "true; %s; true", mt_target("alloc_each"));
+	mt_track_ok(r, &o, NULL, 0);
+	b = mt_need_expect(r, "begin", 0, 0);
+	MT_CHECK(r, b->pid != r->root_pid, "target: alloc_each ran as the shell's pid");
+	f.pid = b->pid;
+	fe = mt_first(r, &f);
+	MT_CHECK(r, fe && (int32_t)fe->size == r->root_pid, "no Fork {pid %d, parent_pid %d}",
+		 b->pid, r->root_pid);
+	f.type = MT_EV_EXEC;
+	MT_CHECK(r, mt_count(r, &f) == 1, "%zu Exec events for the forked command, want 1",
+		 mt_count(r, &f));
+	mt_window_ok(r, b->tid, 0);
+	mt_each_op_once(r);
+}
+
+/* The shell exits at once; its background child allocates 300 ms later. */
+static void test_shell_orphan_still_tracked(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	char cmd[512];
+	struct mt_run_opts o = {.shell = cmd};
+	const struct mt_expect *b;
+
+	MT_REQUIRE_ROOT();
+	mt_need_file(mt_target("alloc_each"));
+	snprintf(cmd, sizeof(cmd), "(sleep 0.3; exec %s) & exit 0", mt_target("alloc_each"));
+	mt_track_ok(r, &o, NULL, 0);
+	b = mt_expect_find(r->exp, r->nr_exp, "end", 0, 0);
+	MT_CHECK(r, b,
+		 "the background child did not finish before memtrack returned: memtrack "
+		 "does not wait for the whole tree");
+	b = mt_need_expect(r, "begin", 0, 0);
+	mt_window_ok(r, b->tid, 0);
+}
+
+/* memtrack forwards SIGTERM to the command: 143, with complete outputs, long before the
+ * command's own 20 s are up. */
+static void test_sigterm_forwarded(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	struct mt_run_opts o = {.signal = SIGTERM, .signal_after_ms = 1500, .timeout_s = 15};
+	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 777};
+
+	MT_REQUIRE_ROOT();
+	mt_track_ok(r, &o, MT_TARGET_ARGV("neighbour", "20", "777"), 128 + SIGTERM);
+	f.pid = r->root_pid;
+	MT_CHECK(r, mt_count(r, &f) > 100, "only %zu allocations before the signal",
+		 mt_count(r, &f));
+	MT_CHECK(r, mt_need_u64(r, "term_signal") == SIGTERM, "manifest term_signal");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_shell_forked_command, mt_teardown),
+		cmocka_unit_test_teardown(test_shell_orphan_still_tracked, mt_teardown),
+		cmocka_unit_test_teardown(test_sigterm_forwarded, mt_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

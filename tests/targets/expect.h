@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The side channel of the test targets. When $MT_EXPECT_FD names an inherited fd, a target
+ * writes one line per operation there:
+ *
+ *	OP PID TID TS ADDR OLD SIZE
+ *
+ * PID/TID in decimal, TS = CLOCK_MONOTONIC ns (the clock of bpf_ktime_get_ns, so a line can be
+ * placed among the artifact's events), ADDR/OLD in hex with 0x, SIZE in decimal.
+ * OP is the event type the tracker must record for the call ("malloc", "calloc", "realloc",
+ * "aligned", "free"), or a marker that has no event of its own: "begin"/"end" bracket a window
+ * in which the thread makes no allocator call but the ones it reports; "einval" is a call that
+ * must give no event; "fork" (SIZE = child pid), "stage" (SIZE = exec stage), "hwm" (SIZE =
+ * VmHWM bytes), "pid" (SIZE unused) carry facts.
+ *
+ * Lines are formatted into a stack buffer and written with write(2): no stdio, so reporting
+ * makes no allocation of its own that would show up between the ones under test.
+ * Usable from C and C++; header-only because every target is a single-file build.
+ */
+#ifndef MT_TARGET_EXPECT_H
+#define MT_TARGET_EXPECT_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+
+static int mt_expect_fd = -2; /* -2: not looked up yet, -1: no channel */
+
+static inline int mt_expect_init(void)
+{
+	const char *e;
+
+	if (mt_expect_fd != -2)
+		return mt_expect_fd;
+	/* getenv does not allocate */
+	e = getenv("MT_EXPECT_FD");
+	mt_expect_fd = e && *e ? atoi(e) : -1;
+	return mt_expect_fd;
+}
+
+static inline uint64_t mt_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Not gettid(): the raw syscall, never a cached value (forked children must report their own). */
+/* Addresses as integers: reporting a freed pointer is not a use of it (-Wuse-after-free). */
+#define MT_P(p) ((uintptr_t)(p))
+
+static inline void mt_say(const char *op, uintptr_t addr, uintptr_t old, uint64_t size)
+{
+	char buf[160];
+	int n;
+
+	if (mt_expect_init() < 0)
+		return;
+	n = snprintf(buf, sizeof(buf), "%s %ld %ld %llu 0x%llx 0x%llx %llu\n", op,
+		     (long)syscall(SYS_getpid), (long)syscall(SYS_gettid),
+		     (unsigned long long)mt_now_ns(), (unsigned long long)addr,
+		     (unsigned long long)old, (unsigned long long)size);
+	if (n > 0)
+		(void)!write(mt_expect_fd, buf, (size_t)n);
+}
+
+static inline void mt_say_fact(const char *op, uint64_t value)
+{
+	mt_say(op, 0, 0, value);
+}
+
+#endif

@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: MIT
+/* compare on crafted BASE/HEAD files (tests/bench/base.json, head.json). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "../../bench/compare.h"
+#include "../../bench/results_json.h"
+
+static char *fixture(const char *name)
+{
+	static char path[2][4096];
+	static int which;
+	const char *slash = strrchr(__FILE__, '/');
+	char *p = path[which++ % 2];
+	snprintf(p, sizeof(path[0]), "%.*s/../bench/%s", (int)(slash - __FILE__), __FILE__, name);
+	return p;
+}
+
+struct fixture {
+	struct bench_results base, head;
+	struct compare_report rep;
+};
+
+static int setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	struct compare_opts o = {.threshold = 0.10, .alpha = 0.05};
+
+	if (!f || bench_json__read(fixture("base.json"), &f->base) ||
+	    bench_json__read(fixture("head.json"), &f->head) ||
+	    bench_compare__run(&f->base, &f->head, &o, &f->rep))
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+	bench_compare__free(&f->rep);
+	bench_runner__free_results(&f->base);
+	bench_runner__free_results(&f->head);
+	free(f);
+	return 0;
+}
+
+static const struct compare_row *row(const struct compare_report *rep, const char *name)
+{
+	for (size_t i = 0; i < rep->nr; i++)
+		if (strcmp(rep->rows[i].name, name) == 0)
+			return &rep->rows[i];
+	fail_msg("no row '%s'", name);
+	return NULL;
+}
+
+static void test_statuses(void **state)
+{
+	struct fixture *f = *state;
+	const struct compare_report *rep = &f->rep;
+
+	assert_int_equal(rep->nr, 8);
+	assert_int_equal(row(rep, "same")->status, COMPARE_UNTOUCHED);
+	assert_int_equal(row(rep, "faster")->status, COMPARE_IMPROVED);
+	assert_float_equal(row(rep, "faster")->change, -0.20, 1e-9);
+	assert_int_equal(row(rep, "slower")->status, COMPARE_REGRESSED);
+	assert_float_equal(row(rep, "slower")->change, 0.30, 1e-9);
+	assert_true(row(rep, "slower")->p < 0.05);
+	/* significant but within the threshold */
+	assert_int_equal(row(rep, "small change")->status, COMPARE_UNTOUCHED);
+	assert_false(row(rep, "small change")->noisy);
+	assert_int_equal(row(rep, "new")->status, COMPARE_NEW);
+	assert_int_equal(row(rep, "gone")->status, COMPARE_REMOVED);
+	/* memory: one deterministic figure, the threshold alone decides */
+	assert_int_equal(row(rep, "heap")->status, COMPARE_REGRESSED);
+	assert_int_equal(row(rep, "heap")->mode, BENCH_MODE_MEMORY);
+	assert_float_equal(row(rep, "heap")->change, 0.50, 1e-9);
+
+	assert_int_equal(rep->counts[COMPARE_REGRESSED], 2);
+	assert_int_equal(rep->counts[COMPARE_IMPROVED], 1);
+	assert_int_equal(rep->counts[COMPARE_UNTOUCHED], 3);
+	assert_int_equal(rep->counts[COMPARE_NEW], 1);
+	assert_int_equal(rep->counts[COMPARE_REMOVED], 1);
+	assert_float_equal(rep->worst_regression, 0.50, 1e-9);
+}
+
+static void test_noisy_is_untouched(void **state)
+{
+	struct fixture *f = *state;
+	const struct compare_row *r = row(&f->rep, "noisy");
+
+	/* medians 1.225 -> 1.475: +20%, past the threshold, but the samples overlap */
+	assert_float_equal(r->change, 1.475 / 1.225 - 1, 1e-9);
+	assert_int_equal(r->status, COMPARE_UNTOUCHED);
+	assert_true(r->noisy);
+	assert_true(r->p >= 0.05);
+}
+
+static char *markdown(const struct compare_report *rep)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&buf, &len);
+
+	bench_compare__markdown(m, rep);
+	fclose(m);
+	return buf;
+}
+
+static void test_markdown(void **state)
+{
+	struct fixture *f = *state;
+	char *md = markdown(&f->rep);
+
+	assert_non_null(strstr(md, "## This change will degrade performance by up to 50.0%"));
+	assert_non_null(strstr(md, "| Mode | Benchmark | BASE | HEAD | Change | |"));
+	assert_non_null(strstr(md, "| WallTime | slower | 1.00 s | 1.30 s | +30.0% | regressed |"));
+	assert_non_null(strstr(md, "| WallTime | faster | 1.00 s | 800 ms | -20.0% | improved |"));
+	assert_non_null(strstr(md, "| WallTime | new | - | 2.00 s | - | new |"));
+	assert_non_null(strstr(md, "| Memory | heap | 977 KiB | 1.43 MiB | +50.0% | regressed |"));
+	assert_non_null(strstr(md, "untouched (noisy: p = "));
+	free(md);
+}
+
+static void test_no_change_headline(void **state)
+{
+	struct fixture *f = *state;
+	struct compare_opts o = {.threshold = 0.10, .alpha = 0.05};
+	struct compare_report rep;
+	char *md;
+
+	(void)state;
+	/* BASE against itself */
+	assert_int_equal(bench_compare__run(&f->base, &f->base, &o, &rep), 0);
+	assert_int_equal(rep.counts[COMPARE_UNTOUCHED], rep.nr);
+	md = markdown(&rep);
+	assert_non_null(strstr(md, "## This change will not alter performance"));
+	free(md);
+	bench_compare__free(&rep);
+}
+
+static void test_threshold(void **state)
+{
+	double t;
+
+	(void)state;
+	assert_int_equal(bench_compare__parse_threshold("10%", &t), 0);
+	assert_float_equal(t, 0.10, 1e-12);
+	assert_int_equal(bench_compare__parse_threshold("2.5", &t), 0);
+	assert_float_equal(t, 0.025, 1e-12);
+	assert_int_equal(bench_compare__parse_threshold("ten", &t), -EINVAL);
+	assert_int_equal(bench_compare__parse_threshold("-5%", &t), -EINVAL);
+	assert_int_equal(bench_compare__parse_threshold("5%%", &t), -EINVAL);
+	assert_int_equal(bench_compare__parse_threshold("", &t), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_statuses),  cmocka_unit_test(test_noisy_is_untouched),
+	    cmocka_unit_test(test_markdown),  cmocka_unit_test(test_no_change_headline),
+	    cmocka_unit_test(test_threshold),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

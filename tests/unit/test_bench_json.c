@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: MIT
+/* The results file: hyperfine's keys and types, ours beside them, and reading it back. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "../../bench/results_json.h"
+
+static double times[] = {0.010, 0.012, 0.011};
+static double user[] = {0.004, 0.005, 0.006};
+static double sys_[] = {0.001, 0.002, 0.003};
+static int codes[] = {0, 0, 0};
+static double one_time[] = {0.5};
+static int one_code[] = {0};
+
+/* Two good benchmarks (one with a single round) and one failed; nothing heap-allocated. */
+static void sample(struct bench_results *res, struct bench_result v[3])
+{
+	memset(res, 0, sizeof(*res));
+	memset(v, 0, 3 * sizeof(*v));
+	v[0] = (struct bench_result){.name = "ls",
+				     .id = "ls-id",
+				     .command = "ls -la",
+				     .nr_rounds = 3,
+				     .warmup_rounds = 2,
+				     .times = times,
+				     .user = user,
+				     .sys = sys_,
+				     .exit_codes = codes,
+				     .max_rss = 4 << 20,
+				     .user_mean = 0.005,
+				     .sys_mean = 0.002};
+	bench_stats__compute(times, 3, &v[0].stats);
+	v[1] = (struct bench_result){.name = "once",
+				     .id = "once",
+				     .command = "sleep 0.5",
+				     .nr_rounds = 1,
+				     .times = one_time,
+				     .user = one_time,
+				     .sys = one_time,
+				     .exit_codes = one_code};
+	bench_stats__compute(one_time, 1, &v[1].stats);
+	v[2] = (struct bench_result){
+	    .name = "bad", .id = "bad", .command = "false", .failed = true, .exit_code = 1};
+	res->v = v;
+	res->nr = 3;
+	res->nr_failed = 1;
+	res->config = "suite.yml";
+	res->env = (struct bench_env){
+	    .kernel = "6.1.0", .machine = "x86_64", .cpu = "Test CPU", .cpus = 2};
+}
+
+static void test_shape(void **state)
+{
+	static const char *const hyperfine_reals[] = {"mean",	"stddev", "median", "user",
+						      "system", "min",	  "max"};
+	struct bench_result v[3];
+	struct bench_results res;
+	char path[] = "/tmp/test_bench_json.XXXXXX";
+	json_error_t jerr;
+	json_t *root, *results, *r, *env;
+	int fd;
+
+	(void)state;
+	sample(&res, v);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(bench_json__write(&res, path), 0);
+	root = json_load_file(path, 0, &jerr);
+	assert_non_null(root);
+
+	results = json_object_get(root, "results");
+	assert_true(json_is_array(results));
+	assert_int_equal(json_array_size(results), 2); /* the failed one is not a result */
+	r = json_array_get(results, 0);
+	assert_string_equal(json_string_value(json_object_get(r, "command")), "ls -la");
+	for (size_t i = 0; i < sizeof(hyperfine_reals) / sizeof(hyperfine_reals[0]); i++)
+		if (!json_is_real(json_object_get(r, hyperfine_reals[i])))
+			fail_msg("'%s' is not a real", hyperfine_reals[i]);
+	assert_float_equal(json_real_value(json_object_get(r, "mean")), 0.011, 1e-12);
+	assert_float_equal(json_real_value(json_object_get(r, "median")), 0.011, 1e-12);
+	assert_float_equal(json_real_value(json_object_get(r, "min")), 0.010, 1e-12);
+	assert_float_equal(json_real_value(json_object_get(r, "user")), 0.005, 1e-12);
+	assert_int_equal(json_array_size(json_object_get(r, "times")), 3);
+	assert_float_equal(json_real_value(json_array_get(json_object_get(r, "times"), 1)), 0.012,
+			   1e-12);
+	assert_int_equal(json_array_size(json_object_get(r, "exit_codes")), 3);
+	assert_true(json_is_integer(json_array_get(json_object_get(r, "exit_codes"), 0)));
+	/* ours */
+	assert_string_equal(json_string_value(json_object_get(r, "name")), "ls");
+	assert_string_equal(json_string_value(json_object_get(r, "id")), "ls-id");
+	assert_string_equal(json_string_value(json_object_get(r, "mode")), "walltime");
+	assert_int_equal(json_integer_value(json_object_get(r, "rounds")), 3);
+	assert_int_equal(json_integer_value(json_object_get(r, "warmup_rounds")), 2);
+	assert_int_equal(json_integer_value(json_object_get(r, "max_rss")), 4 << 20);
+	assert_true(json_is_real(json_object_get(r, "iqr")));
+	assert_true(json_is_integer(json_object_get(r, "outliers")));
+	/* one round: stddev undefined, written as null like hyperfine */
+	assert_true(json_is_null(json_object_get(json_array_get(results, 1), "stddev")));
+
+	assert_int_equal(json_array_size(json_object_get(root, "failures")), 1);
+	assert_int_equal(json_integer_value(json_object_get(
+			     json_array_get(json_object_get(root, "failures"), 0), "exit_code")),
+			 1);
+	env = json_object_get(root, "environment");
+	assert_string_equal(json_string_value(json_object_get(env, "kernel")), "6.1.0");
+	assert_string_equal(json_string_value(json_object_get(env, "cpu")), "Test CPU");
+	assert_true(json_is_null(json_object_get(env, "governor")));
+	json_decref(root);
+	unlink(path);
+}
+
+static void test_read_back(void **state)
+{
+	struct bench_result v[3];
+	struct bench_results res, back;
+	char path[] = "/tmp/test_bench_json.XXXXXX";
+	int fd;
+
+	(void)state;
+	sample(&res, v);
+	fd = mkstemp(path);
+	close(fd);
+	assert_int_equal(bench_json__write(&res, path), 0);
+	assert_int_equal(bench_json__read(path, &back), 0);
+	assert_int_equal(back.nr, 2);
+	assert_string_equal(back.v[0].name, "ls");
+	assert_string_equal(back.v[0].id, "ls-id");
+	assert_int_equal(back.v[0].nr_rounds, 3);
+	assert_float_equal(back.v[0].stats.median, 0.011, 1e-12);
+	assert_int_equal(back.v[0].mode, BENCH_MODE_WALLTIME);
+	bench_runner__free_results(&back);
+	unlink(path);
+}
+
+static void test_read_hyperfine(void **state)
+{
+	/* what `hyperfine --export-json` writes: no name, the command is the identity */
+	const char *text =
+	    "{\"results\": [{\"command\": \"sleep 0.1\", \"mean\": 0.1, \"stddev\": "
+	    "0.001, \"median\": 0.1, \"user\": 0.0, \"system\": 0.0, \"min\": 0.099, "
+	    "\"max\": 0.102, \"times\": [0.1, 0.099, 0.102], \"exit_codes\": [0, 0, "
+	    "0]}]}";
+	struct bench_results back;
+	char path[] = "/tmp/test_bench_json.XXXXXX";
+	int fd = mkstemp(path);
+
+	(void)state;
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	assert_int_equal(bench_json__read(path, &back), 0);
+	assert_int_equal(back.nr, 1);
+	assert_string_equal(back.v[0].name, "sleep 0.1");
+	assert_int_equal(back.v[0].nr_rounds, 3);
+	assert_float_equal(back.v[0].stats.median, 0.1, 1e-12);
+	bench_runner__free_results(&back);
+
+	/* not a results file */
+	fd = open(path, O_WRONLY | O_TRUNC);
+	assert_int_equal(write(fd, "{}", 2), 2);
+	close(fd);
+	assert_int_equal(bench_json__read(path, &back), -EPROTO);
+	bench_runner__free_results(&back);
+	unlink(path);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_shape),
+	    cmocka_unit_test(test_read_back),
+	    cmocka_unit_test(test_read_hyperfine),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

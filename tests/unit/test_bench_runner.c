@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: MIT
+/* Real runs of tiny configs through bench_runner__run. Asserts counts and statuses, never timings.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "../../bench/config.h"
+#include "../../bench/runner.h"
+
+static char tmpdir[] = "/tmp/test_bench_runner.XXXXXX";
+
+static int setup(void **state)
+{
+	(void)state;
+	if (!mkdtemp(tmpdir))
+		return -1;
+	setenv("BENCH_TMP", tmpdir, 1);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char *cmd;
+
+	(void)state;
+	if (asprintf(&cmd, "rm -rf '%s'", tmpdir) >= 0) {
+		if (system(cmd)) {
+			/* leave it: only a temp dir */
+		}
+		free(cmd);
+	}
+	return 0;
+}
+
+static int run(const char *text, const struct runner_opts *o, struct bench_results *res)
+{
+	struct bench_config cfg;
+	int err = bench_config__parse(&cfg, "tiny.yml", text, strlen(text));
+
+	assert_int_equal(err, 0);
+	err = bench_runner__run(&cfg, o, res);
+	bench_config__free(&cfg);
+	return err;
+}
+
+static void test_tiny_suite(void **state)
+{
+	const char *text =
+	    "options:\n  warmup-time: 0\n  max-rounds: 3\n"
+	    "benchmarks:\n"
+	    "  - name: true\n    exec: 'true'\n"
+	    "  - name: in workdir\n    exec: test -f marker && echo hidden\n"
+	    "    options:\n      working-directory: ${BENCH_TMP}\n"
+	    "  - name: floors beat max-time\n    exec: 'true'\n"
+	    "    options:\n      max-time: '0'\n      min-rounds: 4\n      max-rounds: 9\n";
+	struct runner_opts o = {.mode = BENCH_MODE_WALLTIME};
+	struct bench_results res;
+	char *marker;
+	FILE *f;
+
+	(void)state;
+	assert_true(asprintf(&marker, "%s/marker", tmpdir) > 0);
+	f = fopen(marker, "w");
+	assert_non_null(f);
+	fclose(f);
+	free(marker);
+
+	assert_int_equal(run(text, &o, &res), 0);
+	assert_int_equal(res.nr, 3);
+	assert_int_equal(res.nr_failed, 0);
+	for (size_t i = 0; i < res.nr; i++) {
+		const struct bench_result *r = &res.v[i];
+		assert_false(r->failed);
+		assert_int_equal(r->warmup_rounds, 0);
+		assert_int_equal(r->stats.n, r->nr_rounds);
+		for (size_t k = 0; k < r->nr_rounds; k++) {
+			assert_int_equal(r->exit_codes[k], 0);
+			assert_true(r->times[k] > 0);
+		}
+		assert_true(r->stats.min <= r->stats.median && r->stats.median <= r->stats.max);
+		assert_true(r->max_rss > 0);
+	}
+	assert_string_equal(res.v[0].name, "true");
+	assert_int_equal(res.v[0].nr_rounds, 3); /* max-rounds caps (3 rounds of true fit in 3 s) */
+	assert_int_equal(res.v[1].nr_rounds, 3);
+	assert_int_equal(res.v[2].nr_rounds, 4); /* max-time 0, so exactly the min-rounds floor */
+	assert_non_null(res.env.kernel);
+	assert_true(res.env.cpus >= 1);
+	bench_runner__free_results(&res);
+}
+
+static void test_failure_is_loud_and_isolated(void **state)
+{
+	const char *text = "options:\n  warmup-time: 0\n  max-rounds: 2\n"
+			   "benchmarks:\n"
+			   "  - name: fails\n    exec: echo boom >&2; exit 3\n"
+			   "  - name: killed\n    exec: kill -TERM $$\n"
+			   "  - name: still runs\n    exec: 'true'\n";
+	struct runner_opts o = {.mode = BENCH_MODE_WALLTIME};
+	struct bench_results res;
+
+	(void)state;
+	assert_int_equal(run(text, &o, &res), 0);
+	assert_int_equal(res.nr, 3);
+	assert_int_equal(res.nr_failed, 2);
+	assert_true(res.v[0].failed);
+	assert_int_equal(res.v[0].exit_code, 3);
+	assert_true(res.v[1].failed);
+	assert_int_equal(res.v[1].exit_code, 128 + 15);
+	assert_false(res.v[2].failed);
+	assert_int_equal(res.v[2].nr_rounds, 2);
+	bench_runner__free_results(&res);
+}
+
+static void test_select(void **state)
+{
+	const char *text = "options:\n  warmup-time: 0\n  max-rounds: 1\n  min-rounds: 1\n"
+			   "benchmarks:\n"
+			   "  - {name: one, id: a, exec: 'true'}\n"
+			   "  - {name: two, id: b, exec: 'false'}\n";
+	const char *only_a[] = {"a"}, *only_x[] = {"x"};
+	struct runner_opts o = {.mode = BENCH_MODE_WALLTIME, .only = only_a, .nr_only = 1};
+	struct bench_results res;
+
+	(void)state;
+	assert_int_equal(run(text, &o, &res), 0);
+	assert_int_equal(res.nr, 1);
+	assert_string_equal(res.v[0].id, "a");
+	assert_int_equal(res.nr_failed, 0);
+	bench_runner__free_results(&res);
+
+	o.only = only_x;
+	assert_int_equal(run(text, &o, &res), -ENOENT);
+	bench_runner__free_results(&res);
+}
+
+static void test_cli_overrides(void **state)
+{
+	const char *text = "options:\n  warmup-time: 10s\n  max-time: 60s\n  max-rounds: 1000\n"
+			   "benchmarks:\n  - {name: t, exec: 'true'}\n";
+	struct runner_opts o = {.mode = BENCH_MODE_WALLTIME};
+	struct bench_results res;
+
+	(void)state;
+	/* the smoke flags: --warmup-time 0 --max-time 0 --min-rounds 2 */
+	o.cli.set = BENCH_OPT_WARMUP | BENCH_OPT_MAX_TIME | BENCH_OPT_MIN_ROUNDS;
+	o.cli.warmup_ns = 0;
+	o.cli.max_time_ns = 0;
+	o.cli.min_rounds = 2;
+	assert_int_equal(run(text, &o, &res), 0);
+	assert_int_equal(res.v[0].warmup_rounds, 0);
+	assert_int_equal(res.v[0].nr_rounds, 2);
+	bench_runner__free_results(&res);
+}
+
+/* A stand-in for `memtrack track -o DIR -q CMD` that writes a manifest like memtrack's. */
+static void test_memory_mode(void **state)
+{
+	const char *text = "benchmarks:\n  - {name: m, exec: 'true'}\n";
+	struct runner_opts o = {.mode = BENCH_MODE_MEMORY};
+	struct bench_results res;
+	char *fake;
+	FILE *f;
+
+	(void)state;
+	assert_true(asprintf(&fake, "%s/fake-memtrack", tmpdir) > 0);
+	f = fopen(fake, "w");
+	assert_non_null(f);
+	fputs("#!/bin/sh\n"
+	      "[ \"$1 $2 $4\" = 'track -o -q' ] || exit 9\n"
+	      "bash -c \"$5\" || exit $?\n"
+	      "echo '{\"results\": {\"peak_heap\": 4096, \"peak_rss\": 1048576, \"allocs\": 7}}'"
+	      " > \"$3/4242.memtrack.json\"\n"
+	      "echo artifact > \"$3/4242.MemtrackArtifact.msgpack\"\n",
+	      f);
+	fclose(f);
+	assert_int_equal(chmod(fake, 0755), 0);
+	o.memtrack = fake;
+
+	assert_int_equal(run(text, &o, &res), 0);
+	assert_int_equal(res.nr_failed, 0);
+	assert_int_equal(res.v[0].nr_rounds, 1);
+	assert_int_equal(res.v[0].peak_heap, 4096);
+	assert_int_equal(res.v[0].peak_rss, 1048576);
+	assert_int_equal(res.v[0].allocs, 7);
+	bench_runner__free_results(&res);
+	free(fake);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_tiny_suite),	cmocka_unit_test(test_failure_is_loud_and_isolated),
+	    cmocka_unit_test(test_select),	cmocka_unit_test(test_cli_overrides),
+	    cmocka_unit_test(test_memory_mode),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
