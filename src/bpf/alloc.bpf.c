@@ -33,6 +33,8 @@ static __always_inline int mt_alloc_entry(struct pt_regs *ctx)
 	if (!bpf_map_lookup_elem(&procs, &tgid))
 		return 0;
 	spec = (__u32)bpf_get_attach_cookie(ctx);
+	if (spec & MT_SPEC_DLOPEN)
+		return 0; /* not an allocator: what it allocates inside is the program's own */
 	mt_args_read(ctx, &args);
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (spec & MT_SPEC_FREE) {
@@ -84,6 +86,18 @@ static __always_inline int mt_alloc_return(struct pt_regs *ctx)
 
 	if (!bpf_map_lookup_elem(&procs, &tgid))
 		return 0;
+	if ((__u32)bpf_get_attach_cookie(ctx) & MT_SPEC_DLOPEN) {
+		/* A library may have been loaded: stop before the caller can use it, and let
+		 * user space attach to it first (its constructors have run already). */
+		struct mt_event *e = mt_reserve(MT_EV_CTL_DLOPEN_STOPPED, tgid, tid);
+
+		if (e) {
+			e->addr = PT_REGS_RC(ctx);
+			bpf_send_signal(19 /* SIGSTOP */);
+			mt_submit(e, true);
+		}
+		return 0;
+	}
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t || t->depth == 0) {
 		mt_drop(MT_DROP_UNMATCHED_RET);

@@ -38,6 +38,7 @@ enum mt_event_type {
 	MT_EV_RMAP = 13, /* aux = member, size = signed delta in pages, addr = page address */
 	/* Control records: never written to the artifact, they steer the consumer. */
 	MT_EV_CTL_EXEC_STOPPED = 64, /* a tracked task stopped itself at exec: inspect, then SIGCONT */
+	MT_EV_CTL_DLOPEN_STOPPED = 65, /* ... at the return of dlopen: scan its maps, then SIGCONT */
 	MT_EV_TYPE_MAX,
 };
 

@@ -22,6 +22,7 @@
 #define MT_SPEC_FREE	  (1u << 19) /* frees arg[PTR]; written at entry */
 #define MT_SPEC_LEAF	  (1u << 20) /* calls no hooked function: no return probe, no depth */
 #define MT_SPEC_HAS_SIZE  (1u << 21) /* the site has a size argument */
+#define MT_SPEC_DLOPEN	  (1u << 22) /* dlopen/dlmopen: at return, stop for library discovery */
 
 #define MT_SPEC(type, size_arg, nmemb_arg, ptr_arg, flags)                                          \
 	((unsigned)(type) | ((unsigned)(size_arg) << 8) | ((unsigned)(nmemb_arg) << 10) |          \

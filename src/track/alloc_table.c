@@ -17,6 +17,7 @@
 #define S_MEMALIGN MT_SPEC(MT_EV_ALIGNED_ALLOC, 2, 0, 0, MT_SPEC_HAS_SIZE | MT_SPEC_MEMPTR)
 #define S_FREE	   MT_SPEC(0, 0, 0, 0, MT_SPEC_FREE)
 #define S_FREELEAF MT_SPEC(0, 0, 0, 0, MT_SPEC_FREE | MT_SPEC_LEAF)
+#define S_DLOPEN   MT_SPEC(0, 0, 0, 0, MT_SPEC_DLOPEN)
 
 struct alloc_entry {
 	const char *name;
@@ -31,7 +32,8 @@ static const struct alloc_entry libc_names[] = {
 	{"reallocarray", S_REALLOCA}, {"free", S_FREE},		   {"cfree", S_FREE},
 	{"aligned_alloc", S_ALIGNED1}, {"memalign", S_ALIGNED1},    {"posix_memalign", S_MEMALIGN},
 	{"valloc", S_ALIGNED0},	     {"pvalloc", S_ALIGNED0},	   {"free_sized", S_FREE},
-	{"free_aligned_sized", S_FREE}, {NULL, 0},
+	{"free_aligned_sized", S_FREE}, {"dlopen", S_DLOPEN}, {"dlmopen", S_DLOPEN},
+	{NULL, 0},
 };
 
 static const struct alloc_entry cxx_names[] = {
@@ -138,6 +140,7 @@ static int alloc_table__add(const struct elf_info *info, const struct alloc_entr
 		sites[n].offset = off;
 		sites[n].spec = spec;
 		sites[n].ret = !(spec & MT_SPEC_LEAF);
+		sites[n].entry = !(spec & MT_SPEC_DLOPEN); /* dlopen: a return probe only */
 		n++;
 	}
 	return n;

@@ -21,6 +21,7 @@ struct alloc_site {
 	uint64_t offset;
 	uint32_t spec; /* probe_spec.h cookie */
 	bool ret; /* needs a return probe */
+	bool entry; /* needs an entry probe */
 };
 
 const char *alloc_kind__name(enum alloc_kind k);

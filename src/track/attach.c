@@ -132,7 +132,7 @@ static int attach_set__multi(struct attach_set *s, const char *path, const struc
 		int fd;
 
 		for (int i = 0; i < n && cnt < 128; i++) {
-			if (dir && !sites[i].ret)
+			if ((dir && !sites[i].ret) || (!dir && !sites[i].entry))
 				continue;
 			offs[cnt] = sites[i].offset;
 			cookies[cnt++] = sites[i].spec;
@@ -159,7 +159,7 @@ static int attach_set__perf(struct attach_set *s, const char *path, const struct
 				    .bpf_cookie = sites[i].spec);
 			struct bpf_link *l;
 
-			if (dir && !sites[i].ret)
+			if ((dir && !sites[i].ret) || (!dir && !sites[i].entry))
 				continue;
 			l = bpf_program__attach_uprobe_opts(dir ? s->ret : s->entry, -1, path,
 							    sites[i].offset, &o);

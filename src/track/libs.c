@@ -153,6 +153,40 @@ cleanup:
 	return err;
 }
 
+int libs__inspect_maps(struct libs *l, pid_t pid)
+{
+	char path[64], line[4096 + 128], file[PATH_MAX];
+	int added = 0, err;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		char perms[8], *name;
+
+		/* start-end perms offset dev inode   path */
+		if (sscanf(line, "%*s %7s", perms) != 1 || perms[2] != 'x')
+			continue;
+		name = strchr(line, '/');
+		if (!name)
+			continue;
+		name[strcspn(name, "\n")] = 0;
+		if (strstr(name, " (deleted)"))
+			continue;
+		snprintf(file, sizeof(file), "/proc/%d/root%s", pid, name);
+		err = libs__attach_file(l, file, false);
+		if (err < 0) {
+			fclose(f);
+			return err;
+		}
+		added += err;
+	}
+	fclose(f);
+	return added;
+}
+
 int libs__fill(const struct libs *l, struct manifest *m)
 {
 	size_t n = 0;

@@ -13,6 +13,9 @@ int libs__new(struct libs **l, struct attach_set *set);
 /* Resolves what pid's (just exec'd) executable maps and attaches to every allocator in it not
  * attached yet. Returns the number of libraries newly attached, or -errno. */
 int libs__inspect_pid(struct libs *l, pid_t pid);
+/* Attaches to every allocator among the files pid maps executable now (after a dlopen).
+ * Returns the number newly attached, or -errno. */
+int libs__inspect_maps(struct libs *l, pid_t pid);
 /* Copies the attached libraries into the manifest (allocated, freed by manifest__free). */
 int libs__fill(const struct libs *l, struct manifest *m);
 uint64_t libs__attach_ns(const struct libs *l); /* time spent attaching, ns */

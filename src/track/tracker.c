@@ -94,7 +94,8 @@ static int sink_acct(void *ctx, const struct mt_event *ev)
 	return 0;
 }
 
-/* A tracked task stopped itself at the exec of an executable not inspected yet. */
+/* A tracked task stopped itself at the exec of an executable not inspected yet, or at the
+ * return of a dlopen. */
 static int control_exec_stopped(void *ctx, const struct mt_event *ev)
 {
 	struct tracker *t = ctx;
@@ -104,6 +105,16 @@ static int control_exec_stopped(void *ctx, const struct mt_event *ev)
 	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
 
 	t->ctl_stops++;
+	if (ev->type == MT_EV_CTL_DLOPEN_STOPPED) {
+		err = libs__inspect_maps(t->libs, ev->pid);
+		if (err < 0 && err != -ENOENT && err != -ESRCH)
+			log__warn("process %d: cannot inspect its mappings after dlopen: %s",
+				  ev->pid, strerror(-err));
+		kill(ev->pid, SIGCONT);
+		log__debug(2, "dlopen stop of %d handled in %.2f ms", ev->pid,
+			   (now_ns(CLOCK_MONOTONIC) - t0) / 1e6);
+		return 0;
+	}
 	err = libs__inspect_pid(t->libs, ev->pid);
 	if (err < 0 && err != -ENOENT && err != -ESRCH)
 		log__warn("process %d: cannot inspect its libraries: %s", ev->pid, strerror(-err));
