@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "common/log.h"
 #include "report/heap.h"
 
@@ -18,6 +19,7 @@
 #define PID_MIN_CAP 64
 #define LOAD_NUM 7 /* grow past 7/10 full: linear probing stays ~2 probes per hit */
 #define LOAD_DEN 10
+#define HUGE_PAGE (2UL << 20)
 
 struct slot {
 	uint64_t addr; /* 0: empty (no block lives at 0) */
@@ -77,9 +79,25 @@ static unsigned log2_exact(size_t v)
 	return (unsigned)__builtin_ctzll(v);
 }
 
+/* Big tables on transparent huge pages when allowed: a lookup in a table much larger than the
+ * caches is one DRAM miss, and without huge pages a TLB miss on top of it. */
+static struct slot *tab_calloc(size_t cap)
+{
+	size_t bytes = cap * sizeof(struct slot);
+	void *p;
+
+	if (bytes < HUGE_PAGE)
+		return calloc(cap, sizeof(struct slot));
+	if (posix_memalign(&p, HUGE_PAGE, bytes))
+		return NULL;
+	madvise(p, bytes, MADV_HUGEPAGE); /* advisory: failure only costs speed */
+	memset(p, 0, bytes);
+	return p;
+}
+
 static int tab_alloc(struct heap_acct *a, size_t cap)
 {
-	struct slot *tab = calloc(cap, sizeof(*tab));
+	struct slot *tab = tab_calloc(cap);
 
 	if (!tab)
 		return -ENOMEM;
