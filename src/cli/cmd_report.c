@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: MIT
 /*
  * `memtrack report`: the reader side. Decodes an artifact, runs the same accounting as the
- * tracker, and prints a summary, a JSON document or an SVG plot of heap and RSS over time.
+ * tracker, merges what the manifest beside it recorded (command, exit status, drops, comm, the
+ * kernel's exact RSS peaks), and prints a summary or a JSON document, plus optional SVG and
+ * Perfetto exports.
  */
 #include <errno.h>
 #include <getopt.h>
-#include <inttypes.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "artifact/artifact.h"
 #include "artifact/manifest.h"
 #include "cli/cmd_report.h"
@@ -17,255 +18,319 @@
 #include "report/heap.h"
 #include "report/report.h"
 
-#define REPORT_POINTS 1000 /* timeline samples kept, at most */
+enum { EXIT_OK = 0, EXIT_USAGE = 1, EXIT_BAD_INPUT = 2 };
 
 static const char report_usage[] =
-	"Usage: memtrack report [OPTIONS] ARTIFACT\n"
+	"NAME\n"
+	"    memtrack report - summarise a memtrack artifact\n"
 	"\n"
-	"Read a <pid>.MemtrackArtifact.msgpack (and the <pid>.memtrack.json beside it, if any)\n"
-	"and summarise it: peak heap and RSS of the tree and per process, allocations, frees,\n"
-	"leaks at exit, event counts.\n"
+	"SYNOPSIS\n"
+	"    memtrack report [--json] [--svg FILE] [--perfetto FILE] [-o FILE]\n"
+	"                    [--manifest FILE | --no-manifest] ARTIFACT\n"
 	"\n"
-	"Options:\n"
-	"      --json        print a JSON document instead (results, processes, counts and a\n"
-	"                    timeline of tree heap and RSS, at most 1000 points)\n"
-	"      --svg FILE    also write an SVG plot of heap and RSS over time\n"
-	"  -h, --help        this text\n"
+	"DESCRIPTION\n"
+	"    Decodes ARTIFACT (a <pid>.MemtrackArtifact.msgpack written by memtrack track or by\n"
+	"    codspeed-memtrack) and replays its events through the accounting memtrack track\n"
+	"    uses: live heap per process and for the whole process tree, RSS (file + anon +\n"
+	"    shmem, swap excluded) per process and for the tree, their peaks, allocation and\n"
+	"    free counts, and the blocks still live when each process exited (leaks).\n"
 	"\n"
-	"Exit status: 0 ok, 1 usage error, 2 unreadable or undecodable artifact (what could be\n"
-	"read is still reported).\n";
+	"    If <pid>.memtrack.json sits beside the artifact, the command, its exit status, the\n"
+	"    records lost while tracking, process names and the tracker's exact RSS peaks are\n"
+	"    taken from it (the artifact's Rss records are thresholded, so the larger of the two\n"
+	"    peaks is shown). Without it, losses are unknown.\n"
+	"\n"
+	"    Blocks live when a process exec'd are gone with the old image: they are reported\n"
+	"    as lost at exec, neither as frees nor as leaks.\n"
+	"\n"
+	"OPTIONS\n"
+	"    --json\n"
+	"        Print a JSON document instead of the summary: results, per-process figures,\n"
+	"        event counts by type, the manifest's identity and drops, and a timeline of\n"
+	"        tree heap and RSS with at most 1000 points (maxima per time bucket).\n"
+	"    --svg FILE\n"
+	"        Also write an SVG plot of tree heap and RSS over time ('-': stdout).\n"
+	"    --perfetto FILE\n"
+	"        Also write Chrome trace-event JSON with heap and RSS counter tracks, to open in\n"
+	"        https://ui.perfetto.dev or chrome://tracing ('-': stdout).\n"
+	"    -o, --output FILE\n"
+	"        Write the summary or the JSON document to FILE instead of stdout.\n"
+	"    --manifest FILE\n"
+	"        Read the manifest from FILE instead of looking beside the artifact.\n"
+	"    --no-manifest\n"
+	"        Do not read any manifest.\n"
+	"    -h, --help\n"
+	"        Print this text and exit.\n"
+	"\n"
+	"EXIT STATUS\n"
+	"    0  the artifact was read to its end and every output written\n"
+	"    1  usage error\n"
+	"    2  bad input: ARTIFACT cannot be opened, is truncated or holds an undecodable\n"
+	"       record (what was read before it is still reported), or an output cannot be\n"
+	"       written. An unreadable manifest is only a warning.\n"
+	"\n"
+	"EXAMPLES\n"
+	"    memtrack report out/1234.MemtrackArtifact.msgpack\n"
+	"    memtrack report --json -o report.json --svg mem.svg out/1234.MemtrackArtifact.msgpack\n";
 
-struct point {
-	uint64_t ts, heap, rss;
+struct report_opts {
+	bool json, no_manifest;
+	const char *svg, *perfetto, *output, *manifest, *artifact;
 };
 
-struct timeline {
-	struct point p[REPORT_POINTS];
-	size_t n;
-	uint64_t step; /* keep one point per `step` events; doubles when full */
-	uint64_t seen;
-};
-
-static void timeline__add(struct timeline *t, uint64_t ts, uint64_t heap, uint64_t rss)
-{
-	if (t->seen++ % t->step)
-		return;
-	if (t->n == REPORT_POINTS) {
-		/* halve the resolution: keep every other point */
-		for (size_t i = 0; i < REPORT_POINTS / 2; i++)
-			t->p[i] = t->p[2 * i];
-		t->n = REPORT_POINTS / 2;
-		t->step *= 2;
-	}
-	t->p[t->n++] = (struct point){ts, heap, rss};
-}
-
-static int report__svg(const char *path, const struct timeline *t)
-{
-	const double w = 800, h = 300, l = 70, r = 20, top = 20, bot = 40;
-	uint64_t t0 = t->n ? t->p[0].ts : 0, t1 = t->n ? t->p[t->n - 1].ts : 1, max = 1;
-	char lab[32];
-	FILE *f = fopen(path, "w");
-
-	if (!f)
-		return -errno;
-	for (size_t i = 0; i < t->n; i++) {
-		if (t->p[i].heap > max)
-			max = t->p[i].heap;
-		if (t->p[i].rss > max)
-			max = t->p[i].rss;
-	}
-	if (t1 <= t0)
-		t1 = t0 + 1;
-	fprintf(f,
-		"<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-		"font-family=\"sans-serif\" font-size=\"12\">\n"
-		"<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
-		"<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"black\"/>\n"
-		"<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"black\"/>\n",
-		w, h, l, h - bot, w - r, h - bot, l, top, l, h - bot);
-	fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">%s</text>\n", l - 4, top + 4,
-		report__bytes(max, lab, sizeof(lab)));
-	fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">0</text>\n", l - 4, h - bot);
-	fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">%.1f ms</text>\n", w - r,
-		h - bot + 16, (t1 - t0) / 1e6);
-	fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">time since first event</text>\n", l, h - 8);
-	for (int s = 0; s < 2; s++) {
-		fprintf(f, "<polyline id=\"%s\" fill=\"none\" stroke=\"%s\" points=\"",
-			s ? "rss" : "heap", s ? "#1f77b4" : "#d62728");
-		for (size_t i = 0; i < t->n; i++) {
-			double x = l + (w - l - r) * (double)(t->p[i].ts - t0) / (double)(t1 - t0);
-			double v = (double)(s ? t->p[i].rss : t->p[i].heap);
-
-			fprintf(f, "%.1f,%.1f ", x, h - bot - (h - top - bot) * v / (double)max);
-		}
-		fprintf(f, "\"/>\n<text x=\"%.0f\" y=\"%.0f\" fill=\"%s\">%s</text>\n", l + 10 + s * 120,
-			top + 14, s ? "#1f77b4" : "#d62728", s ? "RSS (tree)" : "live heap (tree)");
-	}
-	fprintf(f, "</svg>\n");
-	return fclose(f) ? -errno : 0;
-}
-
-static json_t *report__json(const struct manifest *m, const struct timeline *t, bool complete,
-			    const char *error)
-{
-	json_t *root = json_object(), *res = json_object(), *procs = json_array();
-	json_t *counts = json_object(), *tl = json_array();
-
-	json_object_set_new(res, "peak_heap", json_integer((json_int_t)m->peak_heap));
-	json_object_set_new(res, "peak_rss", json_integer((json_int_t)m->peak_rss));
-	json_object_set_new(res, "allocs", json_integer((json_int_t)m->allocs));
-	json_object_set_new(res, "frees", json_integer((json_int_t)m->frees));
-	json_object_set_new(res, "leaked_bytes", json_integer((json_int_t)m->leaked_bytes));
-	json_object_set_new(res, "leaked_count", json_integer((json_int_t)m->leaked_count));
-	for (uint32_t i = 0; i < m->nr_procs; i++) {
-		const struct manifest_proc *p = &m->procs[i];
-
-		json_array_append_new(
-			procs, json_pack("{s:i, s:i, s:I, s:I, s:I, s:I, s:I}", "pid", p->pid,
-					 "ppid", p->ppid, "peak_heap", (json_int_t)p->peak_heap,
-					 "peak_rss", (json_int_t)p->peak_rss, "allocs",
-					 (json_int_t)p->allocs, "frees", (json_int_t)p->frees,
-					 "leaked_bytes", (json_int_t)p->leaked_bytes));
-	}
-	for (uint32_t ty = 1; ty < MT_EV_TYPE_MAX; ty++)
-		if (artifact__type_name(ty))
-			json_object_set_new(counts, artifact__type_name(ty),
-					    json_integer((json_int_t)m->counts[ty]));
-	for (size_t i = 0; i < t->n; i++)
-		json_array_append_new(tl, json_pack("[I, I, I]", (json_int_t)t->p[i].ts,
-						    (json_int_t)t->p[i].heap,
-						    (json_int_t)t->p[i].rss));
-	json_object_set_new(root, "results", res);
-	json_object_set_new(root, "processes", procs);
-	json_object_set_new(root, "events", json_pack("{s:I, s:o}", "total",
-						     (json_int_t)m->events_total, "by_type", counts));
-	json_object_set_new(root, "timeline_columns", json_pack("[s, s, s]", "timestamp_ns",
-								"heap_bytes", "rss_bytes"));
-	json_object_set_new(root, "timeline", tl);
-	json_object_set_new(root, "decoded_completely", json_boolean(complete));
-	json_object_set_new(root, "decode_error", error ? json_string(error) : json_null());
-	return root;
-}
-
-/* DIR/PID.MemtrackArtifact.msgpack -> DIR/PID.memtrack.json */
-static void report__manifest_path(const char *artifact, char *out, size_t cap)
+/* DIR/PID.MemtrackArtifact.msgpack -> DIR/PID.memtrack.json; NULL when not named like that. */
+static char *manifest_path_for(const char *artifact)
 {
 	size_t n = strlen(artifact), sl = strlen(ARTIFACT_SUFFIX);
+	char *p;
 
-	if (n > sl && !strcmp(artifact + n - sl, ARTIFACT_SUFFIX))
-		snprintf(out, cap, "%.*s%s", (int)(n - sl), artifact, MANIFEST_SUFFIX);
-	else
-		out[0] = 0;
+	if (n <= sl || strcmp(artifact + n - sl, ARTIFACT_SUFFIX))
+		return NULL;
+	if (asprintf(&p, "%.*s%s", (int)(n - sl), artifact, MANIFEST_SUFFIX) < 0)
+		return NULL;
+	return p;
+}
+
+/* Takes over what only the tracker knew. m keeps its results; the strings stay file's. */
+static void merge_manifest(struct manifest *m, const struct manifest *file)
+{
+	struct manifest_proc *procs = m->procs;
+	uint32_t nr = m->nr_procs;
+
+	m->memtrack_version = file->memtrack_version;
+	m->command = file->command;
+	m->argv = file->argv;
+	m->root_pid = file->root_pid;
+	m->exit_status = file->exit_status;
+	m->term_signal = file->term_signal;
+	m->kernel_release = file->kernel_release;
+	m->artifact = file->artifact;
+	m->start_unix_ns = file->start_unix_ns;
+	m->start_mono_ns = file->start_mono_ns;
+	memcpy(m->drops, file->drops, sizeof(m->drops));
+	m->consumer_drops = file->consumer_drops;
+	m->complete = file->complete;
+	/* the kernel saw every page; the artifact's Rss records are decimated */
+	if (file->peak_rss > m->peak_rss)
+		m->peak_rss = file->peak_rss;
+
+	/* per process: match the k-th record of a pid with the k-th there (pid reuse) */
+	for (uint32_t i = 0; i < nr; i++) {
+		uint32_t k = 0;
+
+		for (uint32_t j = 0; j < i; j++)
+			k += procs[j].pid == procs[i].pid;
+		for (uint32_t j = 0; j < file->nr_procs; j++) {
+			const struct manifest_proc *f = &file->procs[j];
+
+			if (f->pid != procs[i].pid || k--)
+				continue;
+			memcpy(procs[i].comm, f->comm, sizeof(procs[i].comm));
+			procs[i].comm[sizeof(procs[i].comm) - 1] = 0;
+			if (f->peak_rss > procs[i].peak_rss)
+				procs[i].peak_rss = f->peak_rss;
+			if (!procs[i].ppid)
+				procs[i].ppid = f->ppid;
+			break;
+		}
+	}
+}
+
+static FILE *out_open(const char *path)
+{
+	return strcmp(path, "-") ? fopen(path, "w") : stdout;
+}
+
+static int out_close(FILE *f, const char *path)
+{
+	int err = 0;
+
+	if (f == stdout)
+		return fflush(f) ? -errno : 0;
+	if (ferror(f))
+		err = -EIO;
+	if (fclose(f) && !err)
+		err = -errno;
+	if (err)
+		log__error("cannot write '%s': %s", path, strerror(-err));
+	return err;
+}
+
+/* One export into a file: returns 0 or -errno, with the message logged. */
+static int write_export(const char *path, int (*fn)(FILE *, const struct report_view *,
+						      struct timeline *),
+			const struct report_view *v, struct timeline *tl)
+{
+	FILE *f = out_open(path);
+	int err;
+
+	if (!f) {
+		err = -errno;
+		log__error("cannot create '%s': %s", path, strerror(-err));
+		return err;
+	}
+	fn(f, v, tl);
+	return out_close(f, path);
+}
+
+static int parse_opts(int argc, char **argv, struct report_opts *o)
+{
+	enum { OPT_JSON = 256, OPT_SVG, OPT_PERFETTO, OPT_MANIFEST, OPT_NO_MANIFEST };
+	static const struct option longopts[] = {
+		{"json", no_argument, NULL, OPT_JSON},
+		{"svg", required_argument, NULL, OPT_SVG},
+		{"perfetto", required_argument, NULL, OPT_PERFETTO},
+		{"output", required_argument, NULL, 'o'},
+		{"manifest", required_argument, NULL, OPT_MANIFEST},
+		{"no-manifest", no_argument, NULL, OPT_NO_MANIFEST},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+
+	optind = 0; /* full re-initialisation: cmd_report may run more than once (tests) */
+	while ((c = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_JSON: o->json = true; break;
+		case OPT_SVG: o->svg = optarg; break;
+		case OPT_PERFETTO: o->perfetto = optarg; break;
+		case 'o': o->output = optarg; break;
+		case OPT_MANIFEST: o->manifest = optarg; break;
+		case OPT_NO_MANIFEST: o->no_manifest = true; break;
+		case 'h':
+			fputs(report_usage, stdout);
+			return 1;
+		default:
+			fprintf(stderr, "Try 'memtrack report --help'.\n");
+			return -EINVAL;
+		}
+	}
+	if (optind + 1 != argc) {
+		log__error("report takes exactly one artifact; see 'memtrack report --help'");
+		return -EINVAL;
+	}
+	if (o->manifest && o->no_manifest) {
+		log__error("--manifest and --no-manifest exclude each other");
+		return -EINVAL;
+	}
+	o->artifact = argv[optind];
+	return 0;
 }
 
 int cmd_report(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{"json", no_argument, NULL, 'j'},
-		{"svg", required_argument, NULL, 's'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
-	struct timeline *tl = calloc(1, sizeof(*tl));
+	struct report_opts o = {0};
 	struct artifact_reader *rd = NULL;
 	struct heap_acct *acct = NULL;
-	struct manifest m = {0}, saved = {0};
-	const char *svg = NULL, *error = NULL;
-	char mpath[4096];
-	bool json = false, have_manifest = false;
+	struct timeline *tl = NULL, *trace = NULL;
+	struct manifest m = {0}, file = {0};
+	struct heap_stats st;
+	struct report_view v = {0};
+	char *mpath = NULL, *decode_error = NULL;
 	struct mt_event ev;
-	int c, n, ret = 2;
+	uint64_t nread = 0;
+	FILE *out = NULL;
+	int err, n, ret = EXIT_BAD_INPUT;
 
-	if (!tl)
-		return 2;
-	tl->step = 1;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'j':
-			json = true;
-			break;
-		case 's':
-			svg = optarg;
-			break;
-		case 'h':
-			fputs(report_usage, stdout);
-			free(tl);
-			return 0;
-		default:
-			fprintf(stderr, "Try 'memtrack report --help'.\n");
-			free(tl);
-			return 1;
-		}
-	}
-	if (optind + 1 != argc) {
-		log__error("report takes one artifact; see memtrack report --help");
-		free(tl);
-		return 1;
-	}
-	n = artifact_reader__open(&rd, argv[optind]);
-	if (n) {
-		log__error("cannot open '%s': %s", argv[optind], strerror(-n));
+	err = parse_opts(argc, argv, &o);
+	if (err)
+		return err > 0 ? EXIT_OK : EXIT_USAGE;
+
+	err = artifact_reader__open(&rd, o.artifact);
+	if (err) {
+		log__error("cannot open '%s': %s", o.artifact, strerror(-err));
 		goto cleanup;
 	}
-	if (heap_acct__new(&acct))
+	if (heap_acct__new(&acct) || timeline__new(&tl, REPORT_POINTS) ||
+	    (o.perfetto && timeline__new(&trace, REPORT_TRACE_POINTS))) {
+		log__error("out of memory");
 		goto cleanup;
+	}
 	while ((n = artifact_reader__next(rd, &ev)) == 1) {
+		uint64_t heap, rss;
+
+		nread++;
 		heap_acct__event(acct, &ev);
-		timeline__add(tl, ev.ts, heap_acct__live_heap(acct), heap_acct__live_rss(acct));
+		heap = heap_acct__live_heap(acct);
+		rss = heap_acct__live_rss(acct);
+		timeline__add(tl, ev.ts, heap, rss);
+		if (trace)
+			timeline__add(trace, ev.ts, heap, rss);
 	}
 	if (n < 0) {
-		error = artifact_reader__error(rd);
-		log__error("'%s': %s; reporting what was read before it", argv[optind],
-			   error ? error : strerror(-n));
-	}
-	heap_acct__fill(acct, &m);
-	report__manifest_path(argv[optind], mpath, sizeof(mpath));
-	if (mpath[0] && manifest__read(&saved, mpath) == 0)
-		have_manifest = true;
-	if (have_manifest) {
-		/* drops and the kernel's exact tree peak are only known to the tracker */
-		memcpy(m.drops, saved.drops, sizeof(m.drops));
-		m.consumer_drops = saved.consumer_drops;
-		if (saved.peak_rss > m.peak_rss)
-			m.peak_rss = saved.peak_rss;
-	}
-	if (json) {
-		json_t *doc = report__json(&m, tl, n == 0, error);
+		const char *e = artifact_reader__error(rd);
 
-		if (have_manifest) {
-			json_object_set_new(doc, "command", saved.command ? json_string(saved.command)
-									  : json_null());
-			json_object_set_new(doc, "exit_status", json_integer(saved.exit_status));
-			json_object_set_new(doc, "complete", json_boolean(saved.complete));
+		decode_error = strdup(e && *e ? e : strerror(-n));
+	}
+	if (heap_acct__fill(acct, &m)) {
+		log__error("out of memory");
+		goto cleanup;
+	}
+	heap_acct__stats(acct, &st);
+
+	if (!o.no_manifest) {
+		mpath = o.manifest ? strdup(o.manifest) : manifest_path_for(o.artifact);
+		if (mpath && !access(mpath, F_OK)) {
+			err = manifest__read(&file, mpath);
+			if (err)
+				log__warn("ignoring manifest '%s': %s", mpath, strerror(-err));
+			else
+				v.have_manifest = true;
+		} else if (o.manifest) {
+			log__warn("no manifest '%s'", o.manifest);
 		}
-		json_dumpf(doc, stdout, JSON_INDENT(2));
-		fputc('\n', stdout);
-		json_decref(doc);
-	} else {
-		if (have_manifest)
-			printf("command: %s (exit status %d)%s\n",
-			       saved.command ? saved.command
-					     : (saved.argv && saved.argv[0] ? saved.argv[0] : "?"),
-			       saved.exit_status, saved.complete ? "" : ", INCOMPLETE: events lost");
-		report__summary(stdout, &m);
 	}
-	if (svg) {
-		int err = report__svg(svg, tl);
+	if (v.have_manifest)
+		merge_manifest(&m, &file);
+	v.m = &m;
+	v.stats = &st;
+	v.acct = acct;
+	v.artifact = o.artifact;
+	v.decode_error = decode_error;
+	v.events_read = nread;
 
-		if (err) {
-			log__error("cannot write '%s': %s", svg, strerror(-err));
+	out = o.output ? out_open(o.output) : stdout;
+	if (!out) {
+		log__error("cannot create '%s': %s", o.output, strerror(errno));
+		goto cleanup;
+	}
+	if (o.json) {
+		json_t *doc = report__json(&v, tl);
+
+		if (!doc) {
+			log__error("out of memory");
 			goto cleanup;
 		}
+		err = json_dumpf(doc, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER) ? -EIO : 0;
+		fputc('\n', out);
+		json_decref(doc);
+	} else {
+		err = report__summary_view(out, &v);
 	}
-	ret = n == 0 ? 0 : 2;
+	n = out_close(out, o.output ? o.output : "stdout");
+	out = NULL;
+	if (n || err)
+		goto cleanup;
+	if (o.svg && write_export(o.svg, report__svg, &v, tl))
+		goto cleanup;
+	if (o.perfetto && write_export(o.perfetto, report__perfetto, &v, trace))
+		goto cleanup;
+	if (decode_error) {
+		log__error("'%s': %s: reported the %llu events before it", o.artifact, decode_error,
+			   (unsigned long long)nread);
+		goto cleanup;
+	}
+	ret = EXIT_OK;
 cleanup:
+	if (out && out != stdout)
+		fclose(out); /* an error is already being reported */
 	artifact_reader__free(rd);
 	heap_acct__free(acct);
+	timeline__free(tl);
+	timeline__free(trace);
 	free(m.procs);
-	if (have_manifest)
-		manifest__free(&saved);
-	free(tl);
+	manifest__free(&file);
+	free(mpath);
+	free(decode_error);
 	return ret;
 }

@@ -1,16 +1,26 @@
 // SPDX-License-Identifier: MIT
+/* The human summary: a few lines, the same at the end of `memtrack track` and in `report`. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include "artifact/artifact.h"
 #include "report/report.h"
+
+#define SUMMARY_TOP 10 /* processes listed, by peak RSS */
 
 const char *report__bytes(uint64_t v, char *buf, size_t cap)
 {
-	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
 	double d = (double)v;
 	int u = 0;
 
-	while (d >= 1024 && u < 4) {
+	while (d >= 1024 && u < 5) {
+		d /= 1024;
+		u++;
+	}
+	/* 1023.96 KiB would print as "1024.0 KiB": move up a unit instead */
+	if (u > 0 && u < 5 && d >= 1023.95) {
 		d /= 1024;
 		u++;
 	}
@@ -25,43 +35,117 @@ static int by_peak_rss(const void *a, const void *b)
 {
 	const struct manifest_proc *x = a, *y = b;
 
-	return x->peak_rss < y->peak_rss ? 1 : x->peak_rss > y->peak_rss ? -1 : 0;
+	if (x->peak_rss != y->peak_rss)
+		return x->peak_rss < y->peak_rss ? 1 : -1;
+	if (x->peak_heap != y->peak_heap)
+		return x->peak_heap < y->peak_heap ? 1 : -1;
+	return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
-int report__summary(FILE *out, const struct manifest *m)
+static void summary__drops(FILE *out, const struct manifest *m)
 {
-	char a[32], b[32], c[32];
-	uint64_t drops = m->consumer_drops;
+	static const char *const names[MT_DROP_NR] = {
+		[MT_DROP_RINGBUF] = "ring buffer",
+		[MT_DROP_THREAD_MAP] = "thread map",
+		[MT_DROP_PROC_MAP] = "process map",
+		[MT_DROP_UNMATCHED_RET] = "unmatched returns",
+		[MT_DROP_NEST_OVERFLOW] = "nesting overflow",
+	};
+	uint64_t total = m->consumer_drops;
+	const char *sep = "";
 
 	for (int i = 0; i < MT_DROP_NR; i++)
-		drops += m->drops[i];
+		total += m->drops[i];
+	fprintf(out, "memtrack: %" PRIu64 " events, %" PRIu64 " dropped\n", m->events_total, total);
+	if (!total && m->complete)
+		return;
+	fprintf(out, "memtrack: *** INCOMPLETE: %" PRIu64 " records lost (", total);
+	for (int i = 0; i < MT_DROP_NR; i++) {
+		if (!m->drops[i])
+			continue;
+		fprintf(out, "%s%s %" PRIu64, sep, names[i], m->drops[i]);
+		sep = ", ";
+	}
+	if (m->consumer_drops)
+		fprintf(out, "%sconsumer %" PRIu64, sep, m->consumer_drops);
+	else if (!*sep)
+		fprintf(out, "artifact write failure");
+	fprintf(out, "): peaks and counts are lower bounds ***\n");
+}
+
+static int summary__procs(FILE *out, const struct manifest *m)
+{
+	struct manifest_proc *p;
+	uint32_t n = m->nr_procs < SUMMARY_TOP ? m->nr_procs : SUMMARY_TOP;
+	char a[32], b[32], c[32];
+
+	p = malloc(m->nr_procs * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	memcpy(p, m->procs, m->nr_procs * sizeof(*p));
+	qsort(p, m->nr_procs, sizeof(*p), by_peak_rss);
+	fprintf(out, "memtrack: %u processes%s:\n", m->nr_procs,
+		m->nr_procs > n ? ", top 10 by peak RSS" : "");
+	fprintf(out, "  %-7s %-7s %-16s %10s %10s %10s %10s\n", "pid", "ppid", "comm", "peak RSS",
+		"peak heap", "allocs", "leaked");
+	for (uint32_t i = 0; i < n; i++)
+		fprintf(out, "  %-7d %-7d %-16.16s %10s %10s %10" PRIu64 " %10s\n", p[i].pid,
+			p[i].ppid, p[i].comm[0] ? p[i].comm : "-",
+			report__bytes(p[i].peak_rss, a, sizeof(a)),
+			report__bytes(p[i].peak_heap, b, sizeof(b)), p[i].allocs,
+			report__bytes(p[i].leaked_bytes, c, sizeof(c)));
+	if (m->nr_procs > n)
+		fprintf(out, "  ... %u more\n", m->nr_procs - n);
+	free(p);
+	return 0;
+}
+
+int report__summary_view(FILE *out, const struct report_view *v)
+{
+	const struct manifest *m = v->m;
+	char a[32], b[32];
+	int err = 0;
+
+	if (v->have_manifest && (m->command || (m->argv && m->argv[0]))) {
+		fprintf(out, "memtrack: command: %s", m->command ? m->command : m->argv[0]);
+		if (m->term_signal)
+			fprintf(out, " (killed by signal %d, exit status %d)\n", m->term_signal,
+				m->exit_status);
+		else
+			fprintf(out, " (exit status %d)\n", m->exit_status);
+	}
 	fprintf(out, "memtrack: peak heap %s, peak RSS %s (tree)\n",
 		report__bytes(m->peak_heap, a, sizeof(a)), report__bytes(m->peak_rss, b, sizeof(b)));
 	fprintf(out,
 		"memtrack: %" PRIu64 " allocations, %" PRIu64 " frees, leaked at exit %s in %" PRIu64
 		" blocks\n",
-		m->allocs, m->frees, report__bytes(m->leaked_bytes, c, sizeof(c)), m->leaked_count);
-	fprintf(out, "memtrack: %" PRIu64 " events, %" PRIu64 " dropped%s\n", m->events_total,
-		drops, drops ? " -- THE ARTIFACT IS INCOMPLETE" : "");
-	if (m->nr_procs > 1) {
-		struct manifest_proc *p = malloc(m->nr_procs * sizeof(*p));
-		uint32_t n = m->nr_procs < 10 ? m->nr_procs : 10;
+		m->allocs, m->frees, report__bytes(m->leaked_bytes, a, sizeof(a)), m->leaked_count);
+	if (v->stats && v->stats->unmatched_frees)
+		fprintf(out, "memtrack: %" PRIu64 " frees of blocks never seen allocated (before "
+			"tracking, inherited through fork, or lost)\n", v->stats->unmatched_frees);
+	if (v->stats && v->stats->lost_at_exec_count)
+		fprintf(out, "memtrack: %s in %" PRIu64 " blocks went away with an exec'd image "
+			"(not counted as leaks)\n",
+			report__bytes(v->stats->lost_at_exec_bytes, a, sizeof(a)),
+			v->stats->lost_at_exec_count);
+	if (v->have_manifest)
+		summary__drops(out, m);
+	else
+		fprintf(out, "memtrack: %" PRIu64 " events, drops unknown (no manifest beside the "
+			"artifact)\n", m->events_total);
+	if (v->decode_error)
+		fprintf(out, "memtrack: *** ARTIFACT CUT SHORT after %" PRIu64 " events: %s; the "
+			"figures cover what was read ***\n", v->events_read, v->decode_error);
+	if (m->nr_procs > 1)
+		err = summary__procs(out, m);
+	if (ferror(out))
+		return -EIO;
+	return err;
+}
 
-		if (!p)
-			return -1;
-		memcpy(p, m->procs, m->nr_procs * sizeof(*p));
-		qsort(p, m->nr_procs, sizeof(*p), by_peak_rss);
-		fprintf(out, "memtrack: %u processes:\n", m->nr_procs);
-		for (uint32_t i = 0; i < n; i++)
-			fprintf(out,
-				"  pid %-7d %-16s peak RSS %10s  peak heap %10s  %" PRIu64
-				" allocs\n",
-				p[i].pid, p[i].comm[0] ? p[i].comm : "-",
-				report__bytes(p[i].peak_rss, a, sizeof(a)),
-				report__bytes(p[i].peak_heap, b, sizeof(b)), p[i].allocs);
-		if (m->nr_procs > n)
-			fprintf(out, "  ... %u more\n", m->nr_procs - n);
-		free(p);
-	}
-	return 0;
+int report__summary(FILE *out, const struct manifest *m)
+{
+	struct report_view v = {.m = m, .have_manifest = true};
+
+	return report__summary_view(out, &v);
 }

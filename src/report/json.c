@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: MIT
+/* The `memtrack report --json` document. Sizes in bytes, times in ns, as integers. */
+#include <stdint.h>
+#include "artifact/artifact.h"
+#include "report/report.h"
+
+/* jansson integers are signed 64-bit: saturate rather than wrap */
+static json_t *u64(uint64_t v)
+{
+	return json_integer(v > INT64_MAX ? INT64_MAX : (json_int_t)v);
+}
+
+/* json_object_set_new, but remembering a failure (NULL value or no memory) */
+static void set(json_t *o, const char *key, json_t *v, int *bad)
+{
+	if (!v || json_object_set_new(o, key, v))
+		*bad = 1;
+}
+
+static json_t *json__manifest(const struct manifest *m, int *bad)
+{
+	static const char *const drop_names[MT_DROP_NR] = {
+		[MT_DROP_RINGBUF] = "ringbuf",
+		[MT_DROP_THREAD_MAP] = "thread_map",
+		[MT_DROP_PROC_MAP] = "proc_map",
+		[MT_DROP_UNMATCHED_RET] = "unmatched_ret",
+		[MT_DROP_NEST_OVERFLOW] = "nest_overflow",
+	};
+	json_t *o = json_object(), *drops = json_object(), *argv = json_array();
+
+	if (!o || !drops || !argv) {
+		*bad = 1;
+		json_decref(o);
+		json_decref(drops);
+		json_decref(argv);
+		return NULL;
+	}
+	for (char **a = m->argv; a && *a; a++)
+		if (json_array_append_new(argv, json_string(*a)))
+			*bad = 1;
+	for (int i = 0; i < MT_DROP_NR; i++)
+		set(drops, drop_names[i], u64(m->drops[i]), bad);
+	set(o, "command", m->command ? json_string(m->command) : json_null(), bad);
+	set(o, "argv", argv, bad);
+	set(o, "root_pid", json_integer(m->root_pid), bad);
+	set(o, "exit_status", json_integer(m->exit_status), bad);
+	set(o, "term_signal", json_integer(m->term_signal), bad);
+	set(o, "complete", json_boolean(m->complete), bad);
+	set(o, "drops", drops, bad);
+	set(o, "consumer_drops", u64(m->consumer_drops), bad);
+	set(o, "memtrack_version",
+	    m->memtrack_version ? json_string(m->memtrack_version) : json_null(), bad);
+	set(o, "kernel_release", m->kernel_release ? json_string(m->kernel_release) : json_null(),
+	    bad);
+	return o;
+}
+
+static json_t *json__procs(const struct report_view *v, int *bad)
+{
+	const struct manifest *m = v->m;
+	json_t *a = json_array();
+
+	if (!a) {
+		*bad = 1;
+		return NULL;
+	}
+	for (uint32_t i = 0; i < m->nr_procs; i++) {
+		const struct manifest_proc *p = &m->procs[i];
+		uint64_t lost_bytes = 0, lost_count = 0;
+		json_t *o = json_object();
+
+		if (!o || json_array_append_new(a, o)) {
+			*bad = 1;
+			break;
+		}
+		if (v->acct)
+			heap_acct__proc_lost(v->acct, i, &lost_bytes, &lost_count);
+		set(o, "pid", json_integer(p->pid), bad);
+		set(o, "ppid", json_integer(p->ppid), bad);
+		set(o, "comm", json_string(p->comm[0] ? p->comm : ""), bad);
+		set(o, "peak_heap", u64(p->peak_heap), bad);
+		set(o, "peak_rss", u64(p->peak_rss), bad);
+		set(o, "allocs", u64(p->allocs), bad);
+		set(o, "frees", u64(p->frees), bad);
+		set(o, "leaked_bytes", u64(p->leaked_bytes), bad);
+		set(o, "leaked_count", u64(p->leaked_count), bad);
+		set(o, "lost_at_exec_bytes", u64(lost_bytes), bad);
+		set(o, "lost_at_exec_count", u64(lost_count), bad);
+		set(o, "execs", u64(p->execs), bad);
+	}
+	return a;
+}
+
+static json_t *json__timeline(struct timeline *tl, int *bad)
+{
+	const struct timeline_point *p = NULL;
+	uint64_t t0 = 0, width = 0;
+	uint32_t n = 0;
+	json_t *o = json_object(), *pts = json_array();
+
+	if (!o || !pts) {
+		*bad = 1;
+		json_decref(o);
+		json_decref(pts);
+		return NULL;
+	}
+	if (tl)
+		p = timeline__points(tl, &n, &t0, &width);
+	for (uint32_t i = 0; i < n; i++) {
+		json_t *pt = json_object();
+
+		if (!pt || json_array_append_new(pts, pt)) {
+			*bad = 1;
+			break;
+		}
+		set(pt, "t", u64(p[i].t), bad);
+		set(pt, "heap", u64(p[i].heap), bad);
+		set(pt, "rss", u64(p[i].rss), bad);
+	}
+	set(o, "start_ns", u64(t0), bad);
+	set(o, "bucket_ns", u64(width), bad);
+	set(o, "note", json_string("t: ns since start_ns (CLOCK_MONOTONIC); heap, rss: bytes, "
+				   "tree-wide maxima over [t, t + bucket_ns)"), bad);
+	set(o, "points", pts, bad);
+	return o;
+}
+
+json_t *report__json(const struct report_view *v, struct timeline *tl)
+{
+	const struct manifest *m = v->m;
+	json_t *root = json_object(), *res = json_object(), *counts = json_object();
+	int bad = !root || !res || !counts;
+
+	if (bad)
+		goto cleanup;
+	set(root, "artifact", v->artifact ? json_string(v->artifact) : json_null(), &bad);
+	set(root, "decoded_completely", json_boolean(!v->decode_error), &bad);
+	set(root, "decode_error", v->decode_error ? json_string(v->decode_error) : json_null(),
+	    &bad);
+	set(root, "events_read", u64(v->events_read), &bad);
+	set(root, "manifest", v->have_manifest ? json__manifest(m, &bad) : json_null(), &bad);
+
+	set(res, "peak_heap", u64(m->peak_heap), &bad);
+	set(res, "peak_rss", u64(m->peak_rss), &bad);
+	set(res, "allocs", u64(m->allocs), &bad);
+	set(res, "frees", u64(m->frees), &bad);
+	set(res, "leaked_bytes", u64(m->leaked_bytes), &bad);
+	set(res, "leaked_count", u64(m->leaked_count), &bad);
+	if (v->stats) {
+		set(res, "unmatched_frees", u64(v->stats->unmatched_frees), &bad);
+		set(res, "replaced_allocs", u64(v->stats->replaced_allocs), &bad);
+		set(res, "lost_at_exec_bytes", u64(v->stats->lost_at_exec_bytes), &bad);
+		set(res, "lost_at_exec_count", u64(v->stats->lost_at_exec_count), &bad);
+		set(res, "duration_ns", u64(v->stats->last_ts - v->stats->first_ts), &bad);
+	}
+	set(root, "results", res, &bad);
+	res = NULL;
+
+	for (uint32_t ty = 1; ty < MT_EV_TYPE_MAX; ty++) {
+		const char *name = artifact__type_name(ty);
+
+		if (name)
+			set(counts, name, u64(m->counts[ty]), &bad);
+	}
+	set(root, "counts", counts, &bad);
+	counts = NULL;
+	set(root, "events_total", u64(m->events_total), &bad);
+	set(root, "processes", json__procs(v, &bad), &bad);
+	set(root, "timeline", json__timeline(tl, &bad), &bad);
+cleanup:
+	json_decref(res);
+	json_decref(counts);
+	if (bad) {
+		json_decref(root);
+		return NULL;
+	}
+	return root;
+}
