@@ -9,26 +9,15 @@
 
 int main(void)
 {
-	void *a, *b, *c, *d = NULL, *e, *x, *y;
+	struct mt_std s;
+	void *x, *y;
 
 	uintptr_t o;
 
 	mt_expect_init();
 	free(malloc(1)); /* jemalloc initialises on its first call */
 	mt_say_fact("begin", 0);
-	a = malloc(100);
-	mt_say("malloc", MT_P(a), 0, 100);
-	b = calloc(10, 30);
-	mt_say("calloc", MT_P(b), 0, 300);
-	c = malloc(40);
-	mt_say("malloc", MT_P(c), 0, 40);
-	o = MT_P(c);
-	c = realloc(c, 40000);
-	mt_say("realloc", MT_P(c), MT_P(o), 40000);
-	if (posix_memalign(&d, 64, 640) == 0)
-		mt_say("aligned", MT_P(d), 0, 640);
-	e = aligned_alloc(256, 512);
-	mt_say("aligned", MT_P(e), 0, 512);
+	mt_std_alloc(&s, 1);
 	x = mallocx(700, 0);
 	mt_say("malloc", MT_P(x), 0, 700);
 	o = MT_P(x);
@@ -36,16 +25,7 @@ int main(void)
 	mt_say("realloc", MT_P(x), MT_P(o), 7000);
 	y = mallocx(800, MALLOCX_ZERO);
 	mt_say("malloc", MT_P(y), 0, 800);
-	mt_say("free", MT_P(a), 0, 0);
-	free(a);
-	mt_say("free", MT_P(b), 0, 0);
-	free(b);
-	mt_say("free", MT_P(c), 0, 0);
-	free(c);
-	mt_say("free", MT_P(d), 0, 0);
-	free(d);
-	mt_say("free", MT_P(e), 0, 0);
-	free(e);
+	mt_std_free(&s);
 	mt_say("free", MT_P(x), 0, 0);
 	dallocx(x, 0);
 	mt_say("free", MT_P(y), 0, 0);

@@ -20,6 +20,9 @@
 #ifndef MT_TARGET_EXPECT_H
 #define MT_TARGET_EXPECT_H
 
+#include <malloc.h>
+#include <stdlib.h>
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +74,42 @@ static inline void mt_say(const char *op, uintptr_t addr, uintptr_t old, uint64_
 static inline void mt_say_fact(const char *op, uint64_t value)
 {
 	mt_say(op, 0, 0, value);
+}
+
+/* The standard names every replacement allocator exports, with what each call should record.
+ * Shared by the jemalloc, tcmalloc and static targets; their own APIs come between the two. */
+struct mt_std {
+	void *a, *b, *c, *d, *e;
+};
+
+static inline void mt_std_alloc(struct mt_std *s, int use_aligned_alloc)
+{
+	uintptr_t o;
+
+	s->a = malloc(100);
+	mt_say("malloc", MT_P(s->a), 0, 100);
+	s->b = calloc(10, 30);
+	mt_say("calloc", MT_P(s->b), 0, 300);
+	s->c = malloc(40);
+	mt_say("malloc", MT_P(s->c), 0, 40);
+	o = MT_P(s->c);
+	s->c = realloc(s->c, 40000);
+	mt_say("realloc", MT_P(s->c), o, 40000);
+	s->d = NULL;
+	if (posix_memalign(&s->d, 64, 640) == 0)
+		mt_say("aligned", MT_P(s->d), 0, 640);
+	s->e = use_aligned_alloc ? aligned_alloc(256, 512) : memalign(256, 512);
+	mt_say("aligned", MT_P(s->e), 0, 512);
+}
+
+static inline void mt_std_free(struct mt_std *s)
+{
+	void *all[] = {s->a, s->b, s->c, s->d, s->e};
+
+	for (int i = 0; i < 5; i++) {
+		mt_say("free", MT_P(all[i]), 0, 0);
+		free(all[i]);
+	}
 }
 
 #endif
