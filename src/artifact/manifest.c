@@ -104,6 +104,7 @@ static json_t *build(const struct manifest *m)
 		rc |= set(o, "tracepoint", str_or_null(m->tracepoint_mechanism));
 		rc |= set(o, "rmap_backend", str_or_null(m->rmap_backend));
 		rc |= set(o, "rmap_reason", str_or_null(m->rmap_reason));
+		rc |= set(o, "btf", str_or_null(m->btf_source));
 	}
 
 	a = json_array();
@@ -384,6 +385,7 @@ static int parse(struct manifest *m, json_t *root)
 	m->tracepoint_mechanism = dup_str(o, "tracepoint", &err);
 	m->rmap_backend = dup_str(o, "rmap_backend", &err);
 	m->rmap_reason = dup_str(o, "rmap_reason", &err);
+	m->btf_source = dup_str(o, "btf", &err);
 
 	o = get(root, "events", JSON_OBJECT, &err);
 	m->events_total = get_u64(o, "total", &err);
@@ -477,6 +479,7 @@ void manifest__free(struct manifest *m)
 	free((char *)m->tracepoint_mechanism);
 	free((char *)m->rmap_backend);
 	free(m->rmap_reason);
+	free((char *)m->btf_source);
 	for (uint32_t i = 0; m->libraries && i < m->nr_libraries; i++) {
 		free(m->libraries[i].path);
 		free(m->libraries[i].kind);

@@ -49,6 +49,9 @@ struct manifest {
 	const char *tracepoint_mechanism;
 	const char *rmap_backend;
 	char *rmap_reason;
+	/* kernel BTF used for CO-RE: "cache" or "generated" (a minimal BTF, see
+	 * src/track/btf_cache.h), "vmlinux" (the whole kernel BTF) */
+	const char *btf_source;
 	struct manifest_library *libraries;
 	uint32_t nr_libraries;
 

@@ -35,6 +35,7 @@ struct mt_pcpu_map pcpu_probe SEC(".maps");
 /* Executables user space has inspected: key = (s_dev << 32) ^ i_ino, value unused. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 4096);
 	__type(key, __u64);
 	__type(value, __u8);

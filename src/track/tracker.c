@@ -32,6 +32,7 @@
 #include "common/log.h"
 #include "report/heap.h"
 #include "report/report.h"
+#include "track/btf_cache.h"
 #include "track/consumer.h"
 #include "track/libs.h"
 #include "track/spawn.h"
@@ -41,6 +42,7 @@ struct tracker {
 	const struct tracker_opts *o;
 	struct memtrack_bpf *skel;
 	struct bpf_link *tp_links[7];
+	struct btf_cache btf;
 	struct attach_set *set;
 	struct libs *libs;
 	struct artifact_writer *writer;
@@ -138,22 +140,15 @@ static int tracker__explain_load_error(int err)
 	return MT_EXIT_FAILED;
 }
 
-static int tracker__load(struct tracker *t)
+/* Opens the skeleton against the BTF in t->btf and sets everything fixed before load. */
+static int tracker__open(struct tracker *t, bool multi)
 {
+	LIBBPF_OPTS(bpf_object_open_opts, oo, .btf_custom_path = t->btf.path[0] ? t->btf.path : NULL);
 	struct memtrack_bpf *s;
-	bool multi;
-	int err;
 
-	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
-		log__error("cannot open '/sys/kernel/btf/vmlinux': %s. memtrack needs a kernel "
-			   "built with CONFIG_DEBUG_INFO_BTF=y (5.8 or later)",
-			   strerror(errno));
-		return MT_EXIT_FAILED;
-	}
-	libbpf_set_print(libbpf_quiet);
-	s = t->skel = memtrack_bpf__open();
+	s = t->skel = memtrack_bpf__open_opts(&oo);
 	if (!s)
-		return tracker__explain_load_error(-errno);
+		return -errno;
 	s->rodata->mt_nr_cpus = libbpf_num_possible_cpus();
 	s->rodata->mt_page_shift = __builtin_ctz(sysconf(_SC_PAGESIZE));
 	s->rodata->mt_rss_step = t->o->rss_step;
@@ -162,17 +157,7 @@ static int tracker__load(struct tracker *t)
 	bpf_program__set_autoload(s->progs.mt_on_page_fault_user, t->o->rmap);
 	bpf_program__set_autoload(s->progs.mt_on_sys_enter, t->o->rmap);
 	bpf_program__set_autoload(s->progs.mt_on_sys_exit, t->o->rmap);
-	if (t->o->rmap) {
-		/* fentry on the folio rmap functions is the precise backend, but BPF tracing
-		 * programs are not implemented yet (and this kernel refuses them) */
-		t->m.rmap_backend = "tracepoint";
-		t->m.rmap_reason = strdup("fentry backend not implemented: rss_stat changes "
-					  "with page_fault_user and syscall ranges for addresses");
-	}
 	bpf_map__set_max_entries(s->maps.events, t->o->ring_bytes);
-	multi = attach__probe_uprobe_multi();
-	t->m.uprobe_mechanism = multi ? "uprobe_multi" : "perf_uprobe";
-	t->m.tracepoint_mechanism = "raw_tracepoint";
 	bpf_program__set_autoload(s->progs.mt_alloc_entry_multi, multi);
 	bpf_program__set_autoload(s->progs.mt_alloc_return_multi, multi);
 	bpf_program__set_autoload(s->progs.mt_alloc_entry_perf, !multi);
@@ -183,12 +168,60 @@ static int tracker__load(struct tracker *t)
 		bpf_program__set_expected_attach_type(s->progs.mt_alloc_return_multi,
 						      attach__uprobe_multi_type());
 	}
-	err = memtrack_bpf__load(s);
+	return 0;
+}
+
+static int tracker__load(struct tracker *t)
+{
+	const void *obj;
+	size_t obj_sz;
+	bool multi;
+	int err;
+
+	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
+		log__error("cannot open '/sys/kernel/btf/vmlinux': %s. memtrack needs a kernel "
+			   "built with CONFIG_DEBUG_INFO_BTF=y (5.8 or later)",
+			   strerror(errno));
+		return MT_EXIT_FAILED;
+	}
+	libbpf_set_print(libbpf_quiet);
+	if (t->o->rmap) {
+		/* fentry on the folio rmap functions is the precise backend, but BPF tracing
+		 * programs are not implemented yet (and this kernel refuses them) */
+		t->m.rmap_backend = "tracepoint";
+		t->m.rmap_reason = strdup("fentry backend not implemented: rss_stat changes "
+					  "with page_fault_user and syscall ranges for addresses");
+	}
+	multi = attach__probe_uprobe_multi();
+	t->m.uprobe_mechanism = multi ? "uprobe_multi" : "perf_uprobe";
+	t->m.tracepoint_mechanism = "raw_tracepoint";
+	/* CO-RE against a minimal BTF for this kernel: no parse of the whole vmlinux BTF. */
+	obj = memtrack_bpf__elf_bytes(&obj_sz);
+	btf_cache__prepare(&t->btf, obj, obj_sz);
+	err = tracker__open(t, multi);
+	if (!err)
+		err = memtrack_bpf__load(t->skel);
+	if (err && t->btf.path[0]) {
+		char why[128];
+
+		libbpf_strerror(err, why, sizeof(why));
+		log__warn("cannot load with the cached BTF '%s' (%s): removed; loading with the "
+			  "full vmlinux BTF",
+			  t->btf.path, why);
+		memtrack_bpf__destroy(t->skel);
+		btf_cache__invalidate(&t->btf);
+		err = tracker__open(t, multi);
+		if (!err)
+			err = memtrack_bpf__load(t->skel);
+	}
+	t->m.btf_source = t->btf.source;
 	if (err)
 		return tracker__explain_load_error(err);
 	err = attach_set__new(&t->set, multi ? ATTACH_UPROBE_MULTI : ATTACH_PERF_UPROBE,
-			      multi ? s->progs.mt_alloc_entry_multi : s->progs.mt_alloc_entry_perf,
-			      multi ? s->progs.mt_alloc_return_multi : s->progs.mt_alloc_return_perf);
+			      multi ? t->skel->progs.mt_alloc_entry_multi
+				    : t->skel->progs.mt_alloc_entry_perf,
+			      multi ? t->skel->progs.mt_alloc_return_multi
+				    : t->skel->progs.mt_alloc_return_perf);
 	if (!err)
 		err = libs__new(&t->libs, t->set);
 	if (err) {
@@ -480,6 +513,7 @@ static void tracker__destroy(struct tracker *t)
 	if (t->epfd >= 0)
 		close(t->epfd);
 	spawn__close(&t->sp);
+	btf_cache__close(&t->btf);
 	free(t->m.kernel_release);
 	free(t->m.rmap_reason);
 	free(t->m.artifact);
@@ -493,7 +527,7 @@ static void tracker__destroy(struct tracker *t)
 
 int tracker__run(const struct tracker_opts *o)
 {
-	struct tracker t = {.o = o, .epfd = -1, .sigfd = -1};
+	struct tracker t = {.o = o, .epfd = -1, .sigfd = -1, .btf.memfd = -1};
 	struct mt_proc_init {
 		__u8 raw[256];
 	};

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Where the minimal kernel BTF for our object lives (btf_min.h builds it). One file per kernel
+ * build and BPF object:
+ *   $MEMTRACK_CACHE_DIR, else /var/cache/memtrack as root, else $XDG_CACHE_HOME/memtrack or
+ *   ~/.cache/memtrack; file vmlinux-<kernel build id>-<object hash>.btf
+ * MEMTRACK_BTF_CACHE=0 turns it off (libbpf then parses the whole vmlinux BTF, as before).
+ * A file is trusted only when it and its folder belong to us and nobody else can write them:
+ * memtrack runs as root, and a forged BTF would move where its programs read kernel memory.
+ */
+#ifndef MEMTRACK_BTF_CACHE_H
+#define MEMTRACK_BTF_CACHE_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct btf_cache {
+	char path[PATH_MAX]; /* for bpf_object_open_opts.btf_custom_path; "" = use vmlinux */
+	const char *source;  /* "cache" (hit), "generated" (miss, built now), "vmlinux" (off) */
+	int memfd; /* holds a BTF built this run when no folder was writable; -1 otherwise */
+	uint64_t build_ns; /* time spent building on a miss */
+};
+
+/* Finds or builds the minimal BTF for the BPF object `obj` (its ELF bytes). Never fails the
+ * run: on any problem c->path is "" and c->source "vmlinux". */
+void btf_cache__prepare(struct btf_cache *c, const void *obj, size_t obj_sz);
+/* The custom BTF did not load: remove the file so the next run rebuilds it. */
+void btf_cache__invalidate(struct btf_cache *c);
+void btf_cache__close(struct btf_cache *c);
+
+/* Exposed for tests: the kernel's GNU build ID from an ELF notes blob (as /sys/kernel/notes),
+ * in hex. Returns 0, or -ENOENT when the blob has none. */
+int btf_cache__build_id(const void *notes, size_t len, char *hex, size_t hexlen);
+/* The cache folder these environment values select (NULL = unset). */
+int btf_cache__dir(char *buf, size_t len, const char *cache_env, const char *xdg, const char *home,
+		   int euid);
+
+#endif
