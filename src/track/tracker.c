@@ -483,7 +483,12 @@ static void tracker__detach(struct tracker *t)
 static void tracker__detach_background(struct tracker *t)
 {
 	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
-	pid_t pid = fork();
+	pid_t pid;
+
+	/* Unmap the ring first: its mapping is VM_MIXEDMAP, so fork would copy every page-table
+	 * entry of it (twice the ring size) only for the child to drop them again. */
+	consumer__destroy(&t->cons);
+	pid = fork();
 
 	if (pid == 0) {
 		int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
