@@ -17,73 +17,7 @@
 #include <sys/stat.h>
 #include <cmocka.h>
 #include "../lib/mt_check.h"
-#include "../lib/mt_rmap.h"
-
-static int64_t page;
-
-/* Runs rmap_ops with --rmap and checks what every rmap run must satisfy. */
-static void run_ops(struct mt_run *r, const char *const argv[])
-{
-	static const char *const opts[] = {"--rmap", NULL};
-	struct mt_run_opts o = {.track_opts = opts};
-	const char *backend;
-	char msg[512];
-
-	page = sysconf(_SC_PAGESIZE);
-	mt_track_ok(r, &o, argv, 0);
-	MT_CHECK(r, json_is_true(mt_json(r, "complete")), "manifest: run not complete");
-	MT_CHECK(r, mt_need_u64(r, "drops.total") == 0, "records were dropped");
-	backend = json_string_value(mt_json(r, "mechanisms.rmap_backend"));
-	MT_CHECK(r, backend && strcmp(backend, "off"), "manifest: rmap_backend is %s with --rmap",
-		 backend ? backend : "missing");
-	MT_CHECK(r, mt_rmap_check_rss(r, msg, sizeof(msg)) == 0, "Rmap vs Rss: %s", msg);
-}
-
-/* Does the backend give every record its page's address (no 0 for foreign or bulk changes)? */
-static bool exact_addresses(const struct mt_run *r)
-{
-	const char *b = json_string_value(mt_json(r, "mechanisms.rmap_backend"));
-
-	return b && !strcmp(b, "fentry");
-}
-
-/* Pages of a range. */
-static int64_t pages(const struct mt_expect *e)
-{
-	return (int64_t)e->size / page;
-}
-
-/*
- * In window [t0, t1], pid's records of `member` with sign `sign`: the ones inside [lo, hi)
- * must add up to want pages exactly and nothing of that sign may fall outside.
- */
-static void want_window(struct mt_run *r, const char *what, int32_t pid, int member, int sign,
-			uint64_t t0, uint64_t t1, uint64_t lo, uint64_t hi, int64_t want)
-{
-	struct mt_rmap_sel s = {.pid = pid, .member = member, .sign = sign, .t0 = t0, .t1 = t1,
-				.lo = lo, .hi = hi};
-	size_t n_in, n_out;
-	int64_t in = mt_rmap_sum(r, &s, &n_in), out;
-
-	s.outside = true;
-	out = mt_rmap_sum(r, &s, &n_out);
-	for (size_t i = 0; i < r->nr_ev && out; i++)
-		if (r->ev[i].type == MT_EV_RMAP && r->ev[i].pid == pid &&
-		    r->ev[i].aux == (uint32_t)member && r->ev[i].ts >= t0 && r->ev[i].ts <= t1 &&
-		    (r->ev[i].addr < lo || r->ev[i].addr >= hi) &&
-		    (sign > 0 ? mt_rmap_delta(&r->ev[i]) > 0 : mt_rmap_delta(&r->ev[i]) < 0))
-			print_message("  outside: tid %d addr 0x%llx delta %lld ts %llu\n",
-				      r->ev[i].tid, (unsigned long long)r->ev[i].addr,
-				      (long long)mt_rmap_delta(&r->ev[i]),
-				      (unsigned long long)r->ev[i].ts);
-	MT_CHECK(r, in == want && out == 0,
-		 "%s: %lld pages in %zu records inside [0x%llx, 0x%llx), want %lld; %lld pages in "
-		 "%zu records outside it, want 0",
-		 what, (long long)in, n_in, (unsigned long long)lo, (unsigned long long)hi,
-		 (long long)want, (long long)out, n_out);
-	print_message("  %s: %lld pages in %zu records, inside the range\n", what, (long long)in,
-		      n_in);
-}
+#include "../lib/mt_rmap_check.h"
 
 /*
  * 64 MiB touched, a 16 MiB hole unmapped from its middle, then the rest: every touched page
@@ -100,27 +34,27 @@ static void test_rmap_hole(void **state)
 	size_t n;
 
 	MT_REQUIRE_ROOT();
-	run_ops(r, MT_TARGET_ARGV("rmap_ops", "hole"));
+	mt_rmap_run(r, MT_TARGET_ARGV("rmap_ops", "hole"));
 	mb = mt_need_expect(r, "map_begin", 0, 0);
 	m = mt_need_expect(r, "map", 0, 0);
 	h = mt_need_expect(r, "hole", 0, 0);
 	rest = mt_need_expect(r, "rest", 0, 0);
 	d = mt_need_expect(r, "done", 0, 0);
-	want_window(r, "touch: anon adds", r->root_pid, MT_RSS_ANON, 1, mb->ts, m->ts, m->addr,
-		    m->addr + m->size, pages(m));
-	want_window(r, "hole munmap: anon removes", r->root_pid, MT_RSS_ANON, -1, h->ts, rest->ts,
-		    h->addr, h->addr + h->size, -pages(h));
-	want_window(r, "hole munmap: anon adds", r->root_pid, MT_RSS_ANON, 1, h->ts, rest->ts, 0, 0,
+	mt_rmap_want(r, "touch: anon adds", r->root_pid, MT_RSS_ANON, 1, mb->ts, m->ts, m->addr,
+		    m->addr + m->size, mt_pages(m));
+	mt_rmap_want(r, "hole munmap: anon removes", r->root_pid, MT_RSS_ANON, -1, h->ts, rest->ts,
+		    h->addr, h->addr + h->size, -mt_pages(h));
+	mt_rmap_want(r, "hole munmap: anon adds", r->root_pid, MT_RSS_ANON, 1, h->ts, rest->ts, 0, 0,
 		    0);
-	want_window(r, "rest munmap: anon removes", r->root_pid, MT_RSS_ANON, -1, rest->ts, d->ts,
-		    m->addr, m->addr + m->size, -(pages(m) - pages(h)));
+	mt_rmap_want(r, "rest munmap: anon removes", r->root_pid, MT_RSS_ANON, -1, rest->ts, d->ts,
+		    m->addr, m->addr + m->size, -(mt_pages(m) - mt_pages(h)));
 	late = (struct mt_rmap_sel){.pid = r->root_pid, .member = MT_RSS_ANON, .t0 = rest->ts,
 				    .t1 = d->ts, .lo = h->addr, .hi = h->addr + h->size};
 	MT_CHECK(r, mt_rmap_sum(r, &late, &n) == 0, "%zu records of the rest's munmap in the hole",
 		 n);
 
 	anon.pid = r->root_pid;
-	peak = mt_rmap_peak(r, &anon) * page;
+	peak = mt_rmap_peak(r, &anon) * mt_page;
 	rss_anon_peak = (int64_t)mt_rss_member_peak(r, r->root_pid, MT_RSS_ANON);
 	rss_peak = (int64_t)mt_rss_peak(r, r->root_pid);
 	print_message("  anon peak: Rmap %lld bytes, Rss anon %lld, Rss file+anon+shmem %lld\n",
@@ -159,15 +93,15 @@ static void test_rmap_file_read(void **state)
 	const struct mt_expect *b, *e, *d;
 
 	MT_REQUIRE_ROOT();
-	run_ops(r, MT_TARGET_ARGV("rmap_ops", "file", "/var/tmp"));
+	mt_rmap_run(r, MT_TARGET_ARGV("rmap_ops", "file", "/var/tmp"));
 	b = mt_need_expect(r, "file_begin", 0, 0);
 	e = mt_need_expect(r, "file", 0, 0);
 	d = mt_need_expect(r, "done", 0, 0);
-	want_window(r, "file read: FILE adds", r->root_pid, MT_RSS_FILE, 1, b->ts, e->ts, e->addr,
-		    e->addr + e->size, pages(e));
-	want_window(r, "file read: anon adds", r->root_pid, MT_RSS_ANON, 1, b->ts, e->ts, 0, 0, 0);
-	want_window(r, "file munmap: FILE removes", r->root_pid, MT_RSS_FILE, -1, e->ts, d->ts,
-		    e->addr, e->addr + e->size, -pages(e));
+	mt_rmap_want(r, "file read: FILE adds", r->root_pid, MT_RSS_FILE, 1, b->ts, e->ts, e->addr,
+		    e->addr + e->size, mt_pages(e));
+	mt_rmap_want(r, "file read: anon adds", r->root_pid, MT_RSS_ANON, 1, b->ts, e->ts, 0, 0, 0);
+	mt_rmap_want(r, "file munmap: FILE removes", r->root_pid, MT_RSS_FILE, -1, e->ts, d->ts,
+		    e->addr, e->addr + e->size, -mt_pages(e));
 }
 
 /* A memfd mapped shared and written: SHMEM adds inside the mapping, removed by munmap. */
@@ -177,16 +111,16 @@ static void test_rmap_memfd_shared(void **state)
 	const struct mt_expect *b, *e, *d;
 
 	MT_REQUIRE_ROOT();
-	run_ops(r, MT_TARGET_ARGV("rmap_ops", "memfd"));
+	mt_rmap_run(r, MT_TARGET_ARGV("rmap_ops", "memfd"));
 	b = mt_need_expect(r, "shmem_begin", 0, 0);
 	e = mt_need_expect(r, "shmem", 0, 0);
 	d = mt_need_expect(r, "done", 0, 0);
-	want_window(r, "memfd touch: SHMEM adds", r->root_pid, MT_RSS_SHMEM, 1, b->ts, e->ts,
-		    e->addr, e->addr + e->size, pages(e));
-	want_window(r, "memfd touch: anon adds", r->root_pid, MT_RSS_ANON, 1, b->ts, e->ts, 0, 0,
+	mt_rmap_want(r, "memfd touch: SHMEM adds", r->root_pid, MT_RSS_SHMEM, 1, b->ts, e->ts,
+		    e->addr, e->addr + e->size, mt_pages(e));
+	mt_rmap_want(r, "memfd touch: anon adds", r->root_pid, MT_RSS_ANON, 1, b->ts, e->ts, 0, 0,
 		    0);
-	want_window(r, "memfd munmap: SHMEM removes", r->root_pid, MT_RSS_SHMEM, -1, e->ts, d->ts,
-		    e->addr, e->addr + e->size, -pages(e));
+	mt_rmap_want(r, "memfd munmap: SHMEM removes", r->root_pid, MT_RSS_SHMEM, -1, e->ts, d->ts,
+		    e->addr, e->addr + e->size, -mt_pages(e));
 }
 
 /* Tree peak over time of the Rmap running sums (file + anon + shmem, every pid), bytes. */
@@ -194,7 +128,7 @@ static int64_t tree_rmap_peak(const struct mt_run *r)
 {
 	struct mt_rmap_sel all = {.member = -1};
 
-	return mt_rmap_peak(r, &all) * page;
+	return mt_rmap_peak(r, &all) * mt_page;
 }
 
 /*
@@ -212,7 +146,7 @@ static void test_rmap_fork(void **state)
 	int64_t parent_anon, peak, want_peak;
 
 	MT_REQUIRE_ROOT();
-	run_ops(r, MT_TARGET_ARGV("rmap_ops", "fork"));
+	mt_rmap_run(r, MT_TARGET_ARGV("rmap_ops", "fork"));
 	fk = mt_need_expect(r, "fork", 0, 0);
 	child = (int32_t)fk->size;
 	cb = mt_need_expect(r, "child_begin", child, 0);
@@ -235,15 +169,15 @@ static void test_rmap_fork(void **state)
 		 (long long)mt_rmap_delta(seed), (long long)parent_anon);
 	MT_CHECK(r, parent_anon >= 4096, "parent's anon before the fork: %lld pages, want >= 4096",
 		 (long long)parent_anon);
-	want_window(r, "child touch: child's anon adds", child, MT_RSS_ANON, 1, cb->ts, ce->ts,
-		    ce->addr, ce->addr + ce->size, pages(ce));
+	mt_rmap_want(r, "child touch: child's anon adds", child, MT_RSS_ANON, 1, cb->ts, ce->ts,
+		    ce->addr, ce->addr + ce->size, mt_pages(ce));
 	{
 		struct mt_rmap_sel s = {.pid = child, .tid = child, .member = MT_RSS_ANON,
 					.t0 = cb->ts, .t1 = ce->ts};
 		struct mt_rmap_sel p = {.pid = r->root_pid, .member = MT_RSS_ANON, .t0 = cb->ts,
 					.t1 = ce->ts, .lo = ce->addr, .hi = ce->addr + ce->size};
 
-		MT_CHECK(r, mt_rmap_sum(r, &s, NULL) == pages(ce),
+		MT_CHECK(r, mt_rmap_sum(r, &s, NULL) == mt_pages(ce),
 			 "child's adds not all with tid = child");
 		MT_CHECK(r, mt_rmap_sum(r, &p, NULL) == 0, "child's pages counted for the parent");
 	}
@@ -254,7 +188,7 @@ static void test_rmap_fork(void **state)
 	print_message("  child seed %lld pages (parent's anon at the fork); tree peak: Rmap %lld "
 		      "bytes, manifest %lld\n",
 		      (long long)mt_rmap_delta(seed), (long long)peak, (long long)want_peak);
-	MT_CHECK(r, peak <= want_peak + 2 * page && peak >= want_peak - 2 * page,
+	MT_CHECK(r, peak <= want_peak + 2 * mt_page && peak >= want_peak - 2 * mt_page,
 		 "tree Rmap peak %lld bytes, manifest peak_rss %lld", (long long)peak,
 		 (long long)want_peak);
 	MT_CHECK(r, peak >= (16 + 16 + 32) << 20,
@@ -272,21 +206,21 @@ static void test_rmap_mremap_move(void **state)
 	int64_t moved;
 
 	MT_REQUIRE_ROOT();
-	run_ops(r, MT_TARGET_ARGV("rmap_ops", "mremap"));
+	mt_rmap_run(r, MT_TARGET_ARGV("rmap_ops", "mremap"));
 	mb = mt_need_expect(r, "map_begin", 0, 0);
 	m = mt_need_expect(r, "map", 0, 0);
 	b = mt_need_expect(r, "move_begin", 0, 0);
 	e = mt_need_expect(r, "move_end", 0, 0);
 	u = mt_need_expect(r, "unmapped", 0, 0);
-	want_window(r, "touch: anon adds", r->root_pid, MT_RSS_ANON, 1, mb->ts, m->ts, m->addr,
-		    m->addr + m->size, pages(m));
+	mt_rmap_want(r, "touch: anon adds", r->root_pid, MT_RSS_ANON, 1, mb->ts, m->ts, m->addr,
+		    m->addr + m->size, mt_pages(m));
 	all_anon.t0 = b->ts;
 	all_anon.t1 = e->ts;
 	moved = mt_rmap_sum(r, &all_anon, &n);
 	MT_CHECK(r, moved == 0 && n == 0, "the move changed anon by %lld pages in %zu records",
 		 (long long)moved, n);
-	want_window(r, "munmap of the new range: anon removes", r->root_pid, MT_RSS_ANON, -1, e->ts,
-		    u->ts, e->addr, e->addr + e->size, -pages(e));
+	mt_rmap_want(r, "munmap of the new range: anon removes", r->root_pid, MT_RSS_ANON, -1, e->ts,
+		    u->ts, e->addr, e->addr + e->size, -mt_pages(e));
 	{
 		/* the old range gives nothing back: its pages left with the move */
 		struct mt_rmap_sel old = {.pid = r->root_pid, .member = MT_RSS_ANON, .sign = -1,
@@ -305,16 +239,16 @@ static void test_rmap_dontneed_refault(void **state)
 	struct mt_rmap_sel s = {.member = MT_RSS_ANON};
 
 	MT_REQUIRE_ROOT();
-	run_ops(r, MT_TARGET_ARGV("rmap_ops", "dontneed"));
+	mt_rmap_run(r, MT_TARGET_ARGV("rmap_ops", "dontneed"));
 	m = mt_need_expect(r, "map", 0, 0);
 	dn = mt_need_expect(r, "dontneed", 0, 0);
 	rf = mt_need_expect(r, "refault", 0, 0);
-	want_window(r, "madvise(DONTNEED): anon removes", r->root_pid, MT_RSS_ANON, -1, m->ts,
-		    dn->ts, m->addr, m->addr + m->size, -pages(m));
-	want_window(r, "madvise(DONTNEED): anon adds", r->root_pid, MT_RSS_ANON, 1, m->ts, dn->ts,
+	mt_rmap_want(r, "madvise(DONTNEED): anon removes", r->root_pid, MT_RSS_ANON, -1, m->ts,
+		    dn->ts, m->addr, m->addr + m->size, -mt_pages(m));
+	mt_rmap_want(r, "madvise(DONTNEED): anon adds", r->root_pid, MT_RSS_ANON, 1, m->ts, dn->ts,
 		    0, 0, 0);
-	want_window(r, "refault: anon adds", r->root_pid, MT_RSS_ANON, 1, dn->ts, rf->ts, m->addr,
-		    m->addr + m->size, pages(m));
+	mt_rmap_want(r, "refault: anon adds", r->root_pid, MT_RSS_ANON, 1, dn->ts, rf->ts, m->addr,
+		    m->addr + m->size, mt_pages(m));
 	s.t0 = m->ts;
 	s.t1 = rf->ts;
 	MT_CHECK(r, mt_rmap_sum(r, &s, NULL) == 0, "after the refault anon is off by %lld pages",
@@ -349,7 +283,7 @@ static void test_rmap_pageout_by_other(void **state)
 	assert_int_equal(mkfifo(path, 0600), 0);
 	rc = mt_proc_start(&helper, (const char *const[]){mt_target("rmap_reclaim"), dir, NULL});
 	assert_int_equal(rc, 0);
-	run_ops(r, MT_TARGET_ARGV("rmap_ops", "pageout", dir));
+	mt_rmap_run(r, MT_TARGET_ARGV("rmap_ops", "pageout", dir));
 	rc = mt_proc_wait(&helper, 30);
 	pb = mt_expect_find(helper.exp, helper.nr_exp, "pageout_begin", 0, 0);
 	po = mt_expect_find(helper.exp, helper.nr_exp, "pageout", 0, 0);
@@ -365,7 +299,7 @@ static void test_rmap_pageout_by_other(void **state)
 	(void)!system(path);
 
 	f = mt_need_expect(r, "file", 0, 0);
-	want = pages(f);
+	want = mt_pages(f);
 	s.pid = r->root_pid;
 	s.tid = htid;
 	removed = mt_rmap_sum(r, &s, &n);
@@ -392,7 +326,7 @@ static void test_rmap_pageout_by_other(void **state)
 				 (unsigned long long)ev->addr);
 	}
 	print_message("  ... %zu of them without an address\n", n_zero);
-	MT_CHECK(r, !exact_addresses(r) || n_zero == 0,
+	MT_CHECK(r, !mt_rmap_exact(r) || n_zero == 0,
 		 "%zu of the helper's removes without an address under fentry", n_zero);
 }
 

@@ -7,7 +7,7 @@
 #include <unistd.h>
 #include "mt_rmap.h"
 
-static bool sel_ok(const struct mt_event *ev, const struct mt_rmap_sel *s)
+bool mt_rmap_selected(const struct mt_event *ev, const struct mt_rmap_sel *s)
 {
 	bool inside;
 
@@ -37,7 +37,7 @@ int64_t mt_rmap_sum(const struct mt_run *r, const struct mt_rmap_sel *s, size_t 
 	size_t k = 0;
 
 	for (size_t i = 0; i < r->nr_ev; i++)
-		if (sel_ok(&r->ev[i], s)) {
+		if (mt_rmap_selected(&r->ev[i], s)) {
 			sum += mt_rmap_delta(&r->ev[i]);
 			k++;
 		}
@@ -51,7 +51,7 @@ int64_t mt_rmap_peak(const struct mt_run *r, const struct mt_rmap_sel *s)
 	int64_t sum = 0, peak = 0;
 
 	for (size_t i = 0; i < r->nr_ev; i++)
-		if (sel_ok(&r->ev[i], s)) {
+		if (mt_rmap_selected(&r->ev[i], s)) {
 			sum += mt_rmap_delta(&r->ev[i]);
 			if (sum > peak)
 				peak = sum;

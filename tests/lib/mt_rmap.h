@@ -28,6 +28,9 @@ struct mt_rmap_sel {
 	int sign;	 /* 1 = adds only, -1 = removes only, 0 = both */
 };
 
+/* Is ev an Rmap record the selection takes? */
+bool mt_rmap_selected(const struct mt_event *ev, const struct mt_rmap_sel *s);
+
 /* Sum of the selected deltas in pages; *n (if given) = how many records matched. */
 int64_t mt_rmap_sum(const struct mt_run *r, const struct mt_rmap_sel *s, size_t *n);
 
