@@ -40,7 +40,7 @@
 struct tracker {
 	const struct tracker_opts *o;
 	struct memtrack_bpf *skel;
-	struct bpf_link *tp_links[7];
+	struct bpf_link *tp_links[8];
 	struct attach_set *set;
 	struct libs *libs;
 	struct artifact_writer *writer;
@@ -160,6 +160,7 @@ static int tracker__load(struct tracker *t)
 	s->rodata->mt_stop_on_exec = true;
 	s->rodata->mt_rmap = t->o->rmap;
 	bpf_program__set_autoload(s->progs.mt_on_page_fault_user, t->o->rmap);
+	bpf_program__set_autoload(s->progs.mt_on_page_fault_kernel, t->o->rmap);
 	bpf_program__set_autoload(s->progs.mt_on_sys_enter, t->o->rmap);
 	bpf_program__set_autoload(s->progs.mt_on_sys_exit, t->o->rmap);
 	if (t->o->rmap) {
@@ -211,6 +212,7 @@ static int tracker__attach_tracepoints(struct tracker *t)
 		{t->skel->progs.mt_on_page_fault_user, "page_fault_user"},
 		{t->skel->progs.mt_on_sys_enter, "sys_enter"},
 		{t->skel->progs.mt_on_sys_exit, "sys_exit"},
+		{t->skel->progs.mt_on_page_fault_kernel, "page_fault_kernel"},
 	};
 
 	for (size_t i = 0; i < sizeof(tps) / sizeof(tps[0]); i++) {
@@ -429,7 +431,7 @@ static void tracker__detach(struct tracker *t)
 		return;
 	attach_set__free(t->set);
 	t->set = NULL;
-	for (int i = 0; i < 7; i++) {
+	for (size_t i = 0; i < sizeof(t->tp_links) / sizeof(t->tp_links[0]); i++) {
 		bpf_link__destroy(t->tp_links[i]);
 		t->tp_links[i] = NULL;
 	}
