@@ -73,9 +73,10 @@ static inline void mt_rmap_want_ex(struct mt_run *r, const char *what, int32_t p
 			continue;
 		}
 		out += d;
-		n_out++;
-		print_message("  outside: tid %d addr 0x%llx delta %lld ts %llu\n", ev->tid,
-			      (unsigned long long)ev->addr, (long long)d, (unsigned long long)ev->ts);
+		if (n_out++ < 5)
+			print_message("  outside: tid %d addr 0x%llx delta %lld ts %llu\n", ev->tid,
+				      (unsigned long long)ev->addr, (long long)d,
+				      (unsigned long long)ev->ts);
 	}
 	MT_CHECK(r, in == want && out == 0,
 		 "%s: %lld pages in %zu records inside [0x%llx, 0x%llx)%s, want %lld; %lld pages "

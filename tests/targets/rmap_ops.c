@@ -17,6 +17,11 @@
  *	          ("refault")
  *	pageout   as `file`, then the pid and range go to DIR/ready (a FIFO, "PID ADDR LEN\n") for
  *	          an outside process to reclaim; waits for a line on DIR/done, then unmaps
+ *	readbuf   read(2) of an 8 MiB file into a fresh anon buffer (kernel-mode faults)
+ *	populate  16 MiB each by MAP_POPULATE, MADV_POPULATE_WRITE and mlock (no fault at all)
+ *	shrink    16 MiB touched, mremap in place to 8 MiB ("cut"); brk raised 4 MiB, touched,
+ *	          lowered to an unaligned 100 pages + 123 bytes ("brk_cut": the pages that go)
+ *	exec      16 MiB touched, then exec of itself in `memfd` mode
  *
  * Pages are touched one write (or read) per 4 KiB page, so the tests know how many pages each
  * step faults in. No stdio on the way: nothing here allocates but what is reported.
@@ -75,27 +80,35 @@ static int do_hole(void)
 	return 0;
 }
 
-/* A clean 8 MiB file in dir, mapped private read-only and read page by page. */
-static char *map_file(const char *dir, size_t len)
+/* A clean file of len bytes of 0x5a in dir, already unlinked; returns its fd or -1. */
+static int make_file(const char *dir, size_t len)
 {
 	char path[4096], buf[4096];
-	char *m;
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/file", dir);
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
 	if (fd < 0)
-		return NULL;
+		return -1;
+	unlink(path);
 	memset(buf, 0x5a, sizeof(buf));
 	for (size_t off = 0; off < len; off += sizeof(buf))
 		if (write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
-			return NULL;
+			return -1;
 	/* clean pages: reclaim drops clean file pages without writeback (no swap needed) */
-	if (fsync(fd))
+	return fsync(fd) ? -1 : fd;
+}
+
+/* A clean file in dir, mapped private read-only (not read yet). */
+static char *map_file(const char *dir, size_t len)
+{
+	int fd = make_file(dir, len);
+	char *m;
+
+	if (fd < 0)
 		return NULL;
 	m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
-	unlink(path);
 	return m == MAP_FAILED ? NULL : m;
 }
 
@@ -242,6 +255,105 @@ static int do_pageout(const char *dir)
 	return 0;
 }
 
+/* read(2) into a fresh anonymous buffer: the pages are faulted in by the kernel's copy. */
+static int do_readbuf(const char *dir)
+{
+	size_t len = 8 * MIB, got = 0;
+	int fd = make_file(dir, len);
+	char *m = map_anon(len);
+	ssize_t k;
+
+	if (fd < 0 || !m || lseek(fd, 0, SEEK_SET))
+		return 1;
+	mt_say("readbuf_begin", MT_P(m), 0, len);
+	while (got < len && (k = read(fd, m + got, len - got)) > 0)
+		got += (size_t)k;
+	if (got != len)
+		return 1;
+	mt_say("readbuf", MT_P(m), 0, len);
+	close(fd);
+	munmap(m, len);
+	mt_say_fact("done", 0);
+	return 0;
+}
+
+/* Pages mapped without a fault: MAP_POPULATE, MADV_POPULATE_WRITE, mlock. */
+static int do_populate(void)
+{
+	size_t len = 16 * MIB;
+	char *m, *a, *l;
+
+	mt_say_fact("populate_begin", 0);
+	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1,
+		 0);
+	if (m == MAP_FAILED)
+		return 1;
+	mt_say("populate", MT_P(m), 0, len);
+	a = map_anon(len);
+	if (!a)
+		return 1;
+	mt_say("madv_begin", MT_P(a), 0, len);
+	if (madvise(a, len, MADV_POPULATE_WRITE))
+		return 1;
+	mt_say("madv", MT_P(a), 0, len);
+	l = map_anon(len);
+	if (!l)
+		return 1;
+	mt_say("mlock_begin", MT_P(l), 0, len);
+	if (mlock(l, len))
+		return 1;
+	mt_say("mlock", MT_P(l), 0, len);
+	munlock(l, len);
+	munmap(m, len);
+	munmap(a, len);
+	munmap(l, len);
+	mt_say_fact("done", 0);
+	return 0;
+}
+
+/* Shrinking: mremap in place to half (the tail goes), brk lowered to an unaligned value. */
+static int do_shrink(void)
+{
+	size_t len = 16 * MIB, blen = 4 * MIB, keep = 100 * pg + 123;
+	char *m = map_anon(len), *b0, *b1;
+
+	if (!m)
+		return 1;
+	mt_say("map_begin", MT_P(m), 0, len);
+	touch(m, len);
+	mt_say("map", MT_P(m), 0, len);
+	if (mremap(m, len, len / 2, 0) != m)
+		return 1;
+	mt_say("cut", MT_P(m + len / 2), 0, len / 2);
+	b0 = (char *)(((uintptr_t)sbrk(0) + pg - 1) & ~(uintptr_t)(pg - 1));
+	if (brk(b0 + blen))
+		return 1;
+	mt_say("brk_begin", MT_P(b0), 0, blen);
+	touch(b0, blen);
+	mt_say("brk", MT_P(b0), 0, blen);
+	b1 = (char *)(((uintptr_t)b0 + keep + pg - 1) & ~(uintptr_t)(pg - 1));
+	if (brk(b0 + keep))
+		return 1;
+	mt_say("brk_cut", MT_P(b1), 0, (uint64_t)(b0 + blen - b1));
+	munmap(m, len / 2);
+	mt_say_fact("done", 0);
+	return 0;
+}
+
+/* exec after touching: the re-based counters of the new image have no page address. */
+static int do_exec(void)
+{
+	size_t len = 16 * MIB;
+	char *m = map_anon(len);
+
+	if (!m)
+		return 1;
+	touch(m, len);
+	mt_say("map", MT_P(m), 0, len);
+	execl("/proc/self/exe", "rmap_ops", "memfd", (char *)NULL);
+	return 1;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -266,5 +378,13 @@ int main(int argc, char **argv)
 		return do_dontneed();
 	if (!strcmp(mode, "pageout"))
 		return do_pageout(dir);
+	if (!strcmp(mode, "readbuf"))
+		return do_readbuf(dir);
+	if (!strcmp(mode, "populate"))
+		return do_populate();
+	if (!strcmp(mode, "shrink"))
+		return do_shrink();
+	if (!strcmp(mode, "exec"))
+		return do_exec();
 	return 2;
 }
