@@ -111,6 +111,14 @@ static __always_inline __u64 mt_sys_range_start(long id, struct pt_regs *regs)
 	}
 }
 
+/* The syscalls that change pages of the caller's mm in an address range. */
+static __always_inline bool mt_sys_ranged(long id)
+{
+	return id == MT_NR_MUNMAP || id == MT_NR_MADVISE || id == MT_NR_MREMAP || id == MT_NR_BRK ||
+	       id == MT_NR_MMAP || id == MT_NR_MLOCK || id == MT_NR_MLOCK2 ||
+	       id == MT_NR_MLOCKALL || id == MT_NR_SHMDT;
+}
+
 /* raw_syscalls:sys_enter(regs, id) */
 SEC("raw_tp/sys_enter")
 int mt_on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
@@ -119,9 +127,7 @@ int mt_on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
 	struct mt_thread *t;
 
-	if (id != MT_NR_MUNMAP && id != MT_NR_MADVISE && id != MT_NR_MREMAP && id != MT_NR_BRK &&
-	    id != MT_NR_MMAP && id != MT_NR_MLOCK && id != MT_NR_MLOCK2 && id != MT_NR_MLOCKALL &&
-	    id != MT_NR_SHMDT)
+	if (!mt_sys_ranged(id))
 		return 0;
 	t = mt_rmap_thread();
 	if (!t)
@@ -136,10 +142,15 @@ int mt_on_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 SEC("raw_tp/sys_exit")
 int mt_on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 {
+	struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct mt_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct mt_thread *t;
 
-	(void)ctx;
+	/* every syscall of the machine comes here: filter before the map lookup (orig_ax keeps
+	 * the syscall number on x86-64, like the MT_NR_* numbers) */
+	if (!mt_sys_ranged((long)BPF_CORE_READ(regs, orig_ax)))
+		return 0;
+	t = bpf_map_lookup_elem(&threads, &tid);
 	if (t) {
 		t->range_start = 0;
 		t->in_sys = 0;
