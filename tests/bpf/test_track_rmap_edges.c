@@ -21,7 +21,7 @@ static void test_rmap_read_into_fresh_buffer(void **state)
 	const struct mt_expect *b, *e;
 
 	MT_REQUIRE_ROOT();
-	mt_rmap_run(r, MT_TARGET_ARGV("rmap_ops", "readbuf", "/var/tmp"));
+	mt_rmap_run(r, MT_TARGET_ARGV("rmap_ops", "readbuf", mt_disk_dir()));
 	b = mt_need_expect(r, "readbuf_begin", 0, 0);
 	e = mt_need_expect(r, "readbuf", 0, 0);
 	mt_rmap_want(r, "read(2): anon adds", r->root_pid, MT_RSS_ANON, 1, b->ts, e->ts, e->addr,

@@ -93,7 +93,7 @@ static void test_rmap_file_read(void **state)
 	const struct mt_expect *b, *e, *d;
 
 	MT_REQUIRE_ROOT();
-	mt_rmap_run(r, MT_TARGET_ARGV("rmap_ops", "file", "/var/tmp"));
+	mt_rmap_run(r, MT_TARGET_ARGV("rmap_ops", "file", mt_disk_dir()));
 	b = mt_need_expect(r, "file_begin", 0, 0);
 	e = mt_need_expect(r, "file", 0, 0);
 	d = mt_need_expect(r, "done", 0, 0);
@@ -265,7 +265,7 @@ static void test_rmap_dontneed_refault(void **state)
 static void test_rmap_pageout_by_other(void **state)
 {
 	struct mt_run *r = mt_new_run(state);
-	char dir[] = "/var/tmp/mt-rmap-XXXXXX", path[64];
+	char dir[4200], path[4300];
 	const struct mt_expect *f, *pb, *po;
 	struct mt_proc helper;
 	struct mt_rmap_sel s = {.member = MT_RSS_FILE, .sign = -1};
@@ -276,6 +276,7 @@ static void test_rmap_pageout_by_other(void **state)
 
 	MT_REQUIRE_ROOT();
 	mt_need_file(mt_target("rmap_reclaim"));
+	snprintf(dir, sizeof(dir), "%s/mt-rmap-XXXXXX", mt_disk_dir());
 	assert_non_null(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/ready", dir);
 	assert_int_equal(mkfifo(path, 0600), 0);

@@ -7,8 +7,32 @@
 #ifndef MT_TEST_RMAP_CHECK_H
 #define MT_TEST_RMAP_CHECK_H
 
+#include <sys/vfs.h>
 #include "mt_check.h"
 #include "mt_rmap.h"
+
+#define MT_TMPFS_MAGIC 0x01021994
+
+/*
+ * A folder on a disk file system for the file-backed scenarios: their pages must be FILE
+ * pages, and reclaimable without swap (tmpfs pages are SHMEM and need swap). /var/tmp, else
+ * the build folder; the test is skipped, saying why, when neither is on a disk.
+ */
+static inline const char *mt_disk_dir(void)
+{
+	static char build[4096];
+	struct statfs st;
+
+	if (!statfs("/var/tmp", &st) && st.f_type != MT_TMPFS_MAGIC)
+		return "/var/tmp";
+	snprintf(build, sizeof(build), "%s/build", mt_repo_root());
+	if (!statfs(build, &st) && st.f_type != MT_TMPFS_MAGIC)
+		return build;
+	print_message("[ SKIP     ] needs a folder on a disk file system (/var/tmp and build/ "
+		      "are tmpfs): file pages there would be shmem\n");
+	skip();
+	return NULL;
+}
 
 static int64_t mt_page; /* bytes; set by mt_rmap_run */
 
