@@ -175,8 +175,10 @@ static __always_inline void mt_rss_set(struct mt_proc *p, __u32 tgid, __u32 tid,
 	if (force || diff >= mt_rss_step || val == 0) {
 		/* a fall big enough to be written (munmap of 2 MiB, exit, exec) from a top not
 		 * written yet: the top first, at the time it was reached, or that peak is lost */
-		if (val < old && old == p->top[member] && p->top[member] > p->emitted[member])
+		if (val < old && old == p->top[member] && p->top[member] > p->emitted[member]) {
 			mt_rss_emit(tgid, tid, member, p->top[member], p->top_ts[member]);
+			p->emitted[member] = p->top[member]; /* so the fall itself is written */
+		}
 		if (val != p->emitted[member] || (force && val)) {
 			p->emitted[member] = val;
 			p->top[member] = val;

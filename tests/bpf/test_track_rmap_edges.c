@@ -114,6 +114,29 @@ static void test_rmap_exec_rebase(void **state)
 		 (long long)mt_pages(m));
 }
 
+/*
+ * A member that rises by less than --rss-step from 0 and falls back to 0 at exit: its top is
+ * an Rss record (peak keeping), and so is the 0 (mt_rmap_run's invariant: the last Rss of
+ * every pair is 0).
+ */
+static void test_rmap_small_member_exit(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	const struct mt_expect *e;
+	struct mt_rmap_sel s = {.member = MT_RSS_SHMEM};
+
+	MT_REQUIRE_ROOT();
+	mt_rmap_run(r, MT_TARGET_ARGV("rmap_ops", "small"));
+	e = mt_need_expect(r, "shmem", 0, 0);
+	s.pid = r->root_pid;
+	MT_CHECK(r, mt_rmap_peak(r, &s) == mt_pages(e), "shmem Rmap peak %lld pages, want %lld",
+		 (long long)mt_rmap_peak(r, &s), (long long)mt_pages(e));
+	MT_CHECK(r, mt_rss_member_peak(r, r->root_pid, MT_RSS_SHMEM) == e->size,
+		 "shmem Rss peak %llu bytes, want %llu",
+		 (unsigned long long)mt_rss_member_peak(r, r->root_pid, MT_RSS_SHMEM),
+		 (unsigned long long)e->size);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -121,6 +144,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_rmap_populate, mt_teardown),
 		cmocka_unit_test_teardown(test_rmap_shrink, mt_teardown),
 		cmocka_unit_test_teardown(test_rmap_exec_rebase, mt_teardown),
+		cmocka_unit_test_teardown(test_rmap_small_member_exit, mt_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -22,6 +22,7 @@
  *	shrink    16 MiB touched, mremap in place to 8 MiB ("cut"); brk raised 4 MiB, touched,
  *	          lowered to an unaligned 100 pages + 123 bytes ("brk_cut": the pages that go)
  *	exec      16 MiB touched, then exec of itself in `memfd` mode
+ *	small     3 pages of a memfd mapped shared and written, left to exit
  *
  * Pages are touched one write (or read) per 4 KiB page, so the tests know how many pages each
  * step faults in. No stdio on the way: nothing here allocates but what is reported.
@@ -340,6 +341,23 @@ static int do_shrink(void)
 	return 0;
 }
 
+/* Fewer pages than --rss-step of a member that was 0 (shmem), kept until exit. */
+static int do_small(void)
+{
+	size_t len = 3 * pg;
+	int fd = memfd_create("rmap_small", 0);
+	char *m;
+
+	if (fd < 0 || ftruncate(fd, (off_t)len))
+		return 1;
+	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED)
+		return 1;
+	touch(m, len);
+	mt_say("shmem", MT_P(m), 0, len);
+	return 0; /* exit takes the pages back */
+}
+
 /* exec after touching: the re-based counters of the new image have no page address. */
 static int do_exec(void)
 {
@@ -386,5 +404,7 @@ int main(int argc, char **argv)
 		return do_shrink();
 	if (!strcmp(mode, "exec"))
 		return do_exec();
+	if (!strcmp(mode, "small"))
+		return do_small();
 	return 2;
 }
