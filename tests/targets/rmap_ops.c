@@ -233,6 +233,7 @@ static int do_pageout(const char *dir)
 	char *m = map_file(dir, len);
 	int fd, n;
 
+	alarm(60); /* never hang on a FIFO whose other end died */
 	if (!m || read_pages(m, len) != 0x5a * (len / pg))
 		return 1;
 	mt_say("file", MT_P(m), 0, len);

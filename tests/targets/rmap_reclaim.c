@@ -35,6 +35,7 @@ int main(int argc, char **argv)
 	if (argc < 2)
 		return 2;
 	mt_expect_init();
+	alarm(60); /* never outlive a test whose target died before opening the FIFO */
 	snprintf(path, sizeof(path), "%s/ready", argv[1]);
 	fd = open(path, O_RDONLY);
 	if (fd < 0 || read(fd, line, sizeof(line) - 1) <= 0)
