@@ -23,11 +23,15 @@
  *	          lowered to an unaligned 100 pages + 123 bytes ("brk_cut": the pages that go)
  *	exec      16 MiB touched, then exec of itself in `memfd` mode
  *	small     3 pages of a memfd mapped shared and written, left to exit
+ *	sparse    16 MiB mapped, only its upper half touched ("touched"), all unmapped
+ *	threads   two threads touch 16 MiB each at once ("thread" per thread, inside
+ *	          "threads_begin"/"threads_end")
  *
  * Pages are touched one write (or read) per 4 KiB page, so the tests know how many pages each
  * step faults in. No stdio on the way: nothing here allocates but what is reported.
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -359,6 +363,61 @@ static int do_small(void)
 	return 0; /* exit takes the pages back */
 }
 
+/* Partly resident: only the upper half of 16 MiB touched, then the whole range unmapped. */
+static int do_sparse(void)
+{
+	size_t len = 16 * MIB;
+	char *m = map_anon(len);
+
+	if (!m)
+		return 1;
+	touch(m + len / 2, len / 2);
+	mt_say("touched", MT_P(m + len / 2), 0, len / 2);
+	munmap(m, len);
+	mt_say("unmapped", MT_P(m), 0, len);
+	return 0;
+}
+
+struct toucher {
+	char *m;
+	size_t len;
+	int go; /* both start together, so their faults interleave */
+};
+
+static void *toucher_main(void *arg)
+{
+	struct toucher *t = arg;
+
+	while (!__atomic_load_n(&t->go, __ATOMIC_ACQUIRE))
+		;
+	touch(t->m, t->len);
+	mt_say("thread", MT_P(t->m), 0, t->len);
+	return NULL;
+}
+
+/* Two threads touching 16 MiB each at the same time. */
+static int do_threads(void)
+{
+	struct toucher t[2];
+	pthread_t th[2];
+
+	for (int i = 0; i < 2; i++) {
+		t[i] = (struct toucher){.m = map_anon(16 * MIB), .len = 16 * MIB};
+		if (!t[i].m)
+			return 1;
+	}
+	mt_say_fact("threads_begin", 0);
+	for (int i = 0; i < 2; i++)
+		if (pthread_create(&th[i], NULL, toucher_main, &t[i]))
+			return 1;
+	for (int i = 0; i < 2; i++)
+		__atomic_store_n(&t[i].go, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	mt_say_fact("threads_end", 0);
+	return 0;
+}
+
 /* exec after touching: the re-based counters of the new image have no page address. */
 static int do_exec(void)
 {
@@ -407,5 +466,9 @@ int main(int argc, char **argv)
 		return do_exec();
 	if (!strcmp(mode, "small"))
 		return do_small();
+	if (!strcmp(mode, "sparse"))
+		return do_sparse();
+	if (!strcmp(mode, "threads"))
+		return do_threads();
 	return 2;
 }
