@@ -80,13 +80,42 @@ uint64_t mt_rss_member_peak(const struct mt_run *r, int32_t pid, uint32_t member
 	return peak;
 }
 
+#define RECENT 8
+
 /* Per (pid, member) state of the invariant walk; pages. */
 struct pair {
 	int32_t pid;
 	uint32_t member;
 	int64_t sum, hi_since_rss, last_rss;
 	bool has_rss, seen_rmap, exited;
+	struct {
+		int32_t tid;
+		int64_t delta;
+	} recent[RECENT]; /* the pair's last Rmap records, for the concurrency slack */
+	size_t nr_recent;
 };
+
+/*
+ * How far an Rss record of task tid may legitimately be from the running sum: the BPF side
+ * stores a counter's new value (atomic exchange) and then writes the Rmap and the Rss record;
+ * two tasks changing one mm at once (threads, a reclaimer) can reach the ring in the other
+ * order, so the records of the other tasks near this one may sit on either side of it. Their
+ * pages are the slack; a single-threaded pair has none.
+ */
+static int64_t pair_slack(const struct pair *p, int32_t tid)
+{
+	int64_t slack = 0;
+
+	for (size_t i = 0; i < p->nr_recent && i < RECENT; i++)
+		if (p->recent[i].tid != tid)
+			slack += p->recent[i].delta < 0 ? -p->recent[i].delta : p->recent[i].delta;
+	return slack;
+}
+
+static int64_t abs64(int64_t x)
+{
+	return x < 0 ? -x : x;
+}
 
 static struct pair *pair_get(struct pair *v, size_t *n, size_t cap, int32_t pid, uint32_t member)
 {
@@ -115,6 +144,7 @@ int mt_rmap_check_rss(const struct mt_run *r, char *msg, size_t len)
 	}
 	for (size_t i = 0; i < r->nr_ev; i++) {
 		const struct mt_event *ev = &r->ev[i];
+		int64_t rss, slack;
 
 		if (ev->type == MT_EV_EXIT) {
 			for (size_t k = 0; k < n; k++) {
@@ -148,24 +178,29 @@ int mt_rmap_check_rss(const struct mt_run *r, char *msg, size_t len)
 			}
 			p->sum += mt_rmap_delta(ev);
 			p->seen_rmap = true;
+			p->recent[p->nr_recent % RECENT].tid = ev->tid;
+			p->recent[p->nr_recent % RECENT].delta = mt_rmap_delta(ev);
+			p->nr_recent++;
 			if (p->sum > p->hi_since_rss)
 				p->hi_since_rss = p->sum;
 			continue;
 		}
 		/* Rss (the first one of a pair included: a fork seed or exec re-base is written as
 		 * an Rmap record first, like any other change) */
-		if ((int64_t)ev->size / page != p->sum &&
-		    (int64_t)ev->size / page != p->hi_since_rss) {
+		rss = (int64_t)ev->size / page;
+		slack = pair_slack(p, ev->tid);
+		if (abs64(rss - p->sum) > slack && abs64(rss - p->hi_since_rss) > slack) {
 			snprintf(msg, len,
 				 "event %zu: Rss of pid %d member %u is %" PRIu64 " pages, Rmap running "
-				 "sum %" PRId64 " (highest since the previous Rss %" PRId64 ")",
+				 "sum %" PRId64 " (highest since the previous Rss %" PRId64
+				 ", concurrency slack %" PRId64 ")",
 				 i, ev->pid, ev->aux, ev->size / (uint64_t)page, p->sum,
-				 p->hi_since_rss);
+				 p->hi_since_rss, slack);
 			goto out;
 		}
 		/* peak keeping: a local maximum between two records must have been written */
-		if (p->has_rss && p->hi_since_rss > p->last_rss &&
-		    p->hi_since_rss > (int64_t)ev->size / page) {
+		if (p->has_rss && p->hi_since_rss > p->last_rss + slack &&
+		    p->hi_since_rss > rss + slack) {
 			snprintf(msg, len,
 				 "event %zu: pid %d member %u reached %" PRId64 " pages (Rmap) after "
 				 "Rss %" PRId64 ", but the next Rss says %" PRIu64 ": a peak was lost",
@@ -174,7 +209,7 @@ int mt_rmap_check_rss(const struct mt_run *r, char *msg, size_t len)
 			goto out;
 		}
 		p->has_rss = true;
-		p->last_rss = (int64_t)ev->size / page;
+		p->last_rss = rss;
 		p->hi_since_rss = p->sum;
 	}
 	for (size_t k = 0; k < n; k++)

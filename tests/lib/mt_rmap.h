@@ -49,9 +49,10 @@ uint64_t mt_rss_member_peak(const struct mt_run *r, int32_t pid, uint32_t member
  * checked per (pid, member) in artifact order:
  *  - every Rss record equals the Rmap running sum at that point, or (peak keeping: a top is
  *    written late, when the counter starts falling) the highest running sum since the previous
- *    Rss record of that pair;
+ *    Rss record of that pair; give or take, when other tasks changed the same mm at the same
+ *    time, the pages of their last records (their records may reach the ring on either side);
  *  - no local maximum of the running sum goes unwritten: the highest sum between two Rss
- *    records is not above both of them (the peak-keeping promise of RSS mode);
+ *    records is not above both of them (the peak-keeping promise of RSS mode; same slack);
  *  - no Rmap record of a process after its Exit record, every sum is 0 at the Exit, and every
  *    sum ends equal to its last Rss record (0: memtrack waits for the whole tree);
  *  - no Rmap record for a pid that never had an Rss record (not tracked).
