@@ -175,7 +175,8 @@ static void test_rmap_sparse_unmap(void **state)
  * exact; the tracepoint backend's record is the difference of two exact reads of a counter
  * both threads change, so a page of one thread can be folded into the other's record (its
  * own read then sees no change and writes nothing): per-thread sums may be off by the pages
- * faulted within the race windows, counted and bounded here at 1%.
+ * faulted within the race windows (seen here: 0 to 47 of 4096 under heavy load), bounded at
+ * 5%. Addresses stay per thread on every backend.
  */
 static void test_rmap_threads(void **state)
 {
@@ -205,18 +206,30 @@ static void test_rmap_threads(void **state)
 		print_message("  thread %d: %lld pages inside its range, want %lld\n", th[i]->tid,
 			      (long long)in[i], (long long)mt_pages(th[i]));
 	}
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 2; i++) {
+		/* addresses are per thread on every backend: none of a thread's records may be
+		 * inside the other's range (a folded page changes a count, not an address) */
+		struct mt_rmap_sel x = {.pid = r->root_pid, .tid = th[i]->tid,
+					.member = MT_RSS_ANON, .t0 = b->ts, .t1 = e->ts,
+					.lo = th[1 - i]->addr, .hi = th[1 - i]->addr + th[1 - i]->size};
+		size_t n;
+
+		MT_CHECK(r, mt_rmap_sum(r, &x, &n) == 0 && n == 0,
+			 "%zu records of thread %d inside thread %d's range", n, th[i]->tid,
+			 th[1 - i]->tid);
 		if (mt_rmap_exact(r))
 			MT_CHECK(r, in[i] == mt_pages(th[i]), "thread %d: %lld pages, want %lld",
 				 th[i]->tid, (long long)in[i], (long long)mt_pages(th[i]));
 		else
 			MT_CHECK(r,
-				 in[i] >= mt_pages(th[i]) * 99 / 100 &&
-				     in[i] <= mt_pages(th[i]) * 101 / 100,
-				 "thread %d: %lld pages, want %lld +-1%%", th[i]->tid,
+				 in[i] >= mt_pages(th[i]) * 95 / 100 &&
+				     in[i] <= mt_pages(th[i]) * 105 / 100,
+				 "thread %d: %lld pages, want %lld +-5%%", th[i]->tid,
 				 (long long)in[i], (long long)mt_pages(th[i]));
-	/* folded pages may also be the other thread's stack pages: the total within 1% too */
-	MT_CHECK(r, total >= want * 99 / 100 && total <= want * 101 / 100,
+	}
+	/* folded pages may also be stack pages of either thread: the total within 5% too */
+	MT_CHECK(r, mt_rmap_exact(r) ? total == want :
+		 total >= want * 95 / 100 && total <= want * 105 / 100,
 		 "both ranges: %lld pages, want %lld", (long long)total, (long long)want);
 }
 
