@@ -33,9 +33,13 @@ struct mt_thread {
 	__u32 spec; /* cookie of the outermost call */
 	__u64 a0, a1; /* its saved arguments (sizes, old address, memptr) */
 	/* rmap mode (tracepoint backend) */
-	__u64 fault_addr; /* page of the last user page fault of this thread */
-	__u64 range_start; /* first page of the range of the syscall in progress, 0 when none */
-	__u64 range_done; /* bytes removed so far inside that range */
+	__u64 fault_addr; /* page of this thread's last fault on a user address not yet matched
+			   * to an increase (one fault, one increase), 0 when none */
+	__u64 range_start; /* page where the address-space syscall in progress changes pages
+			    * first, 0 when unknown */
+	__u64 range_done; /* bytes changed so far inside that range (either sign) */
+	__u32 in_sys; /* 1 while such a syscall runs: its changes are not faults */
+	__u32 pad;
 };
 
 /* Process-wide, tree-level figures kept exactly in the kernel. */

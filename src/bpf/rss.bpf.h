@@ -109,23 +109,32 @@ static __always_inline void mt_rss_emit(__u32 tgid, __u32 tid, __u32 member, __s
 
 /*
  * rmap, tracepoint backend: a counter change of `delta` bytes becomes an Rmap record of
- * delta pages. Its address: for an increase, the page of the last user fault of the task
- * doing it; for a decrease inside munmap/madvise/mremap/brk, the start of the syscall's range
- * advanced by what that syscall removed so far (resident pages are zapped in address order);
- * 0 when unknown (fork copies, exec, exit, reclaim by another task, kernel-internal faults).
+ * delta pages. Its address, when the owner itself did it:
+ *  - inside munmap/madvise/mremap/brk/mmap/mlock/shmdt: the syscall's first page advanced by
+ *    what it changed so far (pages are zapped and populated in address order), 0 when that
+ *    syscall's range is not known at entry;
+ *  - otherwise, for an increase, the page of the thread's last fault on a user address, used
+ *    once (a fault maps once: a later increase without a fault of its own gets 0, not a
+ *    stale page);
+ * 0 for everything else: fork seeds, exec re-bases and exit (`rebase`), changes made by
+ * another task (reclaim, process_madvise), decreases outside those syscalls.
  */
-static __always_inline void mt_rmap_emit(__u32 tgid, __u32 tid, __u32 member, __s64 delta)
+static __always_inline void mt_rmap_emit(__u32 tgid, __u32 tid, __u32 member, __s64 delta,
+					 bool rebase)
 {
 	struct mt_thread *t = bpf_map_lookup_elem(&threads, &tid);
 	struct mt_event *e;
 	__u64 addr = 0;
 
-	if (t && (__u32)(bpf_get_current_pid_tgid() >> 32) == tgid) {
-		if (delta > 0) {
+	if (t && !rebase && (__u32)(bpf_get_current_pid_tgid() >> 32) == tgid) {
+		if (t->in_sys) {
+			if (t->range_start) {
+				addr = t->range_start + t->range_done;
+				t->range_done += delta < 0 ? -delta : delta;
+			}
+		} else if (delta > 0) {
 			addr = t->fault_addr;
-		} else if (t->range_start) {
-			addr = t->range_start + t->range_done;
-			t->range_done += -delta;
+			t->fault_addr = 0;
 		}
 	}
 	e = mt_reserve(MT_EV_RMAP, tgid, tid);
@@ -153,7 +162,7 @@ static __always_inline void mt_rss_set(struct mt_proc *p, __u32 tgid, __u32 tid,
 		return;
 	old = __sync_lock_test_and_set(&p->rss[member], val);
 	if (mt_rmap && val != old)
-		mt_rmap_emit(tgid, tid, member, val - old);
+		mt_rmap_emit(tgid, tid, member, val - old, force);
 	if (member != MT_RSS_SWAP) {
 		mt_tree_add(val - old);
 		total = p->rss[MT_RSS_FILE] + p->rss[MT_RSS_ANON] + p->rss[MT_RSS_SHMEM];
@@ -164,6 +173,12 @@ static __always_inline void mt_rss_set(struct mt_proc *p, __u32 tgid, __u32 tid,
 	if (diff < 0)
 		diff = -diff;
 	if (force || diff >= mt_rss_step || val == 0) {
+		/* a fall big enough to be written (munmap of 2 MiB, exit, exec) from a top not
+		 * written yet: the top first, at the time it was reached, or that peak is lost */
+		if (val < old && old == p->top[member] && p->top[member] > p->emitted[member]) {
+			mt_rss_emit(tgid, tid, member, p->top[member], p->top_ts[member]);
+			p->emitted[member] = p->top[member]; /* so the fall itself is written */
+		}
 		if (val != p->emitted[member] || (force && val)) {
 			p->emitted[member] = val;
 			p->top[member] = val;

@@ -41,7 +41,7 @@
 struct tracker {
 	const struct tracker_opts *o;
 	struct memtrack_bpf *skel;
-	struct bpf_link *tp_links[7];
+	struct bpf_link *tp_links[8];
 	struct btf_cache btf;
 	struct attach_set *set;
 	struct libs *libs;
@@ -155,6 +155,7 @@ static int tracker__open(struct tracker *t, bool multi)
 	s->rodata->mt_stop_on_exec = true;
 	s->rodata->mt_rmap = t->o->rmap;
 	bpf_program__set_autoload(s->progs.mt_on_page_fault_user, t->o->rmap);
+	bpf_program__set_autoload(s->progs.mt_on_page_fault_kernel, t->o->rmap);
 	bpf_program__set_autoload(s->progs.mt_on_sys_enter, t->o->rmap);
 	bpf_program__set_autoload(s->progs.mt_on_sys_exit, t->o->rmap);
 	bpf_map__set_max_entries(s->maps.events, t->o->ring_bytes);
@@ -244,6 +245,7 @@ static int tracker__attach_tracepoints(struct tracker *t)
 		{t->skel->progs.mt_on_page_fault_user, "page_fault_user"},
 		{t->skel->progs.mt_on_sys_enter, "sys_enter"},
 		{t->skel->progs.mt_on_sys_exit, "sys_exit"},
+		{t->skel->progs.mt_on_page_fault_kernel, "page_fault_kernel"},
 	};
 
 	for (size_t i = 0; i < sizeof(tps) / sizeof(tps[0]); i++) {
@@ -462,7 +464,7 @@ static void tracker__detach(struct tracker *t)
 		return;
 	attach_set__free(t->set);
 	t->set = NULL;
-	for (int i = 0; i < 7; i++) {
+	for (size_t i = 0; i < sizeof(t->tp_links) / sizeof(t->tp_links[0]); i++) {
 		bpf_link__destroy(t->tp_links[i]);
 		t->tp_links[i] = NULL;
 	}

@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: MIT
+/* Rmap-record queries and the Rmap-vs-Rss invariant; see mt_rmap.h. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "mt_rmap.h"
+
+bool mt_rmap_selected(const struct mt_event *ev, const struct mt_rmap_sel *s)
+{
+	bool inside;
+
+	if (ev->type != MT_EV_RMAP)
+		return false;
+	if (s->pid && ev->pid != s->pid)
+		return false;
+	if (s->tid && ev->tid != s->tid)
+		return false;
+	if (s->member < 0 ? ev->aux == MT_RSS_SWAP : ev->aux != (uint32_t)s->member)
+		return false;
+	if (ev->ts < s->t0 || (s->t1 && ev->ts > s->t1))
+		return false;
+	if (s->sign > 0 && mt_rmap_delta(ev) <= 0)
+		return false;
+	if (s->sign < 0 && mt_rmap_delta(ev) >= 0)
+		return false;
+	if (!s->lo && !s->hi)
+		return true;
+	inside = ev->addr >= s->lo && ev->addr < s->hi;
+	return s->outside ? !inside : inside;
+}
+
+int64_t mt_rmap_sum(const struct mt_run *r, const struct mt_rmap_sel *s, size_t *n)
+{
+	int64_t sum = 0;
+	size_t k = 0;
+
+	for (size_t i = 0; i < r->nr_ev; i++)
+		if (mt_rmap_selected(&r->ev[i], s)) {
+			sum += mt_rmap_delta(&r->ev[i]);
+			k++;
+		}
+	if (n)
+		*n = k;
+	return sum;
+}
+
+int64_t mt_rmap_peak(const struct mt_run *r, const struct mt_rmap_sel *s)
+{
+	int64_t sum = 0, peak = 0;
+
+	for (size_t i = 0; i < r->nr_ev; i++)
+		if (mt_rmap_selected(&r->ev[i], s)) {
+			sum += mt_rmap_delta(&r->ev[i]);
+			if (sum > peak)
+				peak = sum;
+		}
+	return peak;
+}
+
+int64_t mt_rmap_sum_before(const struct mt_run *r, int32_t pid, uint32_t member, size_t upto)
+{
+	int64_t sum = 0;
+
+	for (size_t i = 0; i < upto && i < r->nr_ev; i++)
+		if (r->ev[i].type == MT_EV_RMAP && r->ev[i].pid == pid && r->ev[i].aux == member)
+			sum += mt_rmap_delta(&r->ev[i]);
+	return sum;
+}
+
+uint64_t mt_rss_member_peak(const struct mt_run *r, int32_t pid, uint32_t member)
+{
+	uint64_t peak = 0;
+
+	for (size_t i = 0; i < r->nr_ev; i++)
+		if (r->ev[i].type == MT_EV_RSS && r->ev[i].pid == pid && r->ev[i].aux == member &&
+		    r->ev[i].size > peak)
+			peak = r->ev[i].size;
+	return peak;
+}
+
+#define RECENT 8
+
+/* Per (pid, member) state of the invariant walk; pages. */
+struct pair {
+	int32_t pid;
+	uint32_t member;
+	int64_t sum, hi_since_rss, last_rss;
+	bool has_rss, seen_rmap, exited;
+	struct {
+		int32_t tid;
+		int64_t delta;
+	} recent[RECENT]; /* the pair's last Rmap records, for the concurrency slack */
+	size_t nr_recent;
+};
+
+/*
+ * How far an Rss record of task tid may legitimately be from the running sum: the BPF side
+ * stores a counter's new value (atomic exchange) and then writes the Rmap and the Rss record;
+ * two tasks changing one mm at once (threads, a reclaimer) can reach the ring in the other
+ * order, so the records of the other tasks near this one may sit on either side of it. Their
+ * pages are the slack; a single-threaded pair has none.
+ */
+static int64_t pair_slack(const struct pair *p, int32_t tid)
+{
+	int64_t slack = 0;
+
+	for (size_t i = 0; i < p->nr_recent && i < RECENT; i++)
+		if (p->recent[i].tid != tid)
+			slack += p->recent[i].delta < 0 ? -p->recent[i].delta : p->recent[i].delta;
+	return slack;
+}
+
+static int64_t abs64(int64_t x)
+{
+	return x < 0 ? -x : x;
+}
+
+static struct pair *pair_get(struct pair *v, size_t *n, size_t cap, int32_t pid, uint32_t member)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (v[i].pid == pid && v[i].member == member)
+			return &v[i];
+	if (*n == cap)
+		return NULL;
+	memset(&v[*n], 0, sizeof(v[*n]));
+	v[*n].pid = pid;
+	v[*n].member = member;
+	return &v[(*n)++];
+}
+
+int mt_rmap_check_rss(const struct mt_run *r, char *msg, size_t len)
+{
+	enum { CAP = 1024 };
+	struct pair *v = calloc(CAP, sizeof(*v)), *p;
+	int64_t page = sysconf(_SC_PAGESIZE);
+	size_t n = 0;
+	int rc = -1;
+
+	if (!v) {
+		snprintf(msg, len, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < r->nr_ev; i++) {
+		const struct mt_event *ev = &r->ev[i];
+		int64_t rss, slack;
+
+		if (ev->type == MT_EV_EXIT) {
+			for (size_t k = 0; k < n; k++) {
+				if (v[k].pid != ev->pid)
+					continue;
+				v[k].exited = true;
+				if (v[k].sum) {
+					snprintf(msg, len,
+						 "pid %d member %u: Rmap sum %" PRId64
+						 " pages at its Exit (event %zu), want 0",
+						 ev->pid, v[k].member, v[k].sum, i);
+					goto out;
+				}
+			}
+			continue;
+		}
+		if ((ev->type != MT_EV_RMAP && ev->type != MT_EV_RSS) || ev->aux >= MT_RSS_NR)
+			continue;
+		p = pair_get(v, &n, CAP, ev->pid, ev->aux);
+		if (!p) {
+			snprintf(msg, len, "more than %d (pid, member) pairs", CAP);
+			goto out;
+		}
+		if (ev->type == MT_EV_RMAP) {
+			if (p->exited) {
+				snprintf(msg, len,
+					 "event %zu: Rmap of pid %d member %u after its Exit (delta %" PRId64
+					 ")",
+					 i, ev->pid, ev->aux, mt_rmap_delta(ev));
+				goto out;
+			}
+			p->sum += mt_rmap_delta(ev);
+			p->seen_rmap = true;
+			p->recent[p->nr_recent % RECENT].tid = ev->tid;
+			p->recent[p->nr_recent % RECENT].delta = mt_rmap_delta(ev);
+			p->nr_recent++;
+			if (p->sum > p->hi_since_rss)
+				p->hi_since_rss = p->sum;
+			continue;
+		}
+		/* Rss (the first one of a pair included: a fork seed or exec re-base is written as
+		 * an Rmap record first, like any other change) */
+		rss = (int64_t)ev->size / page;
+		slack = pair_slack(p, ev->tid);
+		if (abs64(rss - p->sum) > slack && abs64(rss - p->hi_since_rss) > slack) {
+			snprintf(msg, len,
+				 "event %zu: Rss of pid %d member %u is %" PRIu64 " pages, Rmap running "
+				 "sum %" PRId64 " (highest since the previous Rss %" PRId64
+				 ", concurrency slack %" PRId64 ")",
+				 i, ev->pid, ev->aux, ev->size / (uint64_t)page, p->sum,
+				 p->hi_since_rss, slack);
+			goto out;
+		}
+		/* peak keeping: a local maximum between two records must have been written */
+		if (p->has_rss && p->hi_since_rss > p->last_rss + slack &&
+		    p->hi_since_rss > rss + slack) {
+			snprintf(msg, len,
+				 "event %zu: pid %d member %u reached %" PRId64 " pages (Rmap) after "
+				 "Rss %" PRId64 ", but the next Rss says %" PRIu64 ": a peak was lost",
+				 i, ev->pid, ev->aux, p->hi_since_rss, p->last_rss,
+				 ev->size / (uint64_t)page);
+			goto out;
+		}
+		p->has_rss = true;
+		p->last_rss = rss;
+		p->hi_since_rss = p->sum;
+	}
+	for (size_t k = 0; k < n; k++)
+		if (v[k].seen_rmap && !v[k].has_rss) {
+			snprintf(msg, len, "pid %d member %u has Rmap records but no Rss record",
+				 v[k].pid, v[k].member);
+			goto out;
+		}
+	for (size_t k = 0; k < n; k++)
+		if (v[k].sum != v[k].last_rss || v[k].sum != 0) {
+			snprintf(msg, len,
+				 "pid %d member %u ends with Rmap sum %" PRId64
+				 " pages, last Rss %" PRId64 " pages (want both 0)",
+				 v[k].pid, v[k].member, v[k].sum, v[k].last_rss);
+			goto out;
+		}
+	rc = 0;
+out:
+	free(v);
+	return rc;
+}

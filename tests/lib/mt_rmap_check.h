@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cmocka-side helpers of the rmap root tests (header-only, like mt_check.h; include after
+ * <cmocka.h>): the run every rmap test starts with, and window checks that fail with the
+ * numbers and the offending records.
+ */
+#ifndef MT_TEST_RMAP_CHECK_H
+#define MT_TEST_RMAP_CHECK_H
+
+#include <sys/vfs.h>
+#include "mt_check.h"
+#include "mt_rmap.h"
+
+#define MT_TMPFS_MAGIC 0x01021994
+
+/*
+ * A folder on a disk file system for the file-backed scenarios: their pages must be FILE
+ * pages, and reclaimable without swap (tmpfs pages are SHMEM and need swap). /var/tmp, else
+ * the build folder; the test is skipped, saying why, when neither is on a disk.
+ */
+static inline const char *mt_disk_dir(void)
+{
+	static char build[4096];
+	struct statfs st;
+
+	if (!statfs("/var/tmp", &st) && st.f_type != MT_TMPFS_MAGIC)
+		return "/var/tmp";
+	snprintf(build, sizeof(build), "%s/build", mt_repo_root());
+	if (!statfs(build, &st) && st.f_type != MT_TMPFS_MAGIC)
+		return build;
+	print_message("[ SKIP     ] needs a folder on a disk file system (/var/tmp and build/ "
+		      "are tmpfs): file pages there would be shmem\n");
+	skip();
+	return NULL;
+}
+
+static int64_t mt_page; /* bytes; set by mt_rmap_run */
+
+/* Runs a target with --rmap and checks what every rmap run must satisfy: complete, no drop,
+ * a backend named in the manifest, and the Rmap-vs-Rss invariant (mt_rmap_check_rss). */
+static inline void mt_rmap_run(struct mt_run *r, const char *const argv[])
+{
+	static const char *const opts[] = {"--rmap", NULL};
+	struct mt_run_opts o = {.track_opts = opts};
+	const char *backend;
+	char msg[512];
+
+	mt_page = sysconf(_SC_PAGESIZE);
+	mt_track_ok(r, &o, argv, 0);
+	MT_CHECK(r, json_is_true(mt_json(r, "complete")), "manifest: run not complete");
+	MT_CHECK(r, mt_need_u64(r, "drops.total") == 0, "records were dropped");
+	backend = json_string_value(mt_json(r, "mechanisms.rmap_backend"));
+	MT_CHECK(r, backend && strcmp(backend, "off"), "manifest: rmap_backend is %s with --rmap",
+		 backend ? backend : "missing");
+	MT_CHECK(r, mt_rmap_check_rss(r, msg, sizeof(msg)) == 0, "Rmap vs Rss: %s", msg);
+}
+
+/* Does the backend give every record its page's address (no 0 for foreign or bulk changes)?
+ * The fentry backend does (the folio rmap functions get the address); the tracepoint one
+ * knows addresses only from faults and syscall ranges. */
+static inline bool mt_rmap_exact(const struct mt_run *r)
+{
+	const char *b = json_string_value(mt_json(r, "mechanisms.rmap_backend"));
+
+	return b && !strcmp(b, "fentry");
+}
+
+/* Pages of a reported range. */
+static inline int64_t mt_pages(const struct mt_expect *e)
+{
+	return (int64_t)e->size / mt_page;
+}
+
+/*
+ * In window [t0, t1], pid's records of `member` with sign `sign` (1 adds, -1 removes): the
+ * ones inside [lo, hi) must add up to want pages exactly and none may fall outside. With
+ * zero_ok, records without an address (addr 0: not known to the backend) count as inside.
+ */
+static inline void mt_rmap_want_ex(struct mt_run *r, const char *what, int32_t pid, int member,
+				   int sign, uint64_t t0, uint64_t t1, uint64_t lo, uint64_t hi,
+				   int64_t want, bool zero_ok)
+{
+	struct mt_rmap_sel s = {.pid = pid, .member = member, .sign = sign, .t0 = t0, .t1 = t1};
+	int64_t in = 0, out = 0, zero = 0;
+	size_t n_in = 0, n_out = 0;
+
+	for (size_t i = 0; i < r->nr_ev; i++) {
+		const struct mt_event *ev = &r->ev[i];
+		int64_t d = mt_rmap_delta(ev);
+
+		if (!mt_rmap_selected(ev, &s))
+			continue;
+		if ((ev->addr >= lo && ev->addr < hi) || (!lo && !hi) || (zero_ok && !ev->addr)) {
+			in += d;
+			n_in++;
+			zero += ev->addr ? 0 : d;
+			continue;
+		}
+		out += d;
+		if (n_out++ < 5)
+			print_message("  outside: tid %d addr 0x%llx delta %lld ts %llu\n", ev->tid,
+				      (unsigned long long)ev->addr, (long long)d,
+				      (unsigned long long)ev->ts);
+	}
+	MT_CHECK(r, in == want && out == 0,
+		 "%s: %lld pages in %zu records inside [0x%llx, 0x%llx)%s, want %lld; %lld pages "
+		 "in %zu records outside it, want 0",
+		 what, (long long)in, n_in, (unsigned long long)lo, (unsigned long long)hi,
+		 zero_ok ? " or without address" : "", (long long)want, (long long)out, n_out);
+	print_message("  %s: %lld pages in %zu records, inside the range (%lld without address)\n",
+		      what, (long long)in, n_in, (long long)zero);
+}
+
+static inline void mt_rmap_want(struct mt_run *r, const char *what, int32_t pid, int member,
+				int sign, uint64_t t0, uint64_t t1, uint64_t lo, uint64_t hi,
+				int64_t want)
+{
+	mt_rmap_want_ex(r, what, pid, member, sign, t0, t1, lo, hi, want, false);
+}
+
+#endif

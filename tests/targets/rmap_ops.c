@@ -1,0 +1,474 @@
+// SPDX-License-Identifier: MIT
+#define _GNU_SOURCE
+/*
+ * `rmap_ops MODE [DIR]`: one address-space operation per mode, for the rmap-mode tests. Every
+ * range the test must find in the Rmap records is reported on the side channel (expect.h) as
+ * `OP PID TID TS ADDR 0 LEN` (LEN in bytes), every phase as a marker whose TS bounds a window
+ * ("map_begin" precedes every "map" touch):
+ *
+ *	hole      64 MiB anon touched ("map"), a 16 MiB hole unmapped ("hole"), then the rest
+ *	file      DIR/file (8 MiB, written and synced) mapped private read-only, every page read
+ *	memfd     16 MiB memfd mapped shared, every page written ("shmem")
+ *	fork      16 MiB touched ("map"), fork ("fork", SIZE = child pid); the child touches
+ *	          32 MiB more ("child") and exits; the parent waits, then unmaps its own
+ *	mremap    16 MiB touched ("map"), moved by mremap onto a reserved range ("moved",
+ *	          between "move_begin" and "move_end"), then unmapped at the new place ("unmapped")
+ *	dontneed  16 MiB touched ("map"), MADV_DONTNEED ("dontneed"), every page touched again
+ *	          ("refault")
+ *	pageout   as `file`, then the pid and range go to DIR/ready (a FIFO, "PID ADDR LEN\n") for
+ *	          an outside process to reclaim; waits for a line on DIR/done, then unmaps
+ *	readbuf   read(2) of an 8 MiB file into a fresh anon buffer (kernel-mode faults)
+ *	populate  16 MiB each by MAP_POPULATE, MADV_POPULATE_WRITE and mlock (no fault at all)
+ *	shrink    16 MiB touched, mremap in place to 8 MiB ("cut"); brk raised 4 MiB, touched,
+ *	          lowered to an unaligned 100 pages + 123 bytes ("brk_cut": the pages that go)
+ *	exec      16 MiB touched, then exec of itself in `memfd` mode
+ *	small     3 pages of a memfd mapped shared and written, left to exit
+ *	sparse    16 MiB mapped, only its upper half touched ("touched"), all unmapped
+ *	threads   two threads touch 16 MiB each at once ("thread" per thread, inside
+ *	          "threads_begin"/"threads_end")
+ *
+ * Pages are touched one write (or read) per 4 KiB page, so the tests know how many pages each
+ * step faults in. No stdio on the way: nothing here allocates but what is reported.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include "expect.h"
+
+#define MIB (1ul << 20)
+
+static size_t pg;
+
+static char *map_anon(size_t len)
+{
+	char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return m == MAP_FAILED ? NULL : m;
+}
+
+static void touch(volatile char *m, size_t len)
+{
+	for (size_t off = 0; off < len; off += pg)
+		m[off] = 1;
+}
+
+/* Reads every page; returns the sum so the compiler keeps the loads. */
+static unsigned read_pages(const volatile char *m, size_t len)
+{
+	unsigned s = 0;
+
+	for (size_t off = 0; off < len; off += pg)
+		s += (unsigned char)m[off];
+	return s;
+}
+
+static int do_hole(void)
+{
+	size_t len = 64 * MIB, hole = 16 * MIB;
+	char *m = map_anon(len);
+
+	if (!m)
+		return 1;
+	mt_say("map_begin", MT_P(m), 0, len);
+	touch(m, len);
+	mt_say("map", MT_P(m), 0, len);
+	mt_say("hole", MT_P(m + hole), 0, hole);
+	if (munmap(m + hole, hole))
+		return 1;
+	mt_say("rest", MT_P(m), 0, len);
+	munmap(m, hole);
+	munmap(m + 2 * hole, len - 2 * hole);
+	mt_say_fact("done", 0);
+	return 0;
+}
+
+/* A clean file of len bytes of 0x5a in dir, already unlinked; returns its fd or -1. */
+static int make_file(const char *dir, size_t len)
+{
+	char path[4096], buf[4096];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/file", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0)
+		return -1;
+	unlink(path);
+	memset(buf, 0x5a, sizeof(buf));
+	for (size_t off = 0; off < len; off += sizeof(buf))
+		if (write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+			return -1;
+	/* clean pages: reclaim drops clean file pages without writeback (no swap needed) */
+	return fsync(fd) ? -1 : fd;
+}
+
+/* A clean file in dir, mapped private read-only (not read yet). */
+static char *map_file(const char *dir, size_t len)
+{
+	int fd = make_file(dir, len);
+	char *m;
+
+	if (fd < 0)
+		return NULL;
+	m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	return m == MAP_FAILED ? NULL : m;
+}
+
+static int do_file(const char *dir)
+{
+	size_t len = 8 * MIB;
+	char *m = map_file(dir, len);
+
+	if (!m)
+		return 1;
+	mt_say("file_begin", MT_P(m), 0, len);
+	if (read_pages(m, len) != 0x5a * (len / pg))
+		return 1;
+	mt_say("file", MT_P(m), 0, len);
+	munmap(m, len);
+	mt_say_fact("done", 0);
+	return 0;
+}
+
+static int do_memfd(void)
+{
+	size_t len = 16 * MIB;
+	int fd = memfd_create("rmap_ops", 0);
+	char *m;
+
+	if (fd < 0 || ftruncate(fd, (off_t)len))
+		return 1;
+	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED)
+		return 1;
+	mt_say("shmem_begin", MT_P(m), 0, len);
+	touch(m, len);
+	mt_say("shmem", MT_P(m), 0, len);
+	munmap(m, len);
+	close(fd);
+	mt_say_fact("done", 0);
+	return 0;
+}
+
+static int do_fork(void)
+{
+	size_t len = 16 * MIB, clen = 32 * MIB;
+	char *m = map_anon(len);
+	pid_t pid;
+	int st;
+
+	if (!m)
+		return 1;
+	mt_say("map_begin", MT_P(m), 0, len);
+	touch(m, len);
+	mt_say("map", MT_P(m), 0, len);
+	pid = fork();
+	if (pid < 0)
+		return 1;
+	if (pid == 0) {
+		char *c = map_anon(clen);
+
+		if (!c)
+			_exit(1);
+		mt_say("child_begin", MT_P(c), 0, clen);
+		touch(c, clen);
+		mt_say("child", MT_P(c), 0, clen);
+		_exit(0);
+	}
+	mt_say_fact("fork", (uint64_t)pid);
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+		return 1;
+	munmap(m, len);
+	mt_say_fact("done", 0);
+	return 0;
+}
+
+static int do_mremap(void)
+{
+	size_t len = 16 * MIB;
+	char *m = map_anon(len), *dst, *moved;
+
+	/* a reserved, never touched range as the destination forces a real move */
+	dst = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (!m || dst == MAP_FAILED)
+		return 1;
+	mt_say("map_begin", MT_P(m), 0, len);
+	touch(m, len);
+	mt_say("map", MT_P(m), 0, len);
+	mt_say_fact("move_begin", 0);
+	moved = mremap(m, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
+	if (moved != dst)
+		return 1;
+	mt_say("move_end", MT_P(moved), MT_P(m), len);
+	if (munmap(moved, len))
+		return 1;
+	mt_say("unmapped", MT_P(moved), 0, len);
+	mt_say_fact("done", 0);
+	return 0;
+}
+
+static int do_dontneed(void)
+{
+	size_t len = 16 * MIB;
+	char *m = map_anon(len);
+
+	if (!m)
+		return 1;
+	mt_say("map_begin", MT_P(m), 0, len);
+	touch(m, len);
+	mt_say("map", MT_P(m), 0, len);
+	if (madvise(m, len, MADV_DONTNEED))
+		return 1;
+	mt_say("dontneed", MT_P(m), 0, len);
+	touch(m, len);
+	mt_say("refault", MT_P(m), 0, len);
+	munmap(m, len);
+	mt_say_fact("done", 0);
+	return 0;
+}
+
+static int do_pageout(const char *dir)
+{
+	size_t len = 8 * MIB;
+	char path[4096], line[128];
+	char *m = map_file(dir, len);
+	int fd, n;
+
+	alarm(60); /* never hang on a FIFO whose other end died */
+	if (!m || read_pages(m, len) != 0x5a * (len / pg))
+		return 1;
+	mt_say("file", MT_P(m), 0, len);
+	snprintf(path, sizeof(path), "%s/ready", dir);
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return 1;
+	n = snprintf(line, sizeof(line), "%ld 0x%llx %zu\n", (long)getpid(),
+		     (unsigned long long)MT_P(m), len);
+	if (write(fd, line, (size_t)n) != n)
+		return 1;
+	close(fd);
+	snprintf(path, sizeof(path), "%s/done", dir);
+	fd = open(path, O_RDONLY);
+	if (fd < 0 || read(fd, line, sizeof(line)) <= 0)
+		return 1;
+	close(fd);
+	mt_say("reclaimed", MT_P(m), 0, len);
+	munmap(m, len);
+	mt_say_fact("done", 0);
+	return 0;
+}
+
+/* read(2) into a fresh anonymous buffer: the pages are faulted in by the kernel's copy. */
+static int do_readbuf(const char *dir)
+{
+	size_t len = 8 * MIB, got = 0;
+	int fd = make_file(dir, len);
+	char *m = map_anon(len);
+	ssize_t k;
+
+	if (fd < 0 || !m || lseek(fd, 0, SEEK_SET))
+		return 1;
+	mt_say("readbuf_begin", MT_P(m), 0, len);
+	while (got < len && (k = read(fd, m + got, len - got)) > 0)
+		got += (size_t)k;
+	if (got != len)
+		return 1;
+	mt_say("readbuf", MT_P(m), 0, len);
+	close(fd);
+	munmap(m, len);
+	mt_say_fact("done", 0);
+	return 0;
+}
+
+/* Pages mapped without a fault: MAP_POPULATE, MADV_POPULATE_WRITE, mlock. */
+static int do_populate(void)
+{
+	size_t len = 16 * MIB;
+	char *m, *a, *l;
+
+	mt_say_fact("populate_begin", 0);
+	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1,
+		 0);
+	if (m == MAP_FAILED)
+		return 1;
+	mt_say("populate", MT_P(m), 0, len);
+	a = map_anon(len);
+	if (!a)
+		return 1;
+	mt_say("madv_begin", MT_P(a), 0, len);
+	if (madvise(a, len, MADV_POPULATE_WRITE))
+		return 1;
+	mt_say("madv", MT_P(a), 0, len);
+	l = map_anon(len);
+	if (!l)
+		return 1;
+	mt_say("mlock_begin", MT_P(l), 0, len);
+	if (mlock(l, len))
+		return 1;
+	mt_say("mlock", MT_P(l), 0, len);
+	munlock(l, len);
+	munmap(m, len);
+	munmap(a, len);
+	munmap(l, len);
+	mt_say_fact("done", 0);
+	return 0;
+}
+
+/* Shrinking: mremap in place to half (the tail goes), brk lowered to an unaligned value. */
+static int do_shrink(void)
+{
+	size_t len = 16 * MIB, blen = 4 * MIB, keep = 100 * pg + 123;
+	char *m = map_anon(len), *b0, *b1;
+
+	if (!m)
+		return 1;
+	mt_say("map_begin", MT_P(m), 0, len);
+	touch(m, len);
+	mt_say("map", MT_P(m), 0, len);
+	if (mremap(m, len, len / 2, 0) != m)
+		return 1;
+	mt_say("cut", MT_P(m + len / 2), 0, len / 2);
+	b0 = (char *)(((uintptr_t)sbrk(0) + pg - 1) & ~(uintptr_t)(pg - 1));
+	if (brk(b0 + blen))
+		return 1;
+	mt_say("brk_begin", MT_P(b0), 0, blen);
+	touch(b0, blen);
+	mt_say("brk", MT_P(b0), 0, blen);
+	b1 = (char *)(((uintptr_t)b0 + keep + pg - 1) & ~(uintptr_t)(pg - 1));
+	if (brk(b0 + keep))
+		return 1;
+	mt_say("brk_cut", MT_P(b1), 0, (uint64_t)(b0 + blen - b1));
+	munmap(m, len / 2);
+	mt_say_fact("done", 0);
+	return 0;
+}
+
+/* Fewer pages than --rss-step of a member that was 0 (shmem), kept until exit. */
+static int do_small(void)
+{
+	size_t len = 3 * pg;
+	int fd = memfd_create("rmap_small", 0);
+	char *m;
+
+	if (fd < 0 || ftruncate(fd, (off_t)len))
+		return 1;
+	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED)
+		return 1;
+	touch(m, len);
+	mt_say("shmem", MT_P(m), 0, len);
+	return 0; /* exit takes the pages back */
+}
+
+/* Partly resident: only the upper half of 16 MiB touched, then the whole range unmapped. */
+static int do_sparse(void)
+{
+	size_t len = 16 * MIB;
+	char *m = map_anon(len);
+
+	if (!m)
+		return 1;
+	touch(m + len / 2, len / 2);
+	mt_say("touched", MT_P(m + len / 2), 0, len / 2);
+	munmap(m, len);
+	mt_say("unmapped", MT_P(m), 0, len);
+	return 0;
+}
+
+struct toucher {
+	char *m;
+	size_t len;
+	int go; /* both start together, so their faults interleave */
+};
+
+static void *toucher_main(void *arg)
+{
+	struct toucher *t = arg;
+
+	while (!__atomic_load_n(&t->go, __ATOMIC_ACQUIRE))
+		;
+	touch(t->m, t->len);
+	mt_say("thread", MT_P(t->m), 0, t->len);
+	return NULL;
+}
+
+/* Two threads touching 16 MiB each at the same time. */
+static int do_threads(void)
+{
+	struct toucher t[2];
+	pthread_t th[2];
+
+	for (int i = 0; i < 2; i++) {
+		t[i] = (struct toucher){.m = map_anon(16 * MIB), .len = 16 * MIB};
+		if (!t[i].m)
+			return 1;
+	}
+	mt_say_fact("threads_begin", 0);
+	for (int i = 0; i < 2; i++)
+		if (pthread_create(&th[i], NULL, toucher_main, &t[i]))
+			return 1;
+	for (int i = 0; i < 2; i++)
+		__atomic_store_n(&t[i].go, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	mt_say_fact("threads_end", 0);
+	return 0;
+}
+
+/* exec after touching: the re-based counters of the new image have no page address. */
+static int do_exec(void)
+{
+	size_t len = 16 * MIB;
+	char *m = map_anon(len);
+
+	if (!m)
+		return 1;
+	touch(m, len);
+	mt_say("map", MT_P(m), 0, len);
+	execl("/proc/self/exe", "rmap_ops", "memfd", (char *)NULL);
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "";
+	const char *dir = argc > 2 ? argv[2] : "/tmp";
+
+	mt_expect_init();
+	pg = (size_t)sysconf(_SC_PAGESIZE);
+	/* the first report faults in the reporting code itself (libc text, fault-around): not
+	 * inside any window the tests look at */
+	mt_say_fact("start", 0);
+	if (!strcmp(mode, "hole"))
+		return do_hole();
+	if (!strcmp(mode, "file"))
+		return do_file(dir);
+	if (!strcmp(mode, "memfd"))
+		return do_memfd();
+	if (!strcmp(mode, "fork"))
+		return do_fork();
+	if (!strcmp(mode, "mremap"))
+		return do_mremap();
+	if (!strcmp(mode, "dontneed"))
+		return do_dontneed();
+	if (!strcmp(mode, "pageout"))
+		return do_pageout(dir);
+	if (!strcmp(mode, "readbuf"))
+		return do_readbuf(dir);
+	if (!strcmp(mode, "populate"))
+		return do_populate();
+	if (!strcmp(mode, "shrink"))
+		return do_shrink();
+	if (!strcmp(mode, "exec"))
+		return do_exec();
+	if (!strcmp(mode, "small"))
+		return do_small();
+	if (!strcmp(mode, "sparse"))
+		return do_sparse();
+	if (!strcmp(mode, "threads"))
+		return do_threads();
+	return 2;
+}
