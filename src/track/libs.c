@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,6 +126,10 @@ static int libs__attach_file(struct libs *l, const char *path, bool is_exe)
 	}
 	e->sites = n;
 	log__debug(2, "attached %d %s sites in %s", n, alloc_kind__name(e->kind), path);
+	for (int i = 0; i < n; i++)
+		if (sites[i].probe != sites[i].offset)
+			log__debug(3, "  %s: entry probe at +%" PRIu64 " (an emulated instruction)",
+				   sites[i].name, sites[i].probe - sites[i].offset);
 	return 1;
 }
 
