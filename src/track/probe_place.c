@@ -21,8 +21,8 @@
  */
 #include <gelf.h>
 #include <libelf.h>
-#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include "track/probe_place.h"
 
@@ -79,29 +79,36 @@ static int32_t place__rel32(const uint8_t *p)
 	return v;
 }
 
-/* Does any byte sequence of seg decode as a relative branch into (lo, hi]? */
+static bool place__hits(int64_t t, size_t lo, size_t hi)
+{
+	return t > (int64_t)lo && t <= (int64_t)hi;
+}
+
+/* Does any byte sequence of seg decode as a relative branch into (lo, hi]? rel8 forms reach
+ * 128 bytes: only that window is scanned for them. The rel32 pass covers the whole segment at
+ * each attach of the library (~1.4 MB for libc), so its common path is one well-predicted
+ * compare: call/jmp rel32 (e8/e9 at j) and jcc rel32 (0f 8x, the 8x at j) both have their
+ * displacement at j + 1 relative to j + 5; the opcode is checked only when the target hits. */
 static bool place__branch_into(const uint8_t *seg, size_t len, size_t lo, size_t hi)
 {
-	for (size_t i = 0; i < len; i++) {
-		const uint8_t *p = seg + i;
-		int64_t t;
+	size_t w0 = lo > 130 ? lo - 130 : 0, w1 = hi + 130 < len ? hi + 130 : len;
+	uint64_t span = hi - lo;
 
-		if (((*p >= 0x70 && *p <= 0x7f) || *p == 0xeb || (*p >= 0xe0 && *p <= 0xe3)) &&
-		    i + 2 <= len) {
-			t = (int64_t)i + 2 + (int8_t)p[1]; /* jcc, jmp, loop, jrcxz rel8 */
-			if (t > (int64_t)lo && t <= (int64_t)hi)
-				return true;
-		}
-		if ((*p == 0xe8 || *p == 0xe9) && i + 5 <= len) {
-			t = (int64_t)i + 5 + place__rel32(p + 1);
-			if (t > (int64_t)lo && t <= (int64_t)hi)
-				return true;
-		}
-		if (*p == 0x0f && i + 6 <= len && p[1] >= 0x80 && p[1] <= 0x8f) {
-			t = (int64_t)i + 6 + place__rel32(p + 2);
-			if (t > (int64_t)lo && t <= (int64_t)hi)
-				return true;
-		}
+	for (size_t i = w0; i + 2 <= w1; i++) {
+		uint8_t b = seg[i];
+
+		if (((b >= 0x70 && b <= 0x7f) || b == 0xeb || (b >= 0xe0 && b <= 0xe3)) &&
+		    place__hits((int64_t)i + 2 + (int8_t)seg[i + 1], lo, hi))
+			return true; /* jcc, jmp, loop, jrcxz rel8 */
+	}
+	for (size_t j = 0; j + 5 <= len; j++) {
+		uint64_t t = (uint64_t)((int64_t)j + 5 + place__rel32(seg + j + 1));
+
+		if (t - lo - 1 >= span)
+			continue; /* t outside (lo, hi], unsigned wrap included */
+		if (seg[j] == 0xe8 || seg[j] == 0xe9 ||
+		    (j > 0 && seg[j - 1] == 0x0f && seg[j] >= 0x80 && seg[j] <= 0x8f))
+			return true;
 	}
 	return false;
 }
@@ -127,30 +134,36 @@ size_t probe_place__in_segment(const uint8_t *seg, size_t len, size_t f, unsigne
 }
 
 /*
- * The bytes come from pread(), not from libelf's mapping of the file: a read-only private
- * mapping is still a place where uprobes are installed (VM_MAYEXEC), so while any tracker has
- * this file probed the mapping shows int3 (0xcc) at its probe sites. The page cache does not.
+ * The bytes come from a MAP_SHARED mapping of our own, not from libelf's: uprobes install
+ * their int3 in every private mapping of a probed file that may execute (VM_MAYEXEC, which a
+ * read-only private mapping has), so while any tracker has this file probed libelf's image
+ * shows 0xcc at the probe sites. Shared mappings are skipped by uprobes and cost no copy.
  */
 uint64_t probe_place__entry(const struct elf_info *info, uint64_t off, unsigned arg)
 {
+	long page = sysconf(_SC_PAGESIZE);
 	uint64_t probe = off;
 	size_t nph = 0;
 
-	if (!info->elf || info->fd < 0 || elf_getphdrnum(info->elf, &nph))
+	if (!info->elf || info->fd < 0 || page <= 0 || elf_getphdrnum(info->elf, &nph))
 		return off;
 	for (size_t i = 0; i < nph; i++) {
+		size_t head, maplen;
 		GElf_Phdr ph;
-		uint8_t *seg;
+		uint8_t *map;
 
 		if (!gelf_getphdr(info->elf, (int)i, &ph) || ph.p_type != PT_LOAD ||
 		    !(ph.p_flags & PF_X) || off < ph.p_offset || off >= ph.p_offset + ph.p_filesz)
 			continue;
-		seg = malloc(ph.p_filesz);
-		if (seg && pread(info->fd, seg, ph.p_filesz, (off_t)ph.p_offset) == (ssize_t)ph.p_filesz)
-			/* within one segment, file offsets and addresses differ by a constant */
-			probe = ph.p_offset + probe_place__in_segment(seg, ph.p_filesz,
-								      off - ph.p_offset, arg);
-		free(seg);
+		head = ph.p_offset % (uint64_t)page;
+		maplen = head + ph.p_filesz;
+		map = mmap(NULL, maplen, PROT_READ, MAP_SHARED, info->fd, (off_t)(ph.p_offset - head));
+		if (map == MAP_FAILED)
+			break;
+		/* within one segment, file offsets and addresses differ by a constant */
+		probe = ph.p_offset + probe_place__in_segment(map + head, ph.p_filesz,
+							      off - ph.p_offset, arg);
+		munmap(map, maplen);
 		break;
 	}
 	for (size_t i = 0; probe != off && i < info->nr_syms; i++)
