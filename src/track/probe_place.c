@@ -157,7 +157,8 @@ uint64_t probe_place__entry(const struct elf_info *info, uint64_t off, unsigned 
 			continue;
 		head = ph.p_offset % (uint64_t)page;
 		maplen = head + ph.p_filesz;
-		map = mmap(NULL, maplen, PROT_READ, MAP_SHARED, info->fd, (off_t)(ph.p_offset - head));
+		map = mmap(NULL, maplen, PROT_READ, MAP_SHARED, info->fd,
+			   (off_t)(ph.p_offset - head));
 		if (map == MAP_FAILED)
 			break;
 		/* within one segment, file offsets and addresses differ by a constant */

@@ -114,9 +114,11 @@ static void test_libc_sites(void **state)
 		/* only entry-only sites move, and never far */
 		if (sites[i].ret || !sites[i].entry)
 			assert_int_equal(sites[i].probe, sites[i].offset);
-		assert_true(sites[i].probe >= sites[i].offset && sites[i].probe < sites[i].offset + 16);
+		assert_true(sites[i].probe >= sites[i].offset &&
+			    sites[i].probe < sites[i].offset + 16);
 		if (!strcmp(sites[i].name, "free"))
-			print_message("free: entry probe at +%d\n", (int)(sites[i].probe - sites[i].offset));
+			print_message("free: entry probe at +%d\n",
+				      (int)(sites[i].probe - sites[i].offset));
 	}
 	elf_info__free(&info);
 }
