@@ -37,6 +37,8 @@ LIB       := $(OUTPUT)/libmemtrack.a
 BENCH_SRCS := $(sort $(filter-out bench/main.c,$(wildcard bench/*.c)))
 BENCH_OBJS := $(patsubst %.c,$(OUTPUT)/%.o,$(BENCH_SRCS))
 BENCH_LIB := $(OUTPUT)/libbench.a
+# memtrack-floor: its own BPF object and skeleton (bench/floor/), memtrack's attach code.
+FLOOR_SKEL := $(OUTPUT)/floor.skel.h
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 ROOT_SRCS := $(sort $(wildcard tests/bpf/test_*.c))
@@ -49,7 +51,7 @@ TARGETS   := $(patsubst tests/targets/%.c,$(BUILD)/targets/%,$(TARGET_C)) \
 	     $(patsubst tests/targets/%.cc,$(BUILD)/targets/%,$(TARGET_CC))
 
 .PHONY: all clean deps demo check check-unit check-root bench install format
-all: $(BUILD)/memtrack $(BUILD)/memtrack-bench $(TARGETS)
+all: $(BUILD)/memtrack $(BUILD)/memtrack-bench $(BUILD)/memtrack-floor $(TARGETS)
 
 deps:
 	$(Q)scripts/deps.sh
@@ -72,6 +74,15 @@ $(OUTPUT)/memtrack.bpf.o: $(BPF_OBJS)
 $(SKEL): $(OUTPUT)/memtrack.bpf.o
 	$(call msg,SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name memtrack_bpf > $@.tmp && mv $@.tmp $@
+
+$(OUTPUT)/bench/floor/floor.bpf.o: bench/floor/floor.bpf.c $(OUTPUT)/vmlinux.h
+	$(call msg,BPF,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(FLOOR_SKEL): $(OUTPUT)/bench/floor/floor.bpf.o
+	$(call msg,SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name floor_bpf > $@.tmp && mv $@.tmp $@
 
 # --- user space ------------------------------------------------------------------------------------
 $(OUTPUT)/%.o: %.c | $(OUTPUT)
@@ -97,6 +108,12 @@ $(BUILD)/memtrack: $(OUTPUT)/src/cli/main.o $(LIB) | $(BUILD)
 $(BUILD)/memtrack-bench: $(OUTPUT)/bench/main.o $(BENCH_LIB) $(LIB) | $(BUILD)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -lyaml -o $@
+
+$(OUTPUT)/bench/floor/main.o: $(FLOOR_SKEL)
+
+$(BUILD)/memtrack-floor: $(OUTPUT)/bench/floor/main.o $(LIB) | $(BUILD)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/tests/%: $(OUTPUT)/tests/unit/%.o $(TESTLIB_OBJS) $(BENCH_LIB) $(LIB)
 	$(call msg,LINK,$@)

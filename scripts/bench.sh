@@ -36,14 +36,14 @@ if [ ! -x "$MEMTRACK" ]; then
 fi
 
 args=(run benchmarks/memtrack.yml --json "$out/results.json")
-# Entries whose binary someone else builds: skip them, loudly, while they are absent.
+# Entries whose binary may be absent (a partial build): skip them, loudly.
 if [ ! -x "$BUILD/memtrack-floor" ]; then
-	echo "memtrack-bench: $BUILD/memtrack-floor is missing; skipping floor-true" >&2
-	args+=(--skip floor-true)
+	echo "memtrack-bench: $BUILD/memtrack-floor is missing; skipping the floor rows" >&2
+	args+=(--skip floor-true --skip floor-alloc-storm)
 fi
 if [ ! -x "$BUILD/targets/alloc_storm" ]; then
 	echo "memtrack-bench: $BUILD/targets/alloc_storm is missing; skipping the alloc_storm rows" >&2
-	args+=(--skip bare-alloc-storm --skip track-alloc-storm)
+	args+=(--skip bare-alloc-storm --skip track-alloc-storm --skip floor-alloc-storm)
 fi
 if [ "${BENCH_SMOKE:-0}" = 1 ]; then
 	args+=(--warmup-time 0 --max-time 200ms --min-time 0 --min-rounds 2 --max-rounds 5)

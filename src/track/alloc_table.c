@@ -4,6 +4,7 @@
 #include "bpf/events.h"
 #include "bpf/probe_spec.h"
 #include "track/alloc_table.h"
+#include "track/probe_place.h"
 
 /* Shapes of calls. The return-value-based cases (realloc(p, 0) freeing, NULL on failure) are
  * decided in the BPF return program. */
@@ -141,6 +142,9 @@ static int alloc_table__add(const struct elf_info *info, const struct alloc_entr
 		sites[n].spec = spec;
 		sites[n].ret = !(spec & MT_SPEC_LEAF);
 		sites[n].entry = !(spec & MT_SPEC_DLOPEN); /* dlopen: a return probe only */
+		sites[n].probe = off;
+		if (sites[n].entry && !sites[n].ret)
+			sites[n].probe = probe_place__entry(info, off, MT_SPEC_PTR(spec));
 		n++;
 	}
 	return n;

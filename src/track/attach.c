@@ -134,7 +134,7 @@ static int attach_set__multi(struct attach_set *s, const char *path, const struc
 		for (int i = 0; i < n && cnt < 128; i++) {
 			if ((dir && !sites[i].ret) || (!dir && !sites[i].entry))
 				continue;
-			offs[cnt] = sites[i].offset;
+			offs[cnt] = dir ? sites[i].offset : sites[i].probe;
 			cookies[cnt++] = sites[i].spec;
 		}
 		if (!cnt)
@@ -162,7 +162,7 @@ static int attach_set__perf(struct attach_set *s, const char *path, const struct
 			if ((dir && !sites[i].ret) || (!dir && !sites[i].entry))
 				continue;
 			l = bpf_program__attach_uprobe_opts(dir ? s->ret : s->entry, -1, path,
-							    sites[i].offset, &o);
+							    dir ? sites[i].offset : sites[i].probe, &o);
 			if (!l)
 				return -errno;
 			s->fds[s->nr] = -1;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,19 +126,19 @@ static int libs__attach_file(struct libs *l, const char *path, bool is_exe)
 	}
 	e->sites = n;
 	log__debug(2, "attached %d %s sites in %s", n, alloc_kind__name(e->kind), path);
+	for (int i = 0; i < n; i++)
+		if (sites[i].probe != sites[i].offset)
+			log__debug(3, "  %s: entry probe at +%" PRIu64 " (an emulated instruction)",
+				   sites[i].name, sites[i].probe - sites[i].offset);
 	return 1;
 }
 
-int libs__inspect_pid(struct libs *l, pid_t pid)
+int libs__inspect_exe(struct libs *l, const char *root, const char *exe, const char *ld_path,
+		      const char *ld_pre)
 {
-	char root[64], exe[64], ldp[PATH_MAX], pre[PATH_MAX], *ld_path, *ld_pre;
 	struct dep_list deps;
 	int err, added = 0;
 
-	snprintf(root, sizeof(root), "/proc/%d/root", pid);
-	snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
-	ld_path = libs__environ(pid, "LD_LIBRARY_PATH", ldp, sizeof(ldp));
-	ld_pre = libs__environ(pid, "LD_PRELOAD", pre, sizeof(pre));
 	err = deps__resolve(root, exe, ld_path, ld_pre, &deps);
 	if (err)
 		return err;
@@ -151,6 +152,17 @@ int libs__inspect_pid(struct libs *l, pid_t pid)
 cleanup:
 	deps__free(&deps);
 	return err;
+}
+
+int libs__inspect_pid(struct libs *l, pid_t pid)
+{
+	char root[64], exe[64], ldp[PATH_MAX], pre[PATH_MAX], *ld_path, *ld_pre;
+
+	snprintf(root, sizeof(root), "/proc/%d/root", pid);
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
+	ld_path = libs__environ(pid, "LD_LIBRARY_PATH", ldp, sizeof(ldp));
+	ld_pre = libs__environ(pid, "LD_PRELOAD", pre, sizeof(pre));
+	return libs__inspect_exe(l, root, exe, ld_path, ld_pre);
 }
 
 int libs__inspect_maps(struct libs *l, pid_t pid)

@@ -13,6 +13,10 @@ int libs__new(struct libs **l, struct attach_set *set);
 /* Resolves what pid's (just exec'd) executable maps and attaches to every allocator in it not
  * attached yet. Returns the number of libraries newly attached, or -errno. */
 int libs__inspect_pid(struct libs *l, pid_t pid);
+/* The same for an executable file seen from root ("" = our own view), with the loader's
+ * environment given (either may be NULL); used before the exec, e.g. by memtrack-floor. */
+int libs__inspect_exe(struct libs *l, const char *root, const char *exe, const char *ld_path,
+		      const char *ld_pre);
 /* Attaches to every allocator among the files pid maps executable now (after a dlopen).
  * Returns the number newly attached, or -errno. */
 int libs__inspect_maps(struct libs *l, pid_t pid);

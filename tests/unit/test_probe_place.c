@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Entry probe placement: on synthetic code (each rule of probe_place.c, one case each) and on
+ * this machine's libc, where free must move past its single-stepped `test %rdi,%rdi`.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+#include "bpf/probe_spec.h"
+#include "track/alloc_table.h"
+#include "track/deps.h"
+#include "track/elf_syms.h"
+#include "track/probe_place.h"
+
+#define F 64 /* the function's offset in the synthetic segments */
+
+/* glibc 2.36's free: test %rdi,%rdi; je +0xbf; push %rbp; ... */
+static const uint8_t free_start[] = {0x48, 0x85, 0xff, 0x0f, 0x84, 0xbf, 0x00, 0x00, 0x00, 0x55};
+
+static void seg_with(uint8_t *seg, size_t len, const uint8_t *code, size_t n)
+{
+	memset(seg, 0xcc, len); /* int3: decodes as nothing that branches */
+	memcpy(seg + F, code, n);
+}
+
+static void test_moves_past_test(void **state)
+{
+	uint8_t seg[256];
+
+	(void)state;
+	seg_with(seg, sizeof(seg), free_start, sizeof(free_start));
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 0), F + 3);
+	/* the argument read is another register: test writes none, still moves */
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 1), F + 3);
+}
+
+static void test_emulated_start_stays(void **state)
+{
+	const uint8_t push_r12[] = {0x41, 0x54, 0x55, 0x53}; /* glibc's malloc */
+	uint8_t seg[256];
+
+	(void)state;
+	seg_with(seg, sizeof(seg), push_r12, sizeof(push_r12));
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 0), F);
+}
+
+static void test_endbr_then_push(void **state)
+{
+	const uint8_t code[] = {0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x48, 0x89, 0xe5};
+	uint8_t seg[256];
+
+	(void)state;
+	seg_with(seg, sizeof(seg), code, sizeof(code));
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 0), F + 4);
+}
+
+static void test_unknown_stays(void **state)
+{
+	/* mov %rsi,%rdi: writes the argument; then a test: neither is in the skip table's terms */
+	const uint8_t mov_first[] = {0x48, 0x89, 0xf7, 0x48, 0x85, 0xff, 0x74, 0x10};
+	/* test, then an instruction the kernel single-steps anyway (mov -0x8(%rdi),%rax) */
+	const uint8_t not_emulated[] = {0x48, 0x85, 0xff, 0x48, 0x8b, 0x47, 0xf8};
+	uint8_t seg[256];
+
+	(void)state;
+	seg_with(seg, sizeof(seg), mov_first, sizeof(mov_first));
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 0), F);
+	seg_with(seg, sizeof(seg), not_emulated, sizeof(not_emulated));
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 0), F);
+	/* a function cut short by the segment's end */
+	assert_int_equal(probe_place__in_segment(seg, F + 3, F, 0), F);
+}
+
+static void test_branch_into_stays(void **state)
+{
+	uint8_t seg[256];
+	int32_t rel;
+
+	(void)state;
+	/* jmp rel32 at 200 to F + 3: the probe there would see a call that never started */
+	seg_with(seg, sizeof(seg), free_start, sizeof(free_start));
+	seg[200] = 0xe9;
+	rel = (F + 3) - (200 + 5);
+	memcpy(seg + 201, &rel, 4);
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 0), F);
+	/* jne rel8 from just before the function */
+	seg_with(seg, sizeof(seg), free_start, sizeof(free_start));
+	seg[F - 10] = 0x75;
+	seg[F - 9] = (uint8_t)((F + 3) - (F - 8));
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 0), F);
+	/* a branch to the start is fine: it passes the probe like any call */
+	seg_with(seg, sizeof(seg), free_start, sizeof(free_start));
+	seg[200] = 0xe9;
+	rel = F - (200 + 5);
+	memcpy(seg + 201, &rel, 4);
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 0), F + 3);
+}
+
+static void test_libc_sites(void **state)
+{
+	struct alloc_site sites[64];
+	struct elf_info info;
+	char path[4096];
+	int n;
+
+	(void)state;
+	assert_int_equal(deps__ldcache_lookup("", "libc.so.6", path, sizeof(path)), 0);
+	assert_int_equal(elf_info__load(path, &info), 0);
+	n = alloc_table__sites(&info, ALLOC_LIBC, sites, 64);
+	for (int i = 0; i < n; i++) {
+		/* only entry-only sites move, and never far */
+		if (sites[i].ret || !sites[i].entry)
+			assert_int_equal(sites[i].probe, sites[i].offset);
+		assert_true(sites[i].probe >= sites[i].offset &&
+			    sites[i].probe < sites[i].offset + 16);
+		if (!strcmp(sites[i].name, "free"))
+			print_message("free: entry probe at +%d\n",
+				      (int)(sites[i].probe - sites[i].offset));
+	}
+	elf_info__free(&info);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_moves_past_test),	  cmocka_unit_test(test_emulated_start_stays),
+		cmocka_unit_test(test_endbr_then_push),	  cmocka_unit_test(test_unknown_stays),
+		cmocka_unit_test(test_branch_into_stays), cmocka_unit_test(test_libc_sites),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
