@@ -37,6 +37,9 @@ LIB       := $(OUTPUT)/libmemtrack.a
 BENCH_SRCS := $(sort $(filter-out bench/main.c,$(wildcard bench/*.c)))
 BENCH_OBJS := $(patsubst %.c,$(OUTPUT)/%.o,$(BENCH_SRCS))
 BENCH_LIB := $(OUTPUT)/libbench.a
+# memtrack-bench-consumer: the consumer and sinks fed from memory (no BPF); not installed.
+BCONS_SRCS := $(sort $(wildcard bench/consumer/*.c))
+BCONS_OBJS := $(patsubst %.c,$(OUTPUT)/%.o,$(BCONS_SRCS))
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 ROOT_SRCS := $(sort $(wildcard tests/bpf/test_*.c))
@@ -49,7 +52,7 @@ TARGETS   := $(patsubst tests/targets/%.c,$(BUILD)/targets/%,$(TARGET_C)) \
 	     $(patsubst tests/targets/%.cc,$(BUILD)/targets/%,$(TARGET_CC))
 
 .PHONY: all clean deps demo check check-unit check-root bench install format
-all: $(BUILD)/memtrack $(BUILD)/memtrack-bench $(TARGETS)
+all: $(BUILD)/memtrack $(BUILD)/memtrack-bench $(BUILD)/memtrack-bench-consumer $(TARGETS)
 
 deps:
 	$(Q)scripts/deps.sh
@@ -97,6 +100,10 @@ $(BUILD)/memtrack: $(OUTPUT)/src/cli/main.o $(LIB) | $(BUILD)
 $(BUILD)/memtrack-bench: $(OUTPUT)/bench/main.o $(BENCH_LIB) $(LIB) | $(BUILD)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -lyaml -o $@
+
+$(BUILD)/memtrack-bench-consumer: $(BCONS_OBJS) $(LIB) | $(BUILD)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/tests/%: $(OUTPUT)/tests/unit/%.o $(TESTLIB_OBJS) $(BENCH_LIB) $(LIB)
 	$(call msg,LINK,$@)

@@ -8,6 +8,7 @@
 #ifndef MEMTRACK_CONSUMER_H
 #define MEMTRACK_CONSUMER_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "bpf/events.h"
 
@@ -48,5 +49,14 @@ void consumer__destroy(struct consumer *c);
 
 /* The BPF ring buffer as a source. */
 int ringbuf_source__new(struct event_source **src, int map_fd);
+
+/*
+ * An array of records as a source: a recorded run (an artifact read back) or a synthetic one
+ * (memtrack-bench-consumer, tests). Each drain delivers the next `batch` records (0: all), as
+ * one wake-up of the ring would; 0 once the array is exhausted. fd is -1: always ready, nothing
+ * to poll. The array is borrowed and must outlive the source.
+ */
+int replay_source__new(struct event_source **src, const struct mt_event *ev, size_t nr,
+		       size_t batch);
 
 #endif
