@@ -32,6 +32,8 @@ struct opts {
 	const char *replay; /* artifact to replay instead of synthetic records */
 	const char *out; /* artifact written; NULL: a temporary file, removed */
 	size_t batch; /* records per drain: one ring wake-up */
+	int level; /* zstd level */
+	size_t frame_events; /* 0: the writer's default */
 	unsigned rounds;
 	int no_acct;
 	int check; /* read the artifact back and compare it with the input */
@@ -40,7 +42,8 @@ struct opts {
 static const char usage[] =
     "usage: memtrack-bench-consumer [--events N] [--procs P] [--threads T] [--live N]\n"
     "                               [--seed S] [--replay ARTIFACT] [--batch N] [--rounds R]\n"
-    "                               [--no-acct] [--check] [-o FILE]\n"
+    "                               [--level L] [--frame-events N] [--no-acct] [--check]\n"
+    "                               [-o FILE]\n"
     "Feeds records through the tracker's consumer and sinks; prints events/s.\n"
     "Defaults: 2000000 events, 2 processes x 2 threads, 1024 live blocks per thread,\n"
     "batch 5461 (256 KiB of ring records), 5 rounds.\n";
@@ -104,7 +107,7 @@ static int run_round(const struct opts *o, const char *path, const struct mt_eve
 	double t0, c0;
 	int rc, n;
 
-	rc = artifact_writer__open(&sinks.writer, path, ARTIFACT_DEFAULT_LEVEL, 0);
+	rc = artifact_writer__open(&sinks.writer, path, o->level, (unsigned)o->frame_events);
 	if (rc)
 		return rc;
 	consumer__init(&c);
@@ -188,13 +191,14 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	    {"seed", required_argument, NULL, 's'},	  {"replay", required_argument, NULL, 'r'},
 	    {"batch", required_argument, NULL, 'b'},	  {"rounds", required_argument, NULL, 'R'},
 	    {"no-acct", no_argument, NULL, 'A'},	  {"check", no_argument, NULL, 'c'},
+	    {"level", required_argument, NULL, 'L'},	  {"frame-events", required_argument, NULL, 'F'},
 	    {"help", no_argument, NULL, 'h'},		  {NULL, 0, NULL, 0},
 	};
 	size_t v = 0;
 	int ch;
 
 	while ((ch = getopt_long(argc, argv, "o:h", lo, NULL)) != -1) {
-		if (strchr("nptlsbR", ch) && parse_size(optarg, &v)) {
+		if (strchr("nptlsbRF", ch) && parse_size(optarg, &v)) {
 			log__error("bad number '%s'", optarg);
 			return -EINVAL;
 		}
@@ -206,6 +210,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 's': o->synth.seed = v; break;
 		case 'b': o->batch = v; break;
 		case 'R': o->rounds = v < 1 ? 1 : v > MAX_ROUNDS ? MAX_ROUNDS : (unsigned)v; break;
+		case 'F': o->frame_events = v; break;
+		case 'L': o->level = atoi(optarg); break;
 		case 'r': o->replay = optarg; break;
 		case 'o': o->out = optarg; break;
 		case 'A': o->no_acct = 1; break;
@@ -227,6 +233,7 @@ int main(int argc, char **argv)
 	    .synth = {.events = 2000000, .procs = 2, .threads = 2, .live = 1024, .seed = 1},
 	    .batch = 256 * 1024 / (sizeof(struct mt_event) + 8), /* record + ring header */
 	    .rounds = 5,
+	    .level = ARTIFACT_DEFAULT_LEVEL,
 	};
 	double secs[MAX_ROUNDS], cpu[MAX_ROUNDS], med, medc;
 	char tmp[] = "/tmp/memtrack-bench-consumer.XXXXXX";
