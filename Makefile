@@ -51,7 +51,7 @@ TARGET_CC := $(sort $(wildcard tests/targets/*.cc))
 TARGETS   := $(patsubst tests/targets/%.c,$(BUILD)/targets/%,$(TARGET_C)) \
 	     $(patsubst tests/targets/%.cc,$(BUILD)/targets/%,$(TARGET_CC))
 
-.PHONY: all clean deps demo check check-unit check-root bench install format
+.PHONY: all clean deps demo check check-unit check-root bench bench-consumer install format
 all: $(BUILD)/memtrack $(BUILD)/memtrack-bench $(BUILD)/memtrack-bench-consumer $(TARGETS)
 
 deps:
@@ -153,6 +153,10 @@ check-root: deps
 bench: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)scripts/bench.sh $(BUILD)
+
+bench-consumer: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)BENCH_CONFIG=benchmarks/consumer.yml scripts/bench.sh $(BUILD)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
