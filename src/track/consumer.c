@@ -27,16 +27,26 @@ int consumer__add_sink(struct consumer *c, consumer_sink_fn fn, void *ctx)
 	return 0;
 }
 
-void consumer__set_control(struct consumer *c, consumer_sink_fn fn, void *ctx)
+void consumer__set_control(struct consumer *c, consumer_control_fn fn, void *ctx)
 {
 	c->control.fn = fn;
 	c->control.ctx = ctx;
+}
+
+void consumer__flush(struct consumer *c)
+{
+	if (!c->nr_batch)
+		return;
+	for (int i = 0; i < c->nr_sinks; i++)
+		c->rejected += c->sinks[i].fn(c->sinks[i].ctx, c->batch, c->nr_batch);
+	c->nr_batch = 0;
 }
 
 void consumer__dispatch(struct consumer *c, const struct mt_event *ev)
 {
 	c->dispatched++;
 	if (ev->type >= MT_EV_CTL_EXEC_STOPPED) {
+		consumer__flush(c);
 		if (ev->type >= MT_EV_TYPE_MAX || !c->control.fn ||
 		    c->control.fn(c->control.ctx, ev))
 			c->rejected++;
@@ -46,11 +56,9 @@ void consumer__dispatch(struct consumer *c, const struct mt_event *ev)
 		c->rejected++;
 		return;
 	}
-	for (int i = 0; i < c->nr_sinks; i++)
-		if (c->sinks[i].fn(c->sinks[i].ctx, ev)) {
-			c->rejected++;
-			return;
-		}
+	c->batch[c->nr_batch++] = *ev;
+	if (c->nr_batch == CONSUMER_BATCH)
+		consumer__flush(c);
 }
 
 int consumer__drain(struct consumer *c)
@@ -60,6 +68,7 @@ int consumer__drain(struct consumer *c)
 	for (int i = 0; i < c->nr_sources; i++) {
 		int n = c->sources[i]->drain(c->sources[i], c);
 
+		consumer__flush(c);
 		if (n < 0)
 			return n;
 		c->sources[i]->delivered += n;

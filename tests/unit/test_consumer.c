@@ -145,11 +145,66 @@ static void test_sinks_artifact_and_acct(void **state)
 	unlink(path);
 }
 
+/* heap_acct__events (prefetching) and heap_acct__event one by one agree on everything, over
+ * a stream with address reuse, reallocs, two processes, an exec and an exit, and a table that
+ * grows several times. */
+static void test_acct_batch_equals_single(void **state)
+{
+	enum { N = 200000 };
+	struct mt_event *ev = calloc(N, sizeof(*ev));
+	struct heap_acct *one, *batch;
+	struct heap_stats s1, s2;
+	struct manifest m1 = {0}, m2 = {0};
+	uint64_t x = 12345;
+
+	(void)state;
+	assert_non_null(ev);
+	for (int i = 0; i < N; i++) {
+		int32_t pid = (i / 7) % 2 ? 20 : 10;
+
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		ev[i] = (struct mt_event){.pid = pid, .tid = pid, .ts = (uint64_t)i + 1,
+					  .addr = 0x10000 + ((x >> 33) % 50000) * 16,
+					  .size = 16 + (x >> 50) % 100};
+		switch ((x >> 20) % 8) {
+		case 0: case 1: case 2: ev[i].type = MT_EV_MALLOC; break;
+		case 3: case 4: case 5: ev[i].type = MT_EV_FREE; break;
+		case 6: ev[i].type = MT_EV_REALLOC;
+			ev[i].old_addr = 0x10000 + ((x >> 40) % 50000) * 16; break;
+		default: ev[i].type = MT_EV_CALLOC; break;
+		}
+	}
+	ev[N / 3].type = MT_EV_EXEC;
+	ev[N / 2].type = MT_EV_EXIT;
+	assert_int_equal(heap_acct__new(&one), 0);
+	assert_int_equal(heap_acct__new(&batch), 0);
+	for (int i = 0; i < N; i++)
+		heap_acct__event(one, &ev[i]);
+	for (int i = 0; i < N; i += CONSUMER_BATCH)
+		heap_acct__events(batch, &ev[i], N - i < CONSUMER_BATCH ? N - i : CONSUMER_BATCH);
+	heap_acct__stats(one, &s1);
+	heap_acct__stats(batch, &s2);
+	assert_memory_equal(&s1, &s2, sizeof(s1));
+	assert_true(s1.live_count > 1000 && s1.unmatched_frees > 0 && s1.lost_at_exec_count > 0);
+	assert_int_equal(heap_acct__fill(one, &m1), 0);
+	assert_int_equal(heap_acct__fill(batch, &m2), 0);
+	assert_int_equal(m1.nr_procs, m2.nr_procs);
+	assert_memory_equal(m1.procs, m2.procs, m1.nr_procs * sizeof(*m1.procs));
+	assert_int_equal(m1.peak_heap, m2.peak_heap);
+	assert_int_equal(m1.leaked_bytes, m2.leaked_bytes);
+	free(m1.procs);
+	free(m2.procs);
+	heap_acct__free(one);
+	heap_acct__free(batch);
+	free(ev);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_replay_batches),
 		cmocka_unit_test(test_sinks_artifact_and_acct),
+		cmocka_unit_test(test_acct_batch_equals_single),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
