@@ -501,9 +501,16 @@ static inline void heap_prefetch(const struct heap_acct *a, const struct mt_even
 
 /* Records ahead to prefetch: enough to cover a DRAM miss at ~20-40 ns of work per record. */
 #define PREFETCH_AHEAD 8
+/* Below this a table stays in L2 and a prefetch only costs its hashing. */
+#define PREFETCH_MIN_BYTES (512 * 1024)
 
 void heap_acct__events(struct heap_acct *a, const struct mt_event *ev, size_t n)
 {
+	if (a->cap * sizeof(struct slot) < PREFETCH_MIN_BYTES) {
+		for (size_t i = 0; i < n; i++)
+			heap_acct__event(a, &ev[i]);
+		return;
+	}
 	for (size_t i = 0; i < n && i < PREFETCH_AHEAD; i++)
 		heap_prefetch(a, &ev[i]);
 	for (size_t i = 0; i < n; i++) {
