@@ -69,10 +69,24 @@ static void test_storm_procs_threads(void **state)
 	check_storm(r, 2, 2, 20000);
 }
 
+/* Through a 256 KiB ring: 5,461 records of 48 bytes, so the storm laps it a dozen times and
+ * some records straddle its end (the consumer maps the data once and copies those out). */
+static void test_storm_ring_wraps(void **state)
+{
+	static const char *const opts[] = {"--ring-size", "256K", NULL};
+	struct mt_run_opts o = {.track_opts = opts};
+	struct mt_run *r = mt_new_run(state);
+
+	MT_REQUIRE_ROOT();
+	mt_track_ok(r, &o, MT_TARGET_ARGV("alloc_storm", "-t", "2", "-n", "16000"), 0);
+	check_storm(r, 1, 2, 16000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_storm_procs_threads, mt_teardown),
+		cmocka_unit_test_teardown(test_storm_ring_wraps, mt_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
