@@ -29,10 +29,10 @@
 
 struct opts {
 	struct synth_opts synth;
-	const char *replay; /* artifact to replay instead of synthetic records */
-	const char *out; /* artifact written; NULL: a temporary file, removed */
-	size_t batch; /* records per drain: one ring wake-up */
-	int level; /* zstd level */
+	const char *replay;  /* artifact to replay instead of synthetic records */
+	const char *out;     /* artifact written; NULL: a temporary file, removed */
+	size_t batch;	     /* records per drain: one ring wake-up */
+	int level;	     /* zstd level */
 	size_t frame_events; /* 0: the writer's default */
 	unsigned rounds;
 	int no_acct;
@@ -99,8 +99,8 @@ static int load_replay(const char *path, struct mt_event **out, size_t *nr)
 }
 
 /* One pass of every record through a fresh consumer; *secs and *cpu are what it took. */
-static int run_round(const struct opts *o, const char *path, const struct mt_event *ev,
-		     size_t nr, double *secs, double *cpu, uint64_t *bytes)
+static int run_round(const struct opts *o, const char *path, const struct mt_event *ev, size_t nr,
+		     double *secs, double *cpu, uint64_t *bytes)
 {
 	struct record_sinks sinks = {0};
 	struct event_source *src;
@@ -187,13 +187,20 @@ static int parse_size(const char *s, size_t *v)
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	static const struct option lo[] = {
-	    {"events", required_argument, NULL, 'n'}, {"procs", required_argument, NULL, 'p'},
-	    {"threads", required_argument, NULL, 't'}, {"live", required_argument, NULL, 'l'},
-	    {"seed", required_argument, NULL, 's'},	  {"replay", required_argument, NULL, 'r'},
-	    {"batch", required_argument, NULL, 'b'},	  {"rounds", required_argument, NULL, 'R'},
-	    {"no-acct", no_argument, NULL, 'A'},	  {"check", no_argument, NULL, 'c'},
-	    {"level", required_argument, NULL, 'L'},	  {"frame-events", required_argument, NULL, 'F'},
-	    {"help", no_argument, NULL, 'h'},		  {NULL, 0, NULL, 0},
+	    {"events", required_argument, NULL, 'n'},
+	    {"procs", required_argument, NULL, 'p'},
+	    {"threads", required_argument, NULL, 't'},
+	    {"live", required_argument, NULL, 'l'},
+	    {"seed", required_argument, NULL, 's'},
+	    {"replay", required_argument, NULL, 'r'},
+	    {"batch", required_argument, NULL, 'b'},
+	    {"rounds", required_argument, NULL, 'R'},
+	    {"no-acct", no_argument, NULL, 'A'},
+	    {"check", no_argument, NULL, 'c'},
+	    {"level", required_argument, NULL, 'L'},
+	    {"frame-events", required_argument, NULL, 'F'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	size_t v = 0;
 	int ch;
@@ -204,21 +211,51 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			return -EINVAL;
 		}
 		switch (ch) {
-		case 'n': o->synth.events = v; break;
-		case 'p': o->synth.procs = (unsigned)v; break;
-		case 't': o->synth.threads = (unsigned)v; break;
-		case 'l': o->synth.live = (unsigned)v; break;
-		case 's': o->synth.seed = v; break;
-		case 'b': o->batch = v; break;
-		case 'R': o->rounds = v > MAX_ROUNDS ? MAX_ROUNDS : (unsigned)v; break;
-		case 'F': o->frame_events = v; break;
-		case 'L': o->level = atoi(optarg); break;
-		case 'r': o->replay = optarg; break;
-		case 'o': o->out = optarg; break;
-		case 'A': o->no_acct = 1; break;
-		case 'c': o->check = 1; break;
-		case 'h': fputs(usage, stdout); exit(0);
-		default: fputs(usage, stderr); return -EINVAL;
+		case 'n':
+			o->synth.events = v;
+			break;
+		case 'p':
+			o->synth.procs = (unsigned)v;
+			break;
+		case 't':
+			o->synth.threads = (unsigned)v;
+			break;
+		case 'l':
+			o->synth.live = (unsigned)v;
+			break;
+		case 's':
+			o->synth.seed = v;
+			break;
+		case 'b':
+			o->batch = v;
+			break;
+		case 'R':
+			o->rounds = v > MAX_ROUNDS ? MAX_ROUNDS : (unsigned)v;
+			break;
+		case 'F':
+			o->frame_events = v;
+			break;
+		case 'L':
+			o->level = atoi(optarg);
+			break;
+		case 'r':
+			o->replay = optarg;
+			break;
+		case 'o':
+			o->out = optarg;
+			break;
+		case 'A':
+			o->no_acct = 1;
+			break;
+		case 'c':
+			o->check = 1;
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			exit(0);
+		default:
+			fputs(usage, stderr);
+			return -EINVAL;
 		}
 	}
 	if (optind != argc) {
@@ -249,7 +286,8 @@ int main(int argc, char **argv)
 		return 2;
 	rc = o.replay ? load_replay(o.replay, &ev, &nr) : synth__generate(&o.synth, &ev);
 	if (rc) {
-		log__error("cannot %s: %s", o.replay ? "read the replay artifact" : "generate records",
+		log__error("cannot %s: %s",
+			   o.replay ? "read the replay artifact" : "generate records",
 			   strerror(-rc));
 		return 1;
 	}
@@ -268,8 +306,8 @@ int main(int argc, char **argv)
 	for (unsigned i = 0; i < o.rounds && !rc; i++) {
 		rc = run_round(&o, path, ev, nr, &secs[i], &cpu[i], &bytes);
 		if (!rc)
-			printf("round %u: %zu events in %.3f s (CPU %.3f s): %.2f M events/s\n", i + 1,
-			       nr, secs[i], cpu[i], nr / secs[i] / 1e6);
+			printf("round %u: %zu events in %.3f s (CPU %.3f s): %.2f M events/s\n",
+			       i + 1, nr, secs[i], cpu[i], nr / secs[i] / 1e6);
 	}
 	if (!rc && o.check && o.rounds)
 		rc = check_artifact(path, ev, nr);

@@ -5,7 +5,7 @@
 #include "synth.h"
 
 #define NR_CLASSES 64 /* size classes of 16 B up to 1 KiB; bigger sizes share the last */
-#define PAGE 4096ull
+#define PAGE	   4096ull
 
 struct free_stack {
 	uint64_t *addr;
@@ -18,7 +18,7 @@ struct block {
 
 struct thr {
 	int32_t pid, tid;
-	uint64_t brk; /* next fresh address of this thread's arena */
+	uint64_t brk;	    /* next fresh address of this thread's arena */
 	uint64_t mmap_next; /* next address for big blocks (mmap'd by malloc) */
 	struct block *live; /* live blocks, unordered */
 	size_t nr_live, cap_live;
@@ -167,8 +167,11 @@ static int heap_call(struct gen *g, struct thr *t, unsigned live)
 		t->live[i].size = e->size;
 		return 0;
 	}
-	e = emit(g, p < 88 ? MT_EV_MALLOC : p < 93 ? MT_EV_CALLOC : MT_EV_ALIGNED_ALLOC, t->pid,
-		 t->tid);
+	e = emit(g,
+		 p < 88	  ? MT_EV_MALLOC
+		 : p < 93 ? MT_EV_CALLOC
+			  : MT_EV_ALIGNED_ALLOC,
+		 t->pid, t->tid);
 	e->size = pick_size(g);
 	e->addr = take_addr(g, t, e->size);
 	if (e->type == MT_EV_ALIGNED_ALLOC)

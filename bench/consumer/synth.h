@@ -15,10 +15,10 @@
 #include "bpf/events.h"
 
 struct synth_opts {
-	size_t events; /* records to generate (at least 3 per process) */
-	unsigned procs; /* processes, >= 1 */
+	size_t events;	  /* records to generate (at least 3 per process) */
+	unsigned procs;	  /* processes, >= 1 */
 	unsigned threads; /* per process, >= 1 */
-	unsigned live; /* blocks each thread keeps live in steady state */
+	unsigned live;	  /* blocks each thread keeps live in steady state */
 	uint64_t seed;
 };
 

@@ -118,8 +118,15 @@ static inline uint8_t *put_int(uint8_t *p, int64_t v)
 	return put_be64(p, 0xd3, (uint64_t)v);
 }
 
-/* A fixstr literal (keys, all shorter than 32 bytes): header byte then the text, one memcpy. */
-#define PUT_KEY(p, hdr_lit) (memcpy(p, hdr_lit, sizeof(hdr_lit) - 1), (p) + sizeof(hdr_lit) - 1)
+/* A fixstr (keys and variant names, all shorter than 32 bytes): header byte, then the text. */
+static inline uint8_t *put_fixstr(uint8_t *p, const char *s, size_t len)
+{
+	*p = (uint8_t)(0xa0 | len);
+	memcpy(p + 1, s, len); /* a constant length for the keys: inlined as plain stores */
+	return p + 1 + len;
+}
+
+#define PUT_KEY(p, lit) put_fixstr(p, lit, sizeof(lit) - 1)
 
 /*
  * Encodes into buf, which has room for ARTIFACT_MAX_EVENT bytes. Returns the encoded length,
@@ -128,7 +135,7 @@ static inline uint8_t *put_int(uint8_t *p, int64_t v)
 static inline int encode(const struct mt_event *ev, uint8_t *buf)
 {
 	uint8_t *p = buf;
-	size_t nfields, len;
+	size_t nfields;
 
 	if (ev->type >= NR_TYPE_NAMES || !type_names[ev->type].s)
 		return -EINVAL;
@@ -151,19 +158,16 @@ static inline int encode(const struct mt_event *ev, uint8_t *buf)
 	}
 
 	*p++ = (uint8_t)(0x80 | (5 + nfields)); /* fixmap: at most 7 entries */
-	p = PUT_KEY(p, "\xa3" "pid");
+	p = PUT_KEY(p, "pid");
 	p = put_int(p, ev->pid);
-	p = PUT_KEY(p, "\xa3" "tid");
+	p = PUT_KEY(p, "tid");
 	p = put_int(p, ev->tid);
-	p = PUT_KEY(p, "\xa9" "timestamp");
+	p = PUT_KEY(p, "timestamp");
 	p = put_uint(p, ev->ts);
-	p = PUT_KEY(p, "\xa4" "addr");
+	p = PUT_KEY(p, "addr");
 	p = put_uint(p, ev->addr);
-	p = PUT_KEY(p, "\xa4" "type");
-	len = type_names[ev->type].len;
-	*p++ = (uint8_t)(0xa0 | len);
-	memcpy(p, type_names[ev->type].s, len);
-	p += len;
+	p = PUT_KEY(p, "type");
+	p = put_fixstr(p, type_names[ev->type].s, type_names[ev->type].len);
 
 	switch (ev->type) {
 	case MT_EV_FREE:
@@ -171,32 +175,32 @@ static inline int encode(const struct mt_event *ev, uint8_t *buf)
 	case MT_EV_EXIT:
 		break;
 	case MT_EV_FORK:
-		p = PUT_KEY(p, "\xaa" "parent_pid");
+		p = PUT_KEY(p, "parent_pid");
 		p = put_uint(p, ev->size);
 		break;
 	case MT_EV_RSS:
-		p = PUT_KEY(p, "\xa6" "member");
+		p = PUT_KEY(p, "member");
 		p = put_uint(p, ev->aux);
-		p = PUT_KEY(p, "\xa4" "size");
+		p = PUT_KEY(p, "size");
 		p = put_uint(p, ev->size);
 		break;
 	case MT_EV_RMAP:
 		/* pages, signed: the BPF side stores the delta two's-complement in size */
-		p = PUT_KEY(p, "\xa6" "member");
+		p = PUT_KEY(p, "member");
 		p = put_uint(p, ev->aux);
-		p = PUT_KEY(p, "\xa5" "delta");
+		p = PUT_KEY(p, "delta");
 		p = put_int(p, (int64_t)ev->size);
 		break;
 	case MT_EV_REALLOC:
-		p = PUT_KEY(p, "\xa4" "size");
+		p = PUT_KEY(p, "size");
 		p = put_uint(p, ev->size);
 		if (ev->old_addr) {
-			p = PUT_KEY(p, "\xa8" "old_addr");
+			p = PUT_KEY(p, "old_addr");
 			p = put_uint(p, ev->old_addr);
 		}
 		break;
 	default: /* Malloc, Calloc, AlignedAlloc, Mmap, Munmap, Brk */
-		p = PUT_KEY(p, "\xa4" "size");
+		p = PUT_KEY(p, "size");
 		p = put_uint(p, ev->size);
 		break;
 	}

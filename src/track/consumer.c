@@ -101,9 +101,9 @@ void consumer__destroy(struct consumer *c)
  */
 struct ringbuf_priv {
 	int map_fd;
-	size_t page, size; /* bytes; size is a power of two */
+	size_t page, size;	/* bytes; size is a power of two */
 	uint64_t *consumer_pos; /* one read-write page */
-	void *producer_map; /* producer page, then the data area once, read-only */
+	void *producer_map;	/* producer page, then the data area once, read-only */
 	const uint8_t *data;
 	const uint64_t *producer_pos;
 	struct event_source src;

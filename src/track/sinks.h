@@ -13,9 +13,9 @@
 #include "track/consumer.h"
 
 struct record_sinks {
-	struct artifact_writer *writer; /* borrowed */
-	struct heap_acct *acct; /* borrowed; NULL: no accounting */
-	int write_err; /* first writer failure, -errno; 0 when none */
+	struct artifact_writer *writer;	 /* borrowed */
+	struct heap_acct *acct;		 /* borrowed; NULL: no accounting */
+	int write_err;			 /* first writer failure, -errno; 0 when none */
 	uint64_t counts[MT_EV_TYPE_MAX]; /* records written to the artifact, by type */
 };
 

@@ -40,9 +40,10 @@ static void check_storm(struct mt_run *r, unsigned procs, unsigned threads, unsi
 		f.type = 0;
 		f.heap_only = true;
 		nh = mt_count(r, &f);
-		MT_CHECK(r, nm == n && nf == n && nh == 2 * n,
-			 "pid %d thread %d: %zu Malloc, %zu Free, %zu heap events; want %lu, %lu, %lu",
-			 b->pid, b->tid, nm, nf, nh, n, n, 2 * n);
+		MT_CHECK(
+		    r, nm == n && nf == n && nh == 2 * n,
+		    "pid %d thread %d: %zu Malloc, %zu Free, %zu heap events; want %lu, %lu, %lu",
+		    b->pid, b->tid, nm, nf, nh, n, n, 2 * n);
 		mallocs += nm;
 		frees += nf;
 		for (j = 0; j < npids && pids[j] != b->pid; j++)
@@ -85,8 +86,8 @@ static void test_storm_ring_wraps(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_storm_procs_threads, mt_teardown),
-		cmocka_unit_test_teardown(test_storm_ring_wraps, mt_teardown),
+	    cmocka_unit_test_teardown(test_storm_procs_threads, mt_teardown),
+	    cmocka_unit_test_teardown(test_storm_ring_wraps, mt_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

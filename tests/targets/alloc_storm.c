@@ -15,7 +15,7 @@
 #include "expect.h"
 
 #define MAX_THREADS 64
-#define MAX_PROCS 64
+#define MAX_PROCS   64
 
 static unsigned long n = 200000;
 static uint64_t deadline_ns; /* CLOCK_MONOTONIC; 0: count mode */
@@ -63,11 +63,20 @@ int main(int argc, char **argv)
 
 	while ((opt = getopt(argc, argv, "n:d:t:p:")) != -1) {
 		switch (opt) {
-		case 'n': n = strtoul(optarg, NULL, 0); break;
-		case 'd': deadline_ns = (uint64_t)(strtod(optarg, NULL) * 1e9); break;
-		case 't': nthreads = (unsigned)strtoul(optarg, NULL, 0); break;
-		case 'p': nprocs = (unsigned)strtoul(optarg, NULL, 0); break;
-		default: return 2;
+		case 'n':
+			n = strtoul(optarg, NULL, 0);
+			break;
+		case 'd':
+			deadline_ns = (uint64_t)(strtod(optarg, NULL) * 1e9);
+			break;
+		case 't':
+			nthreads = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		case 'p':
+			nprocs = (unsigned)strtoul(optarg, NULL, 0);
+			break;
+		default:
+			return 2;
 		}
 	}
 	/* the historical form: alloc_storm [N [THREADS]] */

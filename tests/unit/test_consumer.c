@@ -163,15 +163,29 @@ static void test_acct_batch_equals_single(void **state)
 		int32_t pid = (i / 7) % 2 ? 20 : 10;
 
 		x = x * 6364136223846793005ull + 1442695040888963407ull;
-		ev[i] = (struct mt_event){.pid = pid, .tid = pid, .ts = (uint64_t)i + 1,
+		ev[i] = (struct mt_event){.pid = pid,
+					  .tid = pid,
+					  .ts = (uint64_t)i + 1,
 					  .addr = 0x10000 + ((x >> 33) % 50000) * 16,
 					  .size = 16 + (x >> 50) % 100};
 		switch ((x >> 20) % 8) {
-		case 0: case 1: case 2: ev[i].type = MT_EV_MALLOC; break;
-		case 3: case 4: case 5: ev[i].type = MT_EV_FREE; break;
-		case 6: ev[i].type = MT_EV_REALLOC;
-			ev[i].old_addr = 0x10000 + ((x >> 40) % 50000) * 16; break;
-		default: ev[i].type = MT_EV_CALLOC; break;
+		case 0:
+		case 1:
+		case 2:
+			ev[i].type = MT_EV_MALLOC;
+			break;
+		case 3:
+		case 4:
+		case 5:
+			ev[i].type = MT_EV_FREE;
+			break;
+		case 6:
+			ev[i].type = MT_EV_REALLOC;
+			ev[i].old_addr = 0x10000 + ((x >> 40) % 50000) * 16;
+			break;
+		default:
+			ev[i].type = MT_EV_CALLOC;
+			break;
 		}
 	}
 	ev[N / 3].type = MT_EV_EXEC;
@@ -202,9 +216,9 @@ static void test_acct_batch_equals_single(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_replay_batches),
-		cmocka_unit_test(test_sinks_artifact_and_acct),
-		cmocka_unit_test(test_acct_batch_equals_single),
+	    cmocka_unit_test(test_replay_batches),
+	    cmocka_unit_test(test_sinks_artifact_and_acct),
+	    cmocka_unit_test(test_acct_batch_equals_single),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
