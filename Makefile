@@ -39,6 +39,9 @@ BENCH_OBJS := $(patsubst %.c,$(OUTPUT)/%.o,$(BENCH_SRCS))
 BENCH_LIB := $(OUTPUT)/libbench.a
 # memtrack-floor: its own BPF object and skeleton (bench/floor/), memtrack's attach code.
 FLOOR_SKEL := $(OUTPUT)/floor.skel.h
+# memtrack-bench-consumer: the consumer and sinks fed from memory (no BPF); not installed.
+BCONS_SRCS := $(sort $(wildcard bench/consumer/*.c))
+BCONS_OBJS := $(patsubst %.c,$(OUTPUT)/%.o,$(BCONS_SRCS))
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 ROOT_SRCS := $(sort $(wildcard tests/bpf/test_*.c))
@@ -50,8 +53,9 @@ TARGET_CC := $(sort $(wildcard tests/targets/*.cc))
 TARGETS   := $(patsubst tests/targets/%.c,$(BUILD)/targets/%,$(TARGET_C)) \
 	     $(patsubst tests/targets/%.cc,$(BUILD)/targets/%,$(TARGET_CC))
 
-.PHONY: all clean deps demo check check-unit check-root bench install format
-all: $(BUILD)/memtrack $(BUILD)/memtrack-bench $(BUILD)/memtrack-floor $(TARGETS)
+.PHONY: all clean deps demo check check-unit check-root bench bench-consumer install format
+all: $(BUILD)/memtrack $(BUILD)/memtrack-bench $(BUILD)/memtrack-floor $(BUILD)/memtrack-bench-consumer \
+	$(TARGETS)
 
 deps:
 	$(Q)scripts/deps.sh
@@ -109,6 +113,10 @@ $(BUILD)/memtrack-bench: $(OUTPUT)/bench/main.o $(BENCH_LIB) $(LIB) | $(BUILD)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -lyaml -o $@
 
+$(BUILD)/memtrack-bench-consumer: $(BCONS_OBJS) $(LIB) | $(BUILD)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
+
 $(OUTPUT)/bench/floor/main.o: $(FLOOR_SKEL)
 
 $(BUILD)/memtrack-floor: $(OUTPUT)/bench/floor/main.o $(LIB) | $(BUILD)
@@ -163,6 +171,10 @@ check-root: deps
 bench: deps
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)scripts/bench.sh $(BUILD)
+
+bench-consumer: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)BENCH_CONFIG=benchmarks/consumer.yml scripts/bench.sh $(BUILD)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1

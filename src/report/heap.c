@@ -479,6 +479,47 @@ void heap_acct__event(struct heap_acct *a, const struct mt_event *ev)
 	}
 }
 
+/* Touch the slots a record will probe, so its cache miss overlaps the records before it.
+ * A hint only: a wrong guess (the process exec'd or the table grew meanwhile) costs nothing. */
+static inline void heap_prefetch(const struct heap_acct *a, const struct mt_event *ev)
+{
+	uint64_t owner;
+	int idx;
+
+	if (ev->type > MT_EV_REALLOC && ev->type != MT_EV_ALIGNED_ALLOC && ev->type != MT_EV_FREE)
+		return;
+	if (a->last_valid && a->last_pid == ev->pid)
+		idx = (int)a->last_idx;
+	else if ((idx = pid_lookup(a, ev->pid)) < 0)
+		return;
+	owner = (uint64_t)idx << 32 | a->procs[idx].gen;
+	if (ev->addr)
+		__builtin_prefetch(&a->tab[tab_home(a, ev->addr, owner)], 1);
+	if (ev->type == MT_EV_REALLOC && ev->old_addr)
+		__builtin_prefetch(&a->tab[tab_home(a, ev->old_addr, owner)], 1);
+}
+
+/* Records ahead to prefetch: enough to cover a DRAM miss at ~20-40 ns of work per record. */
+#define PREFETCH_AHEAD 8
+/* Below this a table stays in L2 and a prefetch only costs its hashing. */
+#define PREFETCH_MIN_BYTES (512 * 1024)
+
+void heap_acct__events(struct heap_acct *a, const struct mt_event *ev, size_t n)
+{
+	if (a->cap * sizeof(struct slot) < PREFETCH_MIN_BYTES) {
+		for (size_t i = 0; i < n; i++)
+			heap_acct__event(a, &ev[i]);
+		return;
+	}
+	for (size_t i = 0; i < n && i < PREFETCH_AHEAD; i++)
+		heap_prefetch(a, &ev[i]);
+	for (size_t i = 0; i < n; i++) {
+		if (i + PREFETCH_AHEAD < n)
+			heap_prefetch(a, &ev[i + PREFETCH_AHEAD]);
+		heap_acct__event(a, &ev[i]);
+	}
+}
+
 int heap_acct__fill(const struct heap_acct *a, struct manifest *m)
 {
 	struct manifest_proc *procs = NULL;

@@ -31,6 +31,7 @@
 #ifndef MEMTRACK_HEAP_H
 #define MEMTRACK_HEAP_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "bpf/events.h"
 #include "artifact/manifest.h"
@@ -58,6 +59,8 @@ void heap_acct__event(struct heap_acct *a, const struct mt_event *ev);
 /* Fills the results part of the manifest: peak_heap, peak_rss, allocs, frees, leaked_*,
  * counts[], events_total and procs[] (allocated; manifest__free releases them; a procs[]
  * already there is released first). comm is left empty: the stream does not carry it. */
+/* The same over n records in order; faster on big tables (it prefetches the slots ahead). */
+void heap_acct__events(struct heap_acct *a, const struct mt_event *ev, size_t n);
 int heap_acct__fill(const struct heap_acct *a, struct manifest *m);
 void heap_acct__stats(const struct heap_acct *a, struct heap_stats *s);
 /* Tree-wide values now, cheap enough to sample after every event (timelines). */

@@ -2,7 +2,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <bpf/libbpf.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <linux/bpf.h>
 #include "track/consumer.h"
 
 void consumer__init(struct consumer *c)
@@ -27,16 +30,26 @@ int consumer__add_sink(struct consumer *c, consumer_sink_fn fn, void *ctx)
 	return 0;
 }
 
-void consumer__set_control(struct consumer *c, consumer_sink_fn fn, void *ctx)
+void consumer__set_control(struct consumer *c, consumer_control_fn fn, void *ctx)
 {
 	c->control.fn = fn;
 	c->control.ctx = ctx;
+}
+
+void consumer__flush(struct consumer *c)
+{
+	if (!c->nr_batch)
+		return;
+	for (int i = 0; i < c->nr_sinks; i++)
+		c->rejected += c->sinks[i].fn(c->sinks[i].ctx, c->batch, c->nr_batch);
+	c->nr_batch = 0;
 }
 
 void consumer__dispatch(struct consumer *c, const struct mt_event *ev)
 {
 	c->dispatched++;
 	if (ev->type >= MT_EV_CTL_EXEC_STOPPED) {
+		consumer__flush(c);
 		if (ev->type >= MT_EV_TYPE_MAX || !c->control.fn ||
 		    c->control.fn(c->control.ctx, ev))
 			c->rejected++;
@@ -46,11 +59,9 @@ void consumer__dispatch(struct consumer *c, const struct mt_event *ev)
 		c->rejected++;
 		return;
 	}
-	for (int i = 0; i < c->nr_sinks; i++)
-		if (c->sinks[i].fn(c->sinks[i].ctx, ev)) {
-			c->rejected++;
-			return;
-		}
+	c->batch[c->nr_batch++] = *ev;
+	if (c->nr_batch == CONSUMER_BATCH)
+		consumer__flush(c);
 }
 
 int consumer__drain(struct consumer *c)
@@ -60,6 +71,7 @@ int consumer__drain(struct consumer *c)
 	for (int i = 0; i < c->nr_sources; i++) {
 		int n = c->sources[i]->drain(c->sources[i], c);
 
+		consumer__flush(c);
 		if (n < 0)
 			return n;
 		c->sources[i]->delivered += n;
@@ -78,32 +90,67 @@ void consumer__destroy(struct consumer *c)
 
 /* --- the BPF ring buffer ------------------------------------------------------------------ */
 
+/*
+ * Read directly rather than through libbpf's ring_buffer: libbpf maps the data area twice, back
+ * to back, so that a record crossing the end reads contiguously; the kernel maps every page of
+ * both copies at mmap, and a 32 MiB ring then counts 64 MiB in memtrack's RSS (the manifest's
+ * memtrack_max_rss). Here the data area is mapped once and the rare record that wraps is copied
+ * out. The protocol is the kernel's (include/uapi/linux/bpf.h): an 8-byte header per record,
+ * length with BUSY (still being written) and DISCARD bits, records 8-byte aligned, positions
+ * growing forever and masked by the power-of-two size; the consumer position is ours to write.
+ */
 struct ringbuf_priv {
-	struct ring_buffer *rb;
-	struct consumer *c; /* set for the duration of a drain */
+	int map_fd;
+	size_t page, size;	/* bytes; size is a power of two */
+	uint64_t *consumer_pos; /* one read-write page */
+	void *producer_map;	/* producer page, then the data area once, read-only */
+	const uint8_t *data;
+	const uint64_t *producer_pos;
 	struct event_source src;
 };
 
-static int ringbuf_source__record(void *ctx, void *data, size_t len)
+static inline size_t ringbuf_span(uint32_t len)
 {
-	struct ringbuf_priv *p = ctx;
-
-	if (len < sizeof(struct mt_event)) {
-		p->c->rejected++;
-		return 0;
-	}
-	consumer__dispatch(p->c, data);
-	return 0;
+	return ((len & ~(uint32_t)BPF_RINGBUF_DISCARD_BIT) + BPF_RINGBUF_HDR_SZ + 7) & ~(size_t)7;
 }
 
 static int ringbuf_source__drain(struct event_source *src, struct consumer *c)
 {
 	struct ringbuf_priv *p = src->priv;
-	int n;
+	uint64_t cons = __atomic_load_n(p->consumer_pos, __ATOMIC_ACQUIRE), prod;
+	uint64_t stop = cons + p->size; /* a bounded pass: the loop must get back to its signals */
+	size_t mask = p->size - 1;
+	int n = 0;
 
-	p->c = c;
-	n = ring_buffer__consume(p->rb);
-	p->c = NULL;
+	prod = __atomic_load_n(p->producer_pos, __ATOMIC_ACQUIRE);
+	while (cons < prod && cons < stop) {
+		const uint8_t *hdr = p->data + (cons & mask); /* 8-aligned: a header never wraps */
+		uint32_t len = __atomic_load_n((const uint32_t *)hdr, __ATOMIC_ACQUIRE);
+		size_t off = (cons & mask) + BPF_RINGBUF_HDR_SZ;
+
+		if (len & BPF_RINGBUF_BUSY_BIT)
+			break; /* reserved, not committed yet: records after it wait for it */
+		if (!(len & BPF_RINGBUF_DISCARD_BIT)) {
+			if (len < sizeof(struct mt_event)) {
+				c->rejected++;
+			} else if (off + sizeof(struct mt_event) <= p->size) {
+				consumer__dispatch(c, (const struct mt_event *)(p->data + off));
+			} else {
+				struct mt_event ev;
+				size_t first = off < p->size ? p->size - off : 0;
+
+				memcpy(&ev, p->data + (off & mask), first);
+				memcpy((uint8_t *)&ev + first, p->data, sizeof(ev) - first);
+				consumer__dispatch(c, &ev);
+			}
+			n++;
+		}
+		cons += ringbuf_span(len);
+		/* dispatch copied the record (or handled it): its space can go back */
+		__atomic_store_n(p->consumer_pos, cons, __ATOMIC_RELEASE);
+		if (cons >= prod)
+			prod = __atomic_load_n(p->producer_pos, __ATOMIC_ACQUIRE);
+	}
 	return n;
 }
 
@@ -111,28 +158,52 @@ static void ringbuf_source__destroy(struct event_source *src)
 {
 	struct ringbuf_priv *p = src->priv;
 
-	ring_buffer__free(p->rb);
+	if (p->producer_map)
+		munmap(p->producer_map, p->page + p->size);
+	if (p->consumer_pos)
+		munmap(p->consumer_pos, p->page);
 	free(p);
 }
 
 int ringbuf_source__new(struct event_source **src, int map_fd)
 {
-	struct ringbuf_priv *p = calloc(1, sizeof(*p));
+	struct bpf_map_info info = {0};
+	__u32 info_len = sizeof(info);
+	struct ringbuf_priv *p;
+	void *m;
+	int err;
 
+	if (bpf_obj_get_info_by_fd(map_fd, &info, &info_len))
+		return -errno;
+	if (info.type != BPF_MAP_TYPE_RINGBUF || !info.max_entries ||
+	    (info.max_entries & (info.max_entries - 1)))
+		return -EINVAL;
+	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
-	p->rb = ring_buffer__new(map_fd, ringbuf_source__record, p, NULL);
-	if (!p->rb) {
-		int err = -errno;
-
-		free(p);
-		return err;
-	}
+	p->map_fd = map_fd;
+	p->page = (size_t)sysconf(_SC_PAGESIZE);
+	p->size = info.max_entries;
+	m = mmap(NULL, p->page, PROT_READ | PROT_WRITE, MAP_SHARED, map_fd, 0);
+	if (m == MAP_FAILED)
+		goto fail;
+	p->consumer_pos = m;
+	m = mmap(NULL, p->page + p->size, PROT_READ, MAP_SHARED, map_fd, (off_t)p->page);
+	if (m == MAP_FAILED)
+		goto fail;
+	p->producer_map = m;
+	p->producer_pos = m;
+	p->data = (const uint8_t *)m + p->page;
 	p->src.name = "bpf-ringbuf";
-	p->src.fd = ring_buffer__epoll_fd(p->rb);
+	p->src.fd = map_fd; /* a ring buffer map polls readable while records are pending */
 	p->src.drain = ringbuf_source__drain;
 	p->src.destroy = ringbuf_source__destroy;
 	p->src.priv = p;
 	*src = &p->src;
 	return 0;
+fail:
+	err = -errno;
+	p->src.priv = p;
+	ringbuf_source__destroy(&p->src);
+	return err;
 }

@@ -1,19 +1,28 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The consumer: sources of struct mt_event records (the BPF ring buffer today; a perf buffer, a
- * replay file or a second ring tomorrow) feed one dispatcher. Control records go to the control
- * handler, everything else to the sinks in order (artifact writer, live accounting). Each
- * source counts what it delivered; the dispatcher counts what the sinks refused.
+ * The consumer: sources of struct mt_event records (the BPF ring buffer, a replay of records in
+ * memory; a perf buffer or a second ring tomorrow) feed one dispatcher. Control records go to
+ * the control handler at once, everything else is copied into a batch that goes to every sink
+ * when full and at the end of each source's drain: one indirect call per sink per batch, not
+ * per record, and a sink can look ahead in it (the accounting prefetches its table slots).
+ * A control record flushes the batch first, so sinks see records in ring order. Each source
+ * counts what it delivered; the dispatcher counts what the sinks refused.
  */
 #ifndef MEMTRACK_CONSUMER_H
 #define MEMTRACK_CONSUMER_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "bpf/events.h"
 
 struct consumer;
 
-typedef int (*consumer_sink_fn)(void *ctx, const struct mt_event *ev);
+/* Takes n records (n >= 1) in order; returns how many of them it refused. */
+typedef size_t (*consumer_sink_fn)(void *ctx, const struct mt_event *ev, size_t n);
+/* Handles one control record; nonzero counts it as rejected. */
+typedef int (*consumer_control_fn)(void *ctx, const struct mt_event *ev);
+
+#define CONSUMER_BATCH 64 /* records; 2.5 KiB, stays in L1 */
 
 struct event_source {
 	const char *name;
@@ -31,22 +40,42 @@ struct consumer {
 	struct {
 		consumer_sink_fn fn;
 		void *ctx;
-	} sinks[4], control;
+	} sinks[4];
+	struct {
+		consumer_control_fn fn;
+		void *ctx;
+	} control;
 	int nr_sinks;
 	uint64_t dispatched;
-	uint64_t rejected; /* records a sink failed on, or of unknown type */
+	uint64_t rejected; /* refusals by a sink or the control handler, and unknown types */
+	unsigned nr_batch;
+	struct mt_event batch[CONSUMER_BATCH]; /* copies: a ring record is released on return */
 };
 
 void consumer__init(struct consumer *c);
 int consumer__add_source(struct consumer *c, struct event_source *src);
 int consumer__add_sink(struct consumer *c, consumer_sink_fn fn, void *ctx);
-void consumer__set_control(struct consumer *c, consumer_sink_fn fn, void *ctx);
+void consumer__set_control(struct consumer *c, consumer_control_fn fn, void *ctx);
+/* For sources: one record. It may stay batched until the source's drain returns. */
 void consumer__dispatch(struct consumer *c, const struct mt_event *ev);
-/* Drains every source once; returns records delivered or -errno. */
+/* Hands the batched records to the sinks (consumer__drain does it after each source). */
+void consumer__flush(struct consumer *c);
+/* Drains every source once; returns records delivered or -errno. Every record delivered has
+ * reached the sinks when it returns. */
 int consumer__drain(struct consumer *c);
+/* Frees the sources. Records still batched are dropped: drain (or flush) first. */
 void consumer__destroy(struct consumer *c);
 
 /* The BPF ring buffer as a source. */
 int ringbuf_source__new(struct event_source **src, int map_fd);
+
+/*
+ * An array of records as a source: a recorded run (an artifact read back) or a synthetic one
+ * (memtrack-bench-consumer, tests). Each drain delivers the next `batch` records (0: all), as
+ * one wake-up of the ring would; 0 once the array is exhausted. fd is -1: always ready, nothing
+ * to poll. The array is borrowed and must outlive the source.
+ */
+int replay_source__new(struct event_source **src, const struct mt_event *ev, size_t nr,
+		       size_t batch);
 
 #endif

@@ -35,6 +35,7 @@
 #include "track/btf_cache.h"
 #include "track/consumer.h"
 #include "track/libs.h"
+#include "track/sinks.h"
 #include "track/spawn.h"
 #include "track/tracker.h"
 
@@ -48,11 +49,10 @@ struct tracker {
 	struct artifact_writer *writer;
 	struct heap_acct *acct;
 	struct consumer cons;
+	struct record_sinks sinks; /* the writer and acct above, behind the consumer */
 	struct spawn sp;
 	struct manifest m;
 	int epfd, sigfd;
-	int write_err;
-	uint64_t counts[MT_EV_TYPE_MAX];
 	uint64_t ctl_stops;
 };
 
@@ -77,24 +77,6 @@ static int libbpf_quiet(enum libbpf_print_level lvl, const char *fmt, va_list ap
 
 static void tracker__detach(struct tracker *t);
 static void tracker__detach_background(struct tracker *t);
-
-static int sink_artifact(void *ctx, const struct mt_event *ev)
-{
-	struct tracker *t = ctx;
-	int err = artifact_writer__write(t->writer, ev);
-
-	if (err && !t->write_err)
-		t->write_err = err;
-	if (!err)
-		t->counts[ev->type]++;
-	return err;
-}
-
-static int sink_acct(void *ctx, const struct mt_event *ev)
-{
-	heap_acct__event(ctx, ev);
-	return 0;
-}
 
 /* A tracked task stopped itself at the exec of an executable not inspected yet, or at the
  * return of a dlopen. */
@@ -274,8 +256,10 @@ static int tracker__setup_loop(struct tracker *t)
 		err = consumer__add_source(&t->cons, src);
 	if (err)
 		return err;
-	consumer__add_sink(&t->cons, sink_artifact, t);
-	consumer__add_sink(&t->cons, sink_acct, t->acct);
+	t->sinks.acct = t->acct;
+	err = record_sinks__add(&t->sinks, &t->cons);
+	if (err)
+		return err;
 	consumer__set_control(&t->cons, control_exec_stopped, t);
 
 	/* Signals for memtrack are forwarded to the command; read them from a signalfd. */
@@ -396,9 +380,9 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 		;
 	t->m.t_drain = now_ns(CLOCK_MONOTONIC) - t0;
 	err = artifact_writer__close(t->writer);
-	t->writer = NULL;
-	if (err && !t->write_err)
-		t->write_err = err;
+	t->writer = t->sinks.writer = NULL;
+	if (err && !t->sinks.write_err)
+		t->sinks.write_err = err;
 
 	drops_total = tracker__read_drops(t, t->m.drops);
 	bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.global), &zero, &g);
@@ -407,12 +391,12 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 	 * decimated, so prefer the larger of the two. */
 	if ((uint64_t)g.tree_peak > t->m.peak_rss)
 		t->m.peak_rss = g.tree_peak;
-	memcpy(t->m.counts, t->counts, sizeof(t->counts));
+	memcpy(t->m.counts, t->sinks.counts, sizeof(t->sinks.counts));
 	t->m.events_total = 0;
 	for (int i = 0; i < MT_EV_TYPE_MAX; i++)
-		t->m.events_total += t->counts[i];
+		t->m.events_total += t->sinks.counts[i];
 	t->m.consumer_drops = t->cons.rejected;
-	t->m.complete = drops_total == 0 && t->cons.rejected == 0 && !t->write_err;
+	t->m.complete = drops_total == 0 && t->cons.rejected == 0 && !t->sinks.write_err;
 	t->m.exit_status = exit_code;
 	t->m.term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 	uname(&un);
@@ -433,9 +417,9 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 		log__error("cannot write '%s': %s", path, strerror(-err));
 		return MT_EXIT_FAILED;
 	}
-	if (t->write_err) {
+	if (t->sinks.write_err) {
 		log__error("cannot write the artifact in '%s': %s", t->o->outdir,
-			   strerror(-t->write_err));
+			   strerror(-t->sinks.write_err));
 		return MT_EXIT_FAILED;
 	}
 	if (!t->o->quiet) {
@@ -588,6 +572,7 @@ int tracker__run(const struct tracker_opts *o)
 		spawn__abort(&t.sp);
 		goto cleanup;
 	}
+	t.sinks.writer = t.writer;
 	{
 		struct mt_proc_init zero = {};
 		__u32 pid = t.sp.pid;

@@ -232,6 +232,76 @@ static void test_encode_limits(void **state)
 	assert_int_equal(artifact__encode(&ev, buf, sizeof(buf)), -EINVAL);
 }
 
+/* The reference: the same map through msgpack-c's packers (smallest encodings). */
+static size_t ref_encode(const struct mt_event *ev, msgpack_sbuffer *sb)
+{
+	const char *name = artifact__type_name(ev->type);
+	msgpack_packer pk;
+	size_t n = 5;
+
+#define KEY(k) (msgpack_pack_str(&pk, strlen(k)), msgpack_pack_str_body(&pk, k, strlen(k)))
+	msgpack_sbuffer_clear(sb);
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	if (ev->type == MT_EV_RSS || ev->type == MT_EV_RMAP ||
+	    (ev->type == MT_EV_REALLOC && ev->old_addr))
+		n = 7;
+	else if (ev->type != MT_EV_FREE && ev->type != MT_EV_EXEC && ev->type != MT_EV_EXIT)
+		n = 6;
+	msgpack_pack_map(&pk, n);
+	KEY("pid"), msgpack_pack_int32(&pk, ev->pid);
+	KEY("tid"), msgpack_pack_int32(&pk, ev->tid);
+	KEY("timestamp"), msgpack_pack_uint64(&pk, ev->ts);
+	KEY("addr"), msgpack_pack_uint64(&pk, ev->addr);
+	KEY("type"), KEY(name);
+	if (ev->type == MT_EV_FORK) {
+		KEY("parent_pid"), msgpack_pack_uint64(&pk, ev->size);
+	} else if (ev->type == MT_EV_RSS) {
+		KEY("member"), msgpack_pack_uint32(&pk, ev->aux);
+		KEY("size"), msgpack_pack_uint64(&pk, ev->size);
+	} else if (ev->type == MT_EV_RMAP) {
+		KEY("member"), msgpack_pack_uint32(&pk, ev->aux);
+		KEY("delta"), msgpack_pack_int64(&pk, (int64_t)ev->size);
+	} else if (n > 5) {
+		KEY("size"), msgpack_pack_uint64(&pk, ev->size);
+		if (ev->type == MT_EV_REALLOC && ev->old_addr)
+			KEY("old_addr"), msgpack_pack_uint64(&pk, ev->old_addr);
+	}
+#undef KEY
+	return sb->size;
+}
+
+/* Every integer width boundary, both signs, in every field of every variant: byte for byte
+ * what msgpack-c packs. */
+static void test_encode_matches_msgpack_c(void **state)
+{
+	static const int64_t vals[] = {
+		0, 1, 31, 32, 127, 128, 255, 256, 65535, 65536, 0xffffffffLL, 0x100000000LL,
+		INT64_MAX, -1, -31, -32, -33, -127, -128, -129, -32767, -32768, -32769,
+		INT32_MIN + 1LL, INT32_MIN, INT32_MIN - 1LL, INT64_MIN, 0x55555555a2a0LL,
+	};
+	const size_t nv = sizeof(vals) / sizeof(vals[0]);
+	msgpack_sbuffer sb;
+	uint8_t buf[128];
+
+	(void)state;
+	msgpack_sbuffer_init(&sb);
+	for (uint32_t t = MT_EV_MALLOC; t <= MT_EV_RMAP; t++) {
+		for (size_t i = 0; i < nv * nv; i++) {
+			int64_t a = vals[i % nv], b = vals[i / nv];
+			struct mt_event ev = {.type = t, .pid = (int32_t)a, .tid = (int32_t)b,
+					      .aux = (uint32_t)b, .ts = (uint64_t)a,
+					      .addr = (uint64_t)b, .size = (uint64_t)a,
+					      .old_addr = (uint64_t)b};
+			size_t want = ref_encode(&ev, &sb);
+			int n = artifact__encode(&ev, buf, sizeof(buf));
+
+			assert_int_equal(n, (int)want);
+			assert_memory_equal(buf, sb.data, want);
+		}
+	}
+	msgpack_sbuffer_destroy(&sb);
+}
+
 static void test_type_names(void **state)
 {
 	(void)state;
@@ -632,6 +702,7 @@ int main(void)
 		cmocka_unit_test(test_golden_rmap_delta),
 		cmocka_unit_test(test_golden_common_fields),
 		cmocka_unit_test(test_encode_limits),
+		cmocka_unit_test(test_encode_matches_msgpack_c),
 		cmocka_unit_test(test_type_names),
 		cmocka_unit_test(test_roundtrip_frames),
 		cmocka_unit_test(test_roundtrip_large),
