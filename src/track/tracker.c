@@ -34,6 +34,7 @@
 #include "report/report.h"
 #include "track/consumer.h"
 #include "track/libs.h"
+#include "track/rmap_backend.h"
 #include "track/spawn.h"
 #include "track/tracker.h"
 
@@ -41,6 +42,8 @@ struct tracker {
 	const struct tracker_opts *o;
 	struct memtrack_bpf *skel;
 	struct bpf_link *tp_links[7];
+	struct bpf_link *rmap_links[RMAP_FN_NR]; /* fentry rmap backend */
+	struct rmap_choice rmap;
 	struct attach_set *set;
 	struct libs *libs;
 	struct artifact_writer *writer;
@@ -138,6 +141,117 @@ static int tracker__explain_load_error(int err)
 	return MT_EXIT_FAILED;
 }
 
+/* The fentry programs of the skeleton, in enum rmap_fn order. */
+static struct bpf_program *tracker__rmap_prog(struct memtrack_bpf *s, int fn)
+{
+	struct bpf_program *progs[RMAP_FN_NR] = {
+		[RMAP_FN_ADD_NEW_ANON] = s->progs.mt_fentry_add_new_anon,
+		[RMAP_FN_ADD_ANON_PTES] = s->progs.mt_fentry_add_anon_ptes,
+		[RMAP_FN_ADD_FILE_PTES] = s->progs.mt_fentry_add_file_ptes,
+		[RMAP_FN_REMOVE_PTES] = s->progs.mt_fentry_remove_ptes,
+		[RMAP_FN_ADD_ANON_PMD] = s->progs.mt_fentry_add_anon_pmd,
+		[RMAP_FN_ADD_FILE_PMD] = s->progs.mt_fentry_add_file_pmd,
+		[RMAP_FN_REMOVE_PMD] = s->progs.mt_fentry_remove_pmd,
+		[RMAP_FN_ADD_FILE_PUD] = s->progs.mt_fentry_add_file_pud,
+		[RMAP_FN_REMOVE_PUD] = s->progs.mt_fentry_remove_pud,
+	};
+
+	return progs[fn];
+}
+
+/* rmap mode: probe this kernel and pick the backend (rmap_backend.c). The RSS-only path never
+ * comes here: it pays no BTF parse and no probe load. */
+static int tracker__choose_rmap(struct tracker *t)
+{
+	struct rmap_probe p = {0};
+	const char *env = getenv("MEMTRACK_RMAP_BACKEND");
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+
+	if (rmap_backend__parse_want(env, &p.want)) {
+		log__error("cannot use MEMTRACK_RMAP_BACKEND='%s': want auto, fentry or tracepoint",
+			   env);
+		return -EINVAL;
+	}
+	rmap_backend__probe(&p);
+	if (rmap_backend__choose(&p, &t->rmap)) {
+		log__error("cannot use the fentry rmap backend: %s. Unset MEMTRACK_RMAP_BACKEND "
+			   "to fall back to the tracepoint backend",
+			   t->rmap.reason);
+		return -ENOTSUP;
+	}
+	log__debug(2, "rmap backend %s (%s), chosen in %.2f ms",
+		   t->rmap.backend == MT_RMAP_FENTRY ? "fentry" : "tracepoint", t->rmap.reason,
+		   (now_ns(CLOCK_MONOTONIC) - t0) / 1e6);
+	return 0;
+}
+
+/* The fentry programs are attached at load, so that a kernel refusing them still leaves time
+ * to reload with the tracepoint backend. Returns 0 or -errno. */
+static int tracker__attach_rmap_fentry(struct tracker *t)
+{
+	for (int i = 0; i < RMAP_FN_NR; i++) {
+		if (!(t->rmap.progs & (1u << i)))
+			continue;
+		t->rmap_links[i] = bpf_program__attach_trace(tracker__rmap_prog(t->skel, i));
+		if (!t->rmap_links[i])
+			return -errno;
+	}
+	return 0;
+}
+
+static void tracker__unload(struct tracker *t)
+{
+	for (int i = 0; i < RMAP_FN_NR; i++) {
+		bpf_link__destroy(t->rmap_links[i]);
+		t->rmap_links[i] = NULL;
+	}
+	memtrack_bpf__destroy(t->skel);
+	t->skel = NULL;
+}
+
+/* Opens, configures and loads the skeleton for t->rmap's backend. Returns 0 or -errno. */
+static int tracker__open_load(struct tracker *t, bool multi)
+{
+	struct memtrack_bpf *s;
+	int backend = t->o->rmap ? t->rmap.backend : MT_RMAP_OFF;
+	bool tp = backend == MT_RMAP_TRACEPOINT;
+	int err;
+
+	s = t->skel = memtrack_bpf__open();
+	if (!s)
+		return -errno;
+	s->rodata->mt_nr_cpus = libbpf_num_possible_cpus();
+	s->rodata->mt_page_shift = __builtin_ctz(sysconf(_SC_PAGESIZE));
+	s->rodata->mt_rss_step = t->o->rss_step;
+	s->rodata->mt_stop_on_exec = true;
+	s->rodata->mt_rmap = backend;
+	bpf_program__set_autoload(s->progs.mt_on_page_fault_user, tp);
+	bpf_program__set_autoload(s->progs.mt_on_sys_enter, tp);
+	bpf_program__set_autoload(s->progs.mt_on_sys_exit, tp);
+	/* Only the selected fentry programs load: each one makes the kernel resolve its target,
+	 * and a missing target fails the whole load. */
+	for (int i = 0; i < RMAP_FN_NR; i++)
+		bpf_program__set_autoload(tracker__rmap_prog(s, i),
+					  backend == MT_RMAP_FENTRY && (t->rmap.progs & (1u << i)));
+	bpf_map__set_max_entries(s->maps.events, t->o->ring_bytes);
+	bpf_program__set_autoload(s->progs.mt_alloc_entry_multi, multi);
+	bpf_program__set_autoload(s->progs.mt_alloc_return_multi, multi);
+	bpf_program__set_autoload(s->progs.mt_alloc_entry_perf, !multi);
+	bpf_program__set_autoload(s->progs.mt_alloc_return_perf, !multi);
+	if (multi) {
+		bpf_program__set_expected_attach_type(s->progs.mt_alloc_entry_multi,
+						      attach__uprobe_multi_type());
+		bpf_program__set_expected_attach_type(s->progs.mt_alloc_return_multi,
+						      attach__uprobe_multi_type());
+	}
+	err = memtrack_bpf__load(s);
+	if (!err && backend == MT_RMAP_FENTRY)
+		err = tracker__attach_rmap_fentry(t);
+	if (err)
+		tracker__unload(t);
+	return err;
+}
+
 static int tracker__load(struct tracker *t)
 {
 	struct memtrack_bpf *s;
@@ -151,41 +265,29 @@ static int tracker__load(struct tracker *t)
 		return MT_EXIT_FAILED;
 	}
 	libbpf_set_print(libbpf_quiet);
-	s = t->skel = memtrack_bpf__open();
-	if (!s)
-		return tracker__explain_load_error(-errno);
-	s->rodata->mt_nr_cpus = libbpf_num_possible_cpus();
-	s->rodata->mt_page_shift = __builtin_ctz(sysconf(_SC_PAGESIZE));
-	s->rodata->mt_rss_step = t->o->rss_step;
-	s->rodata->mt_stop_on_exec = true;
-	s->rodata->mt_rmap = t->o->rmap;
-	bpf_program__set_autoload(s->progs.mt_on_page_fault_user, t->o->rmap);
-	bpf_program__set_autoload(s->progs.mt_on_sys_enter, t->o->rmap);
-	bpf_program__set_autoload(s->progs.mt_on_sys_exit, t->o->rmap);
-	if (t->o->rmap) {
-		/* fentry on the folio rmap functions is the precise backend, but BPF tracing
-		 * programs are not implemented yet (and this kernel refuses them) */
-		t->m.rmap_backend = "tracepoint";
-		t->m.rmap_reason = strdup("fentry backend not implemented: rss_stat changes "
-					  "with page_fault_user and syscall ranges for addresses");
-	}
-	bpf_map__set_max_entries(s->maps.events, t->o->ring_bytes);
+	if (t->o->rmap && tracker__choose_rmap(t))
+		return MT_EXIT_FAILED;
 	multi = attach__probe_uprobe_multi();
 	t->m.uprobe_mechanism = multi ? "uprobe_multi" : "perf_uprobe";
 	t->m.tracepoint_mechanism = "raw_tracepoint";
-	bpf_program__set_autoload(s->progs.mt_alloc_entry_multi, multi);
-	bpf_program__set_autoload(s->progs.mt_alloc_return_multi, multi);
-	bpf_program__set_autoload(s->progs.mt_alloc_entry_perf, !multi);
-	bpf_program__set_autoload(s->progs.mt_alloc_return_perf, !multi);
-	if (multi) {
-		bpf_program__set_expected_attach_type(s->progs.mt_alloc_entry_multi,
-						      attach__uprobe_multi_type());
-		bpf_program__set_expected_attach_type(s->progs.mt_alloc_return_multi,
-						      attach__uprobe_multi_type());
+	err = tracker__open_load(t, multi);
+	if (err && t->o->rmap && t->rmap.backend == MT_RMAP_FENTRY) {
+		/* the probe load passed but the real programs did not (verifier, attach) */
+		snprintf(t->rmap.reason, sizeof(t->rmap.reason),
+			 "fentry programs cannot be loaded or attached (%s): tracepoint backend",
+			 strerror(-err));
+		log__warn("%s", t->rmap.reason);
+		t->rmap.backend = MT_RMAP_TRACEPOINT;
+		t->rmap.progs = 0;
+		err = tracker__open_load(t, multi);
 	}
-	err = memtrack_bpf__load(s);
 	if (err)
 		return tracker__explain_load_error(err);
+	s = t->skel;
+	if (t->o->rmap) {
+		t->m.rmap_backend = t->rmap.backend == MT_RMAP_FENTRY ? "fentry" : "tracepoint";
+		t->m.rmap_reason = strdup(t->rmap.reason);
+	}
 	err = attach_set__new(&t->set, multi ? ATTACH_UPROBE_MULTI : ATTACH_PERF_UPROBE,
 			      multi ? s->progs.mt_alloc_entry_multi : s->progs.mt_alloc_entry_perf,
 			      multi ? s->progs.mt_alloc_return_multi : s->progs.mt_alloc_return_perf);
@@ -214,8 +316,8 @@ static int tracker__attach_tracepoints(struct tracker *t)
 	};
 
 	for (size_t i = 0; i < sizeof(tps) / sizeof(tps[0]); i++) {
-		if (i >= 4 && !t->o->rmap)
-			break;
+		if (i >= 4 && t->rmap.backend != MT_RMAP_TRACEPOINT)
+			break; /* the address programs serve the tracepoint backend only */
 		t->tp_links[i] = bpf_program__attach_raw_tracepoint(tps[i].prog, tps[i].tp);
 		if (!t->tp_links[i]) {
 			log__error("cannot attach to raw tracepoint '%s': %s", tps[i].tp,
@@ -434,8 +536,7 @@ static void tracker__detach(struct tracker *t)
 		t->tp_links[i] = NULL;
 	}
 	consumer__destroy(&t->cons);
-	memtrack_bpf__destroy(t->skel);
-	t->skel = NULL;
+	tracker__unload(t);
 	t->m.t_detach = now_ns(CLOCK_MONOTONIC) - t0;
 	log__debug(2, "detach: %.1f ms", t->m.t_detach / 1e6);
 }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "artifact/artifact.h"
+#include "../lib/mt_rmap_probe.h"
 
 struct run {
 	char dir[64];
@@ -154,7 +155,7 @@ static void test_rmap_hole(void **state)
 	assert_complete(&r);
 	assert_string_equal(json_string_value(json_object_get(
 				    json_object_get(r.manifest, "mechanisms"), "rmap_backend")),
-			    "tracepoint");
+			    mt_expected_rmap_backend());
 	assert_non_null(strstr(r.expect, "hole "));
 	assert_int_equal(sscanf(strstr(r.expect, "hole "), "hole %p %d", &hole, &len), 2);
 	for (size_t i = 0; i < r.nr; i++) {

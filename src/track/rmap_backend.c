@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: MIT
+/* rmap backend selection: probes (BTF, a tracing program load) and the pure decision. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <linux/bpf.h>
+#include "bpf/events.h"
+#include "track/rmap_backend.h"
+
+const char *const rmap_fn_names[RMAP_FN_NR] = {
+    [RMAP_FN_ADD_NEW_ANON] = "folio_add_new_anon_rmap",
+    [RMAP_FN_ADD_ANON_PTES] = "folio_add_anon_rmap_ptes",
+    [RMAP_FN_ADD_FILE_PTES] = "folio_add_file_rmap_ptes",
+    [RMAP_FN_REMOVE_PTES] = "folio_remove_rmap_ptes",
+    [RMAP_FN_ADD_ANON_PMD] = "folio_add_anon_rmap_pmd",
+    [RMAP_FN_ADD_FILE_PMD] = "folio_add_file_rmap_pmd",
+    [RMAP_FN_REMOVE_PMD] = "folio_remove_rmap_pmd",
+    [RMAP_FN_ADD_FILE_PUD] = "folio_add_file_rmap_pud",
+    [RMAP_FN_REMOVE_PUD] = "folio_remove_rmap_pud",
+};
+
+bool rmap_backend__btf_ok(const struct rmap_probe *p)
+{
+	return p->want != RMAP_WANT_TRACEPOINT && !p->btf_err &&
+	       (p->found & RMAP_FN_REQUIRED) == RMAP_FN_REQUIRED;
+}
+
+int rmap_backend__parse_want(const char *s, enum rmap_want *want)
+{
+	if (!s || !*s || !strcmp(s, "auto"))
+		*want = RMAP_WANT_AUTO;
+	else if (!strcmp(s, "fentry"))
+		*want = RMAP_WANT_FENTRY;
+	else if (!strcmp(s, "tracepoint"))
+		*want = RMAP_WANT_TRACEPOINT;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+/* Names of the required functions missing from BTF, comma-separated. */
+static void missing_required(unsigned found, char *buf, size_t size)
+{
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (int i = 0; i < RMAP_FN_NR && n < size; i++)
+		if ((RMAP_FN_REQUIRED & (1u << i)) && !(found & (1u << i)))
+			n += snprintf(buf + n, size - n, "%s%s", n ? ", " : "", rmap_fn_names[i]);
+}
+
+int rmap_backend__choose(const struct rmap_probe *p, struct rmap_choice *c)
+{
+	char missing[160];
+
+	memset(c, 0, sizeof(*c));
+	c->backend = MT_RMAP_TRACEPOINT;
+	if (p->want == RMAP_WANT_TRACEPOINT) {
+		snprintf(c->reason, sizeof(c->reason),
+			 "MEMTRACK_RMAP_BACKEND=tracepoint: tracepoint backend");
+		return 0;
+	}
+	if (p->btf_err) {
+		snprintf(c->reason, sizeof(c->reason),
+			 "cannot read vmlinux BTF (%s): tracepoint backend", strerror(-p->btf_err));
+	} else if ((p->found & RMAP_FN_REQUIRED) != RMAP_FN_REQUIRED) {
+		missing_required(p->found, missing, sizeof(missing));
+		if (p->old_api)
+			snprintf(
+			    c->reason, sizeof(c->reason),
+			    "kernel has the page_* rmap functions (before 6.8), which the fentry "
+			    "backend does not hook: tracepoint backend");
+		else
+			snprintf(c->reason, sizeof(c->reason),
+				 "no %s in vmlinux BTF: tracepoint backend", missing);
+	} else if (!p->load_probed) {
+		snprintf(c->reason, sizeof(c->reason),
+			 "tracing programs not probed: tracepoint backend");
+	} else if (p->load_err) {
+		snprintf(c->reason, sizeof(c->reason),
+			 "fentry refused by the kernel (%s%s): "
+			 "tracepoint backend",
+			 p->load_err == -EPERM	  ? "EPERM"
+			 : p->load_err == -EINVAL ? "EINVAL"
+						  : strerror(-p->load_err),
+			 p->load_err == -EPERM ? ", BPF tracing programs"
+						 " not allowed"
+					       : "");
+	} else {
+		c->backend = MT_RMAP_FENTRY;
+		c->progs = p->found & ((1u << RMAP_FN_NR) - 1);
+		if ((p->found & (1u << RMAP_FN_ADD_FILE_PUD)) ||
+		    (p->found & (1u << RMAP_FN_REMOVE_PUD)))
+			snprintf(c->reason, sizeof(c->reason),
+				 "folio_* rmap functions found (6.15+, with pud variants)");
+		else
+			snprintf(c->reason, sizeof(c->reason),
+				 "folio_* rmap functions found (6.8+)");
+		return 0;
+	}
+	if (p->want == RMAP_WANT_FENTRY) {
+		/* the user asked for fentry: say why not, and fail */
+		char why[sizeof(c->reason)];
+		char *colon;
+
+		snprintf(why, sizeof(why), "%s", c->reason);
+		colon = strstr(why, ": tracepoint backend");
+		if (colon)
+			*colon = 0;
+		snprintf(c->reason, sizeof(c->reason), "%s", why);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+/* Loads `r0 = 0; exit` as an fentry program on BTF function `btf_id`; returns its result. */
+static int probe_tracing_load(int btf_id)
+{
+	struct bpf_insn insns[] = {
+	    {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
+	    {.code = BPF_JMP | BPF_EXIT},
+	};
+	LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = BPF_TRACE_FENTRY,
+		    .attach_btf_id = btf_id);
+	int fd = bpf_prog_load(BPF_PROG_TYPE_TRACING, "mt_probe", "GPL", insns, 2, &opts);
+
+	if (fd < 0)
+		return fd; /* libbpf 1.x returns -errno */
+	close(fd);
+	return 0;
+}
+
+int rmap_backend__probe(struct rmap_probe *p)
+{
+	struct btf *btf;
+	int new_anon_id = -1;
+
+	p->btf_err = 0;
+	p->found = 0;
+	p->old_api = false;
+	p->load_probed = false;
+	p->load_err = 0;
+	if (p->want == RMAP_WANT_TRACEPOINT)
+		return 0;
+	btf = btf__load_vmlinux_btf();
+	if (!btf) {
+		p->btf_err = -errno;
+		return 0;
+	}
+	for (int i = 0; i < RMAP_FN_NR; i++) {
+		int id = btf__find_by_name_kind(btf, rmap_fn_names[i], BTF_KIND_FUNC);
+
+		if (id > 0) {
+			p->found |= 1u << i;
+			if (i == RMAP_FN_ADD_NEW_ANON)
+				new_anon_id = id;
+		}
+	}
+	p->old_api = btf__find_by_name_kind(btf, "page_add_new_anon_rmap", BTF_KIND_FUNC) > 0;
+	btf__free(btf);
+	if (rmap_backend__btf_ok(p) && new_anon_id > 0) {
+		p->load_probed = true;
+		p->load_err = probe_tracing_load(new_anon_id);
+	}
+	return 0;
+}

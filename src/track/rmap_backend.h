@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rmap mode's backend, chosen at run time: fentry on the kernel's folio rmap functions where
+ * the kernel has them (6.8+) and loads BPF tracing programs, the rss_stat tracepoint backend
+ * otherwise. The probing (rmap_backend__probe) is separate from the decision
+ * (rmap_backend__choose, pure), so the decision is unit-tested on any kernel.
+ */
+#ifndef MEMTRACK_RMAP_BACKEND_H
+#define MEMTRACK_RMAP_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The fentry backend's target functions; one BPF program each (src/bpf/rmap_fentry.bpf.c). */
+enum rmap_fn {
+	RMAP_FN_ADD_NEW_ANON,  /* folio_add_new_anon_rmap: required */
+	RMAP_FN_ADD_ANON_PTES, /* required */
+	RMAP_FN_ADD_FILE_PTES, /* required */
+	RMAP_FN_REMOVE_PTES,   /* required */
+	RMAP_FN_ADD_ANON_PMD,  /* the pmd/pud ones: hooked when present (THP, DAX) */
+	RMAP_FN_ADD_FILE_PMD,
+	RMAP_FN_REMOVE_PMD,
+	RMAP_FN_ADD_FILE_PUD, /* 6.15+ */
+	RMAP_FN_REMOVE_PUD,
+	RMAP_FN_NR,
+};
+
+#define RMAP_FN_REQUIRED                                                                           \
+	((1u << RMAP_FN_ADD_NEW_ANON) | (1u << RMAP_FN_ADD_ANON_PTES) |                            \
+	 (1u << RMAP_FN_ADD_FILE_PTES) | (1u << RMAP_FN_REMOVE_PTES))
+
+extern const char *const rmap_fn_names[RMAP_FN_NR];
+
+/* What the user asked for: MEMTRACK_RMAP_BACKEND=auto|fentry|tracepoint. */
+enum rmap_want {
+	RMAP_WANT_AUTO = 0,
+	RMAP_WANT_FENTRY,
+	RMAP_WANT_TRACEPOINT,
+};
+
+/* The probe results: the inputs of the decision. */
+struct rmap_probe {
+	enum rmap_want want;
+	int btf_err;	  /* 0, or -errno: vmlinux BTF could not be read */
+	unsigned found;	  /* bit per enum rmap_fn: a FUNC of that name is in vmlinux BTF */
+	bool old_api;	  /* page_add_new_anon_rmap is in BTF (the page_* rmap API, before 6.8) */
+	bool load_probed; /* a tracing program load was tried (only when the BTF check passed) */
+	int load_err;	  /* its result: 0, or -errno (EPERM: refused by the kernel) */
+};
+
+struct rmap_choice {
+	int backend;	  /* enum mt_rmap_backend: MT_RMAP_FENTRY or MT_RMAP_TRACEPOINT */
+	unsigned progs;	  /* bit per enum rmap_fn: the fentry programs to load */
+	char reason[256]; /* for the manifest's rmap_reason */
+};
+
+/* Whether the functions found allow the fentry backend, so that a probe load is worth it. */
+bool rmap_backend__btf_ok(const struct rmap_probe *p);
+
+/* The decision. Returns 0, or -ENOTSUP when MEMTRACK_RMAP_BACKEND=fentry cannot be honoured
+ * (c->reason says why). */
+int rmap_backend__choose(const struct rmap_probe *p, struct rmap_choice *c);
+
+/* Parses MEMTRACK_RMAP_BACKEND's value (NULL or "" = auto). Returns 0 or -EINVAL. */
+int rmap_backend__parse_want(const char *s, enum rmap_want *want);
+
+/*
+ * Fills `p` on this kernel: looks the functions up in /sys/kernel/btf/vmlinux and, when they
+ * are there and fentry is wanted, loads (never attaches) a two-instruction fentry program on
+ * folio_add_new_anon_rmap. Costs one BTF parse and one tiny verification; called only in
+ * rmap mode. Returns 0 (failures are results, in `p`).
+ */
+int rmap_backend__probe(struct rmap_probe *p);
+
+#endif
