@@ -12,7 +12,8 @@
  * Member, as the kernel's mm_counter() picks the rss counter the caller changes with the same
  * call: anon when folio->mapping has PAGE_MAPPING_ANON (bit 0; KSM folios too), else shmem when
  * the folio is swap-backed (mm_counter_file()), else file. Per process and member, the sum of
- * the deltas then moves with rss_stat.
+ * the deltas then moves with rss_stat. folio_add_new_anon_rmap() is anon by definition: the
+ * folio only becomes anon inside it, after fentry.
  *
  * Address: the anon adds pass it; elsewhere it is the kernel's own vma_address(): vm_start +
  * ((folio->index + page's offset in the folio - vm_pgoff) << PAGE_SHIFT), valid for file and
@@ -89,7 +90,8 @@ static __always_inline __u64 mt_page_addr(struct folio *folio, struct page *page
  * for the machine's other processes.
  */
 static __always_inline void mt_rmap_fentry(struct folio *folio, struct page *page,
-					   struct vm_area_struct *vma, __u64 addr, __s64 nr)
+					   struct vm_area_struct *vma, __u64 addr, __s64 nr,
+					   bool new_anon)
 {
 	__u64 mm = (__u64)BPF_CORE_READ(vma, vm_mm);
 	__u32 *owner = bpf_map_lookup_elem(&mm_owner, &mm);
@@ -106,7 +108,8 @@ static __always_inline void mt_rmap_fentry(struct folio *folio, struct page *pag
 	e = mt_reserve(MT_EV_RMAP, tgid, (__u32)bpf_get_current_pid_tgid());
 	if (!e)
 		return;
-	e->aux = mt_folio_member(folio);
+	/* a new anon folio becomes anon inside the function: at entry its mapping is not set */
+	e->aux = new_anon ? MT_RSS_ANON : mt_folio_member(folio);
 	e->addr = addr ? addr & ~((1ull << mt_page_shift) - 1) : mt_page_addr(folio, page, vma);
 	e->size = (__u64)nr;
 	mt_submit(e, false);
@@ -118,7 +121,7 @@ SEC("fentry/folio_add_new_anon_rmap")
 int BPF_PROG(mt_fentry_add_new_anon, struct folio *folio, struct vm_area_struct *vma,
 	     unsigned long address)
 {
-	mt_rmap_fentry(folio, NULL, vma, address, mt_folio_nr_pages(folio));
+	mt_rmap_fentry(folio, NULL, vma, address, mt_folio_nr_pages(folio), true);
 	return 0;
 }
 
@@ -127,7 +130,7 @@ SEC("fentry/folio_add_anon_rmap_ptes")
 int BPF_PROG(mt_fentry_add_anon_ptes, struct folio *folio, struct page *page, int nr_pages,
 	     struct vm_area_struct *vma, unsigned long address)
 {
-	mt_rmap_fentry(folio, page, vma, address, nr_pages);
+	mt_rmap_fentry(folio, page, vma, address, nr_pages, false);
 	return 0;
 }
 
@@ -136,7 +139,7 @@ SEC("fentry/folio_add_anon_rmap_pmd")
 int BPF_PROG(mt_fentry_add_anon_pmd, struct folio *folio, struct page *page,
 	     struct vm_area_struct *vma, unsigned long address)
 {
-	mt_rmap_fentry(folio, page, vma, address, mt_folio_nr_pages(folio));
+	mt_rmap_fentry(folio, page, vma, address, mt_folio_nr_pages(folio), false);
 	return 0;
 }
 
@@ -145,7 +148,7 @@ SEC("fentry/folio_add_file_rmap_ptes")
 int BPF_PROG(mt_fentry_add_file_ptes, struct folio *folio, struct page *page, int nr_pages,
 	     struct vm_area_struct *vma)
 {
-	mt_rmap_fentry(folio, page, vma, 0, nr_pages);
+	mt_rmap_fentry(folio, page, vma, 0, nr_pages, false);
 	return 0;
 }
 
@@ -153,7 +156,7 @@ SEC("fentry/folio_add_file_rmap_pmd")
 int BPF_PROG(mt_fentry_add_file_pmd, struct folio *folio, struct page *page,
 	     struct vm_area_struct *vma)
 {
-	mt_rmap_fentry(folio, page, vma, 0, mt_folio_nr_pages(folio));
+	mt_rmap_fentry(folio, page, vma, 0, mt_folio_nr_pages(folio), false);
 	return 0;
 }
 
@@ -161,7 +164,7 @@ SEC("fentry/folio_add_file_rmap_pud")
 int BPF_PROG(mt_fentry_add_file_pud, struct folio *folio, struct page *page,
 	     struct vm_area_struct *vma)
 {
-	mt_rmap_fentry(folio, page, vma, 0, mt_folio_nr_pages(folio));
+	mt_rmap_fentry(folio, page, vma, 0, mt_folio_nr_pages(folio), false);
 	return 0;
 }
 
@@ -171,7 +174,7 @@ SEC("fentry/folio_remove_rmap_ptes")
 int BPF_PROG(mt_fentry_remove_ptes, struct folio *folio, struct page *page, int nr_pages,
 	     struct vm_area_struct *vma)
 {
-	mt_rmap_fentry(folio, page, vma, 0, -(__s64)nr_pages);
+	mt_rmap_fentry(folio, page, vma, 0, -(__s64)nr_pages, false);
 	return 0;
 }
 
@@ -179,7 +182,7 @@ SEC("fentry/folio_remove_rmap_pmd")
 int BPF_PROG(mt_fentry_remove_pmd, struct folio *folio, struct page *page,
 	     struct vm_area_struct *vma)
 {
-	mt_rmap_fentry(folio, page, vma, 0, -mt_folio_nr_pages(folio));
+	mt_rmap_fentry(folio, page, vma, 0, -mt_folio_nr_pages(folio), false);
 	return 0;
 }
 
@@ -187,6 +190,6 @@ SEC("fentry/folio_remove_rmap_pud")
 int BPF_PROG(mt_fentry_remove_pud, struct folio *folio, struct page *page,
 	     struct vm_area_struct *vma)
 {
-	mt_rmap_fentry(folio, page, vma, 0, -mt_folio_nr_pages(folio));
+	mt_rmap_fentry(folio, page, vma, 0, -mt_folio_nr_pages(folio), false);
 	return 0;
 }
