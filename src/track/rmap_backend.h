@@ -65,10 +65,10 @@ int rmap_backend__choose(const struct rmap_probe *p, struct rmap_choice *c);
 int rmap_backend__parse_want(const char *s, enum rmap_want *want);
 
 /*
- * Fills `p` on this kernel: looks the functions up in /sys/kernel/btf/vmlinux and, when they
- * are there and fentry is wanted, loads (never attaches) a two-instruction fentry program on
- * folio_add_new_anon_rmap. Costs one BTF parse and one tiny verification; called only in
- * rmap mode. Returns 0 (failures are results, in `p`).
+ * Fills `p` on this kernel: looks the functions up in /sys/kernel/btf/vmlinux (streamed,
+ * btf_scan.h) and, when they are there and fentry is wanted, loads (never attaches) a
+ * two-instruction fentry program on folio_add_new_anon_rmap. Called only in rmap mode.
+ * Returns 0 (failures are results, in `p`).
  */
 int rmap_backend__probe(struct rmap_probe *p);
 
