@@ -2,12 +2,16 @@
 /* rmap backend selection: probes (BTF, a tracing program load) and the pure decision. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
+#include "memtrack.skel.h"
 #include "bpf/events.h"
+#include "common/log.h"
 #include "track/btf_scan.h"
 #include "track/rmap_backend.h"
 
@@ -162,6 +166,85 @@ int rmap_backend__probe(struct rmap_probe *p)
 	if (rmap_backend__btf_ok(p)) {
 		p->load_probed = true;
 		p->load_err = probe_tracing_load(ids[RMAP_FN_ADD_NEW_ANON]);
+	}
+	return 0;
+}
+
+/* The skeleton's fentry programs, in enum rmap_fn order. */
+static struct bpf_program *rmap_backend__prog(struct memtrack_bpf *s, int fn)
+{
+	struct bpf_program *progs[RMAP_FN_NR] = {
+	    [RMAP_FN_ADD_NEW_ANON] = s->progs.mt_fentry_add_new_anon,
+	    [RMAP_FN_ADD_ANON_PTES] = s->progs.mt_fentry_add_anon_ptes,
+	    [RMAP_FN_ADD_FILE_PTES] = s->progs.mt_fentry_add_file_ptes,
+	    [RMAP_FN_REMOVE_PTES] = s->progs.mt_fentry_remove_ptes,
+	    [RMAP_FN_ADD_ANON_PMD] = s->progs.mt_fentry_add_anon_pmd,
+	    [RMAP_FN_ADD_FILE_PMD] = s->progs.mt_fentry_add_file_pmd,
+	    [RMAP_FN_REMOVE_PMD] = s->progs.mt_fentry_remove_pmd,
+	    [RMAP_FN_ADD_FILE_PUD] = s->progs.mt_fentry_add_file_pud,
+	    [RMAP_FN_REMOVE_PUD] = s->progs.mt_fentry_remove_pud,
+	};
+
+	return progs[fn];
+}
+
+static double rmap_backend__ms_since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (t1.tv_sec - t0->tv_sec) * 1e3 + (t1.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+int rmap_backend__select(struct rmap_choice *c, const char *env)
+{
+	struct rmap_probe p = {0};
+	struct timespec t0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (rmap_backend__parse_want(env, &p.want)) {
+		log__error("cannot use MEMTRACK_RMAP_BACKEND='%s': want auto, fentry or tracepoint",
+			   env);
+		return -EINVAL;
+	}
+	rmap_backend__probe(&p);
+	if (rmap_backend__choose(&p, c)) {
+		log__error("cannot use the fentry rmap backend: %s. Unset MEMTRACK_RMAP_BACKEND "
+			   "to fall back to the tracepoint backend",
+			   c->reason);
+		return -ENOTSUP;
+	}
+	log__debug(2, "rmap backend %s (%s), chosen in %.2f ms",
+		   c->backend == MT_RMAP_FENTRY ? "fentry" : "tracepoint", c->reason,
+		   rmap_backend__ms_since(&t0));
+	return 0;
+}
+
+void rmap_backend__set_autoload(struct memtrack_bpf *s, int backend, const struct rmap_choice *c)
+{
+	bool tp = backend == MT_RMAP_TRACEPOINT;
+
+	/* the address programs serve the tracepoint backend only (sys_enter/sys_exit fire for
+	 * every syscall of the machine) */
+	bpf_program__set_autoload(s->progs.mt_on_page_fault_user, tp);
+	bpf_program__set_autoload(s->progs.mt_on_sys_enter, tp);
+	bpf_program__set_autoload(s->progs.mt_on_sys_exit, tp);
+	/* only the selected fentry programs: each makes the kernel resolve its target, and a
+	 * missing target fails the whole load */
+	for (int i = 0; i < RMAP_FN_NR; i++)
+		bpf_program__set_autoload(rmap_backend__prog(s, i),
+					  backend == MT_RMAP_FENTRY && (c->progs & (1u << i)));
+}
+
+int rmap_backend__attach(struct memtrack_bpf *s, const struct rmap_choice *c,
+			 struct bpf_link *links[RMAP_FN_NR])
+{
+	for (int i = 0; i < RMAP_FN_NR; i++) {
+		if (!(c->progs & (1u << i)))
+			continue;
+		links[i] = bpf_program__attach_trace(rmap_backend__prog(s, i));
+		if (!links[i])
+			return -errno;
 	}
 	return 0;
 }

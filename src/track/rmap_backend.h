@@ -72,4 +72,20 @@ int rmap_backend__parse_want(const char *s, enum rmap_want *want);
  */
 int rmap_backend__probe(struct rmap_probe *p);
 
+struct memtrack_bpf;
+struct bpf_link;
+
+/* rmap mode's choice for this run: env is MEMTRACK_RMAP_BACKEND's value (NULL when unset).
+ * Probes, decides, logs; returns 0, or -errno after saying why (bad env value; fentry forced
+ * where it cannot run). */
+int rmap_backend__select(struct rmap_choice *c, const char *env);
+
+/* Before load: enables the programs of `backend` (enum mt_rmap_backend; MT_RMAP_OFF: none). */
+void rmap_backend__set_autoload(struct memtrack_bpf *s, int backend, const struct rmap_choice *c);
+
+/* After load, fentry backend: attaches the chosen programs into links[]. Returns 0 or -errno
+ * (the links made so far stay in links[] for the caller to destroy). */
+int rmap_backend__attach(struct memtrack_bpf *s, const struct rmap_choice *c,
+			 struct bpf_link *links[RMAP_FN_NR]);
+
 #endif

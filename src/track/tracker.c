@@ -141,64 +141,6 @@ static int tracker__explain_load_error(int err)
 	return MT_EXIT_FAILED;
 }
 
-/* The fentry programs of the skeleton, in enum rmap_fn order. */
-static struct bpf_program *tracker__rmap_prog(struct memtrack_bpf *s, int fn)
-{
-	struct bpf_program *progs[RMAP_FN_NR] = {
-		[RMAP_FN_ADD_NEW_ANON] = s->progs.mt_fentry_add_new_anon,
-		[RMAP_FN_ADD_ANON_PTES] = s->progs.mt_fentry_add_anon_ptes,
-		[RMAP_FN_ADD_FILE_PTES] = s->progs.mt_fentry_add_file_ptes,
-		[RMAP_FN_REMOVE_PTES] = s->progs.mt_fentry_remove_ptes,
-		[RMAP_FN_ADD_ANON_PMD] = s->progs.mt_fentry_add_anon_pmd,
-		[RMAP_FN_ADD_FILE_PMD] = s->progs.mt_fentry_add_file_pmd,
-		[RMAP_FN_REMOVE_PMD] = s->progs.mt_fentry_remove_pmd,
-		[RMAP_FN_ADD_FILE_PUD] = s->progs.mt_fentry_add_file_pud,
-		[RMAP_FN_REMOVE_PUD] = s->progs.mt_fentry_remove_pud,
-	};
-
-	return progs[fn];
-}
-
-/* rmap mode: probe this kernel and pick the backend (rmap_backend.c). The RSS-only path never
- * comes here: it pays no BTF parse and no probe load. */
-static int tracker__choose_rmap(struct tracker *t)
-{
-	struct rmap_probe p = {0};
-	const char *env = getenv("MEMTRACK_RMAP_BACKEND");
-	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
-
-	if (rmap_backend__parse_want(env, &p.want)) {
-		log__error("cannot use MEMTRACK_RMAP_BACKEND='%s': want auto, fentry or tracepoint",
-			   env);
-		return -EINVAL;
-	}
-	rmap_backend__probe(&p);
-	if (rmap_backend__choose(&p, &t->rmap)) {
-		log__error("cannot use the fentry rmap backend: %s. Unset MEMTRACK_RMAP_BACKEND "
-			   "to fall back to the tracepoint backend",
-			   t->rmap.reason);
-		return -ENOTSUP;
-	}
-	log__debug(2, "rmap backend %s (%s), chosen in %.2f ms",
-		   t->rmap.backend == MT_RMAP_FENTRY ? "fentry" : "tracepoint", t->rmap.reason,
-		   (now_ns(CLOCK_MONOTONIC) - t0) / 1e6);
-	return 0;
-}
-
-/* The fentry programs are attached at load, so that a kernel refusing them still leaves time
- * to reload with the tracepoint backend. Returns 0 or -errno. */
-static int tracker__attach_rmap_fentry(struct tracker *t)
-{
-	for (int i = 0; i < RMAP_FN_NR; i++) {
-		if (!(t->rmap.progs & (1u << i)))
-			continue;
-		t->rmap_links[i] = bpf_program__attach_trace(tracker__rmap_prog(t->skel, i));
-		if (!t->rmap_links[i])
-			return -errno;
-	}
-	return 0;
-}
-
 static void tracker__unload(struct tracker *t)
 {
 	for (int i = 0; i < RMAP_FN_NR; i++) {
@@ -214,7 +156,6 @@ static int tracker__open_load(struct tracker *t, bool multi)
 {
 	struct memtrack_bpf *s;
 	int backend = t->o->rmap ? t->rmap.backend : MT_RMAP_OFF;
-	bool tp = backend == MT_RMAP_TRACEPOINT;
 	int err;
 
 	s = t->skel = memtrack_bpf__open();
@@ -225,14 +166,7 @@ static int tracker__open_load(struct tracker *t, bool multi)
 	s->rodata->mt_rss_step = t->o->rss_step;
 	s->rodata->mt_stop_on_exec = true;
 	s->rodata->mt_rmap = backend;
-	bpf_program__set_autoload(s->progs.mt_on_page_fault_user, tp);
-	bpf_program__set_autoload(s->progs.mt_on_sys_enter, tp);
-	bpf_program__set_autoload(s->progs.mt_on_sys_exit, tp);
-	/* Only the selected fentry programs load: each one makes the kernel resolve its target,
-	 * and a missing target fails the whole load. */
-	for (int i = 0; i < RMAP_FN_NR; i++)
-		bpf_program__set_autoload(tracker__rmap_prog(s, i),
-					  backend == MT_RMAP_FENTRY && (t->rmap.progs & (1u << i)));
+	rmap_backend__set_autoload(s, backend, &t->rmap);
 	bpf_map__set_max_entries(s->maps.events, t->o->ring_bytes);
 	bpf_program__set_autoload(s->progs.mt_alloc_entry_multi, multi);
 	bpf_program__set_autoload(s->progs.mt_alloc_return_multi, multi);
@@ -245,8 +179,9 @@ static int tracker__open_load(struct tracker *t, bool multi)
 						      attach__uprobe_multi_type());
 	}
 	err = memtrack_bpf__load(s);
+	/* attached at load, so that a kernel refusing them leaves time to reload without them */
 	if (!err && backend == MT_RMAP_FENTRY)
-		err = tracker__attach_rmap_fentry(t);
+		err = rmap_backend__attach(s, &t->rmap, t->rmap_links);
 	if (err)
 		tracker__unload(t);
 	return err;
@@ -265,7 +200,7 @@ static int tracker__load(struct tracker *t)
 		return MT_EXIT_FAILED;
 	}
 	libbpf_set_print(libbpf_quiet);
-	if (t->o->rmap && tracker__choose_rmap(t))
+	if (t->o->rmap && rmap_backend__select(&t->rmap, getenv("MEMTRACK_RMAP_BACKEND")))
 		return MT_EXIT_FAILED;
 	multi = attach__probe_uprobe_multi();
 	t->m.uprobe_mechanism = multi ? "uprobe_multi" : "perf_uprobe";
