@@ -25,12 +25,26 @@ const char *const rmap_fn_names[RMAP_FN_NR] = {
     [RMAP_FN_REMOVE_PMD] = "folio_remove_rmap_pmd",
     [RMAP_FN_ADD_FILE_PUD] = "folio_add_file_rmap_pud",
     [RMAP_FN_REMOVE_PUD] = "folio_remove_rmap_pud",
+    [RMAP_FN_PAGE_ADD_NEW_ANON] = "page_add_new_anon_rmap",
+    [RMAP_FN_PAGE_ADD_ANON] = "page_add_anon_rmap",
+    [RMAP_FN_PAGE_ADD_FILE] = "page_add_file_rmap",
+    [RMAP_FN_PAGE_REMOVE] = "page_remove_rmap",
 };
+
+/* Which API this kernel has whole: the folio one (6.8+), else the page one (6.1; 6.2-6.7
+ * mix folio_add_new_anon_rmap with the rest of the page API: neither is whole). */
+static unsigned rmap_backend__api(unsigned found)
+{
+	if ((found & RMAP_FN_REQUIRED) == RMAP_FN_REQUIRED)
+		return found & RMAP_FN_FOLIO_ALL;
+	if ((found & RMAP_FN_PAGE_ALL) == RMAP_FN_PAGE_ALL)
+		return RMAP_FN_PAGE_ALL;
+	return 0;
+}
 
 bool rmap_backend__btf_ok(const struct rmap_probe *p)
 {
-	return p->want != RMAP_WANT_TRACEPOINT && !p->btf_err &&
-	       (p->found & RMAP_FN_REQUIRED) == RMAP_FN_REQUIRED;
+	return p->want != RMAP_WANT_TRACEPOINT && !p->btf_err && rmap_backend__api(p->found);
 }
 
 int rmap_backend__parse_want(const char *s, enum rmap_want *want)
@@ -71,16 +85,12 @@ int rmap_backend__choose(const struct rmap_probe *p, struct rmap_choice *c)
 	if (p->btf_err) {
 		snprintf(c->reason, sizeof(c->reason),
 			 "cannot read vmlinux BTF (%s): tracepoint backend", strerror(-p->btf_err));
-	} else if ((p->found & RMAP_FN_REQUIRED) != RMAP_FN_REQUIRED) {
+	} else if (!rmap_backend__api(p->found)) {
 		missing_required(p->found, missing, sizeof(missing));
-		if (p->old_api)
-			snprintf(
-			    c->reason, sizeof(c->reason),
-			    "kernel has the page_* rmap functions (before 6.8), which the fentry "
-			    "backend does not hook: tracepoint backend");
-		else
-			snprintf(c->reason, sizeof(c->reason),
-				 "no %s in vmlinux BTF: tracepoint backend", missing);
+		snprintf(c->reason, sizeof(c->reason),
+			 "no %s in vmlinux BTF (nor the whole page_* rmap API of 6.1): tracepoint "
+			 "backend",
+			 missing);
 	} else if (!p->load_probed) {
 		snprintf(c->reason, sizeof(c->reason),
 			 "tracing programs not probed: tracepoint backend");
@@ -96,9 +106,11 @@ int rmap_backend__choose(const struct rmap_probe *p, struct rmap_choice *c)
 					       : "");
 	} else {
 		c->backend = MT_RMAP_FENTRY;
-		c->progs = p->found & ((1u << RMAP_FN_NR) - 1);
-		if ((p->found & (1u << RMAP_FN_ADD_FILE_PUD)) ||
-		    (p->found & (1u << RMAP_FN_REMOVE_PUD)))
+		c->progs = rmap_backend__api(p->found);
+		if (c->progs & RMAP_FN_PAGE_ALL)
+			snprintf(c->reason, sizeof(c->reason),
+				 "page_* rmap functions found (before 6.8)");
+		else if (c->progs & ((1u << RMAP_FN_ADD_FILE_PUD) | (1u << RMAP_FN_REMOVE_PUD)))
 			snprintf(c->reason, sizeof(c->reason),
 				 "folio_* rmap functions found (6.15+, with pud variants)");
 		else
@@ -140,21 +152,18 @@ static int probe_tracing_load(int btf_id)
 
 int rmap_backend__probe(struct rmap_probe *p)
 {
-	const char *names[RMAP_FN_NR + 1];
-	int ids[RMAP_FN_NR + 1], err;
+	int ids[RMAP_FN_NR], err;
+	unsigned api;
 
 	p->btf_err = 0;
 	p->found = 0;
-	p->old_api = false;
 	p->load_probed = false;
 	p->load_err = 0;
 	if (p->want == RMAP_WANT_TRACEPOINT)
 		return 0;
-	for (int i = 0; i < RMAP_FN_NR; i++)
-		names[i] = rmap_fn_names[i];
-	names[RMAP_FN_NR] = "page_add_new_anon_rmap";
 	/* streamed, not btf__load_vmlinux_btf(): 10-20x cheaper, see btf_scan.h */
-	err = btf_scan__funcs("/sys/kernel/btf/vmlinux", names, RMAP_FN_NR + 1, ids);
+	err = btf_scan__funcs("/sys/kernel/btf/vmlinux", (const char *const *)rmap_fn_names,
+			      RMAP_FN_NR, ids);
 	if (err) {
 		p->btf_err = err;
 		return 0;
@@ -162,10 +171,12 @@ int rmap_backend__probe(struct rmap_probe *p)
 	for (int i = 0; i < RMAP_FN_NR; i++)
 		if (ids[i] > 0)
 			p->found |= 1u << i;
-	p->old_api = ids[RMAP_FN_NR] > 0;
+	api = rmap_backend__api(p->found);
 	if (rmap_backend__btf_ok(p)) {
 		p->load_probed = true;
-		p->load_err = probe_tracing_load(ids[RMAP_FN_ADD_NEW_ANON]);
+		p->load_err =
+		    probe_tracing_load(api & RMAP_FN_PAGE_ALL ? ids[RMAP_FN_PAGE_ADD_NEW_ANON]
+							      : ids[RMAP_FN_ADD_NEW_ANON]);
 	}
 	return 0;
 }
@@ -183,6 +194,10 @@ static struct bpf_program *rmap_backend__prog(struct memtrack_bpf *s, int fn)
 	    [RMAP_FN_REMOVE_PMD] = s->progs.mt_fentry_remove_pmd,
 	    [RMAP_FN_ADD_FILE_PUD] = s->progs.mt_fentry_add_file_pud,
 	    [RMAP_FN_REMOVE_PUD] = s->progs.mt_fentry_remove_pud,
+	    [RMAP_FN_PAGE_ADD_NEW_ANON] = s->progs.mt_fentry_page_add_new_anon,
+	    [RMAP_FN_PAGE_ADD_ANON] = s->progs.mt_fentry_page_add_anon,
+	    [RMAP_FN_PAGE_ADD_FILE] = s->progs.mt_fentry_page_add_file,
+	    [RMAP_FN_PAGE_REMOVE] = s->progs.mt_fentry_page_remove,
 	};
 
 	return progs[fn];
@@ -234,16 +249,26 @@ void rmap_backend__set_autoload(struct memtrack_bpf *s, int backend, const struc
 	for (int i = 0; i < RMAP_FN_NR; i++)
 		bpf_program__set_autoload(rmap_backend__prog(s, i),
 					  backend == MT_RMAP_FENTRY && (c->progs & (1u << i)));
+	/* 6.1: the exec seed misses the task's cached counter changes (rmap_fentry.bpf.c) */
+	bpf_program__set_autoload(s->progs.mt_fentry_exec_cached,
+				  backend == MT_RMAP_FENTRY && (c->progs & RMAP_FN_PAGE_ALL));
 }
 
 int rmap_backend__attach(struct memtrack_bpf *s, const struct rmap_choice *c,
-			 struct bpf_link *links[RMAP_FN_NR])
+			 struct bpf_link *links[RMAP_FN_NR + 1])
 {
 	for (int i = 0; i < RMAP_FN_NR; i++) {
 		if (!(c->progs & (1u << i)))
 			continue;
 		links[i] = bpf_program__attach_trace(rmap_backend__prog(s, i));
 		if (!links[i])
+			return -errno;
+	}
+	if (c->progs & RMAP_FN_PAGE_ALL) {
+		links[RMAP_FN_NR] =
+		    bpf_program__attach_raw_tracepoint(s->progs.mt_fentry_exec_cached,
+						       "sched_process_exec");
+		if (!links[RMAP_FN_NR])
 			return -errno;
 	}
 	return 0;

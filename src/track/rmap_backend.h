@@ -22,12 +22,20 @@ enum rmap_fn {
 	RMAP_FN_REMOVE_PMD,
 	RMAP_FN_ADD_FILE_PUD, /* 6.15+ */
 	RMAP_FN_REMOVE_PUD,
+	RMAP_FN_PAGE_ADD_NEW_ANON, /* page_add_new_anon_rmap: the page_* API (< 6.8), all four */
+	RMAP_FN_PAGE_ADD_ANON,
+	RMAP_FN_PAGE_ADD_FILE,
+	RMAP_FN_PAGE_REMOVE,
 	RMAP_FN_NR,
 };
 
 #define RMAP_FN_REQUIRED                                                                           \
 	((1u << RMAP_FN_ADD_NEW_ANON) | (1u << RMAP_FN_ADD_ANON_PTES) |                            \
 	 (1u << RMAP_FN_ADD_FILE_PTES) | (1u << RMAP_FN_REMOVE_PTES))
+#define RMAP_FN_FOLIO_ALL ((1u << RMAP_FN_PAGE_ADD_NEW_ANON) - 1)
+#define RMAP_FN_PAGE_ALL                                                                           \
+	((1u << RMAP_FN_PAGE_ADD_NEW_ANON) | (1u << RMAP_FN_PAGE_ADD_ANON) |                       \
+	 (1u << RMAP_FN_PAGE_ADD_FILE) | (1u << RMAP_FN_PAGE_REMOVE))
 
 extern const char *const rmap_fn_names[RMAP_FN_NR];
 
@@ -43,7 +51,6 @@ struct rmap_probe {
 	enum rmap_want want;
 	int btf_err;	  /* 0, or -errno: vmlinux BTF could not be read */
 	unsigned found;	  /* bit per enum rmap_fn: a FUNC of that name is in vmlinux BTF */
-	bool old_api;	  /* page_add_new_anon_rmap is in BTF (the page_* rmap API, before 6.8) */
 	bool load_probed; /* a tracing program load was tried (only when the BTF check passed) */
 	int load_err;	  /* its result: 0, or -errno (EPERM: refused by the kernel) */
 };
@@ -83,9 +90,10 @@ int rmap_backend__select(struct rmap_choice *c, const char *env);
 /* Before load: enables the programs of `backend` (enum mt_rmap_backend; MT_RMAP_OFF: none). */
 void rmap_backend__set_autoload(struct memtrack_bpf *s, int backend, const struct rmap_choice *c);
 
-/* After load, fentry backend: attaches the chosen programs into links[]. Returns 0 or -errno
- * (the links made so far stay in links[] for the caller to destroy). */
+/* After load, fentry backend: attaches the chosen programs into links[] (the last one: 6.1's
+ * exec correction). Returns 0 or -errno (the links made so far stay in links[] for the caller
+ * to destroy). */
 int rmap_backend__attach(struct memtrack_bpf *s, const struct rmap_choice *c,
-			 struct bpf_link *links[RMAP_FN_NR]);
+			 struct bpf_link *links[RMAP_FN_NR + 1]);
 
 #endif

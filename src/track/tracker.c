@@ -42,7 +42,7 @@ struct tracker {
 	const struct tracker_opts *o;
 	struct memtrack_bpf *skel;
 	struct bpf_link *tp_links[7];
-	struct bpf_link *rmap_links[RMAP_FN_NR]; /* fentry rmap backend */
+	struct bpf_link *rmap_links[RMAP_FN_NR + 1]; /* fentry rmap backend */
 	struct rmap_choice rmap;
 	struct attach_set *set;
 	struct libs *libs;
@@ -143,7 +143,7 @@ static int tracker__explain_load_error(int err)
 
 static void tracker__unload(struct tracker *t)
 {
-	for (int i = 0; i < RMAP_FN_NR; i++) {
+	for (int i = 0; i <= RMAP_FN_NR; i++) {
 		bpf_link__destroy(t->rmap_links[i]);
 		t->rmap_links[i] = NULL;
 	}

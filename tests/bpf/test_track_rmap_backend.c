@@ -84,8 +84,9 @@ static void test_backend_follows_kernel(void **state)
 	print_message("rmap backend here: %s (%s)\n", got,
 		      json_string_value(mt_json(r, "mechanisms.rmap_reason")));
 	MT_CHECK(r, !strcmp(got, want), "rmap_backend is %s; this kernel %s, so it must be %s", got,
-		 strcmp(want, "fentry") ? "refuses fentry or lacks the folio rmap functions"
-					: "has the folio rmap functions and loads fentry",
+		 strcmp(want, "fentry")
+		     ? "refuses fentry or lacks a whole rmap API"
+		     : "has a whole rmap API (folio_* or page_*) and loads fentry",
 		 want);
 	check_sums(r);
 }

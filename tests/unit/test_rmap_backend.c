@@ -62,22 +62,32 @@ static void test_eperm_falls_back(void **state)
 	assert_non_null(strstr(c.reason, "(EINVAL)"));
 }
 
-static void test_old_kernel_refused_with_reason(void **state)
+static void test_page_api_before_6_8(void **state)
 {
-	/* 6.1: page_* API, folio_add_new_anon_rmap absent (6.2-6.7 have it without the rest) */
-	struct rmap_probe p = {.found = 0, .old_api = true};
+	/* 6.1: the page_* API whole, no folio_* function */
+	struct rmap_probe p = {.found = RMAP_FN_PAGE_ALL, .load_probed = true};
 	struct rmap_choice c;
 
 	(void)state;
-	assert_false(rmap_backend__btf_ok(&p));
+	assert_true(rmap_backend__btf_ok(&p));
 	assert_int_equal(rmap_backend__choose(&p, &c), 0);
-	assert_int_equal(c.backend, MT_RMAP_TRACEPOINT);
-	assert_non_null(strstr(c.reason, "page_* rmap functions (before 6.8)"));
+	assert_int_equal(c.backend, MT_RMAP_FENTRY);
+	assert_int_equal(c.progs, RMAP_FN_PAGE_ALL);
+	assert_string_equal(c.reason, "page_* rmap functions found (before 6.8)");
 
-	p.found = 1u << RMAP_FN_ADD_NEW_ANON;
+	/* 6.2-6.7: folio_add_new_anon_rmap replaced page_add_new_anon_rmap, the rest is page_*:
+	 * neither API is whole */
+	p.found =
+	    (1u << RMAP_FN_ADD_NEW_ANON) | (RMAP_FN_PAGE_ALL & ~(1u << RMAP_FN_PAGE_ADD_NEW_ANON));
 	assert_false(rmap_backend__btf_ok(&p));
 	assert_int_equal(rmap_backend__choose(&p, &c), 0);
 	assert_int_equal(c.backend, MT_RMAP_TRACEPOINT);
+	assert_non_null(strstr(c.reason, "nor the whole page_* rmap API"));
+
+	/* both APIs (never seen; a kernel in between): the folio one wins */
+	p.found = FOLIO_612 | RMAP_FN_PAGE_ALL;
+	assert_int_equal(rmap_backend__choose(&p, &c), 0);
+	assert_int_equal(c.progs, FOLIO_612);
 }
 
 static void test_missing_functions_named(void **state)
@@ -90,7 +100,8 @@ static void test_missing_functions_named(void **state)
 	assert_int_equal(rmap_backend__choose(&p, &c), 0);
 	assert_int_equal(c.backend, MT_RMAP_TRACEPOINT);
 	assert_string_equal(c.reason, "no folio_add_anon_rmap_ptes, folio_remove_rmap_ptes in "
-				      "vmlinux BTF: tracepoint backend");
+				      "vmlinux BTF (nor the whole page_* rmap API of 6.1): "
+				      "tracepoint backend");
 }
 
 static void test_btf_unreadable(void **state)
@@ -157,7 +168,7 @@ int main(void)
 	    cmocka_unit_test(test_fentry_when_functions_and_load_ok),
 	    cmocka_unit_test(test_only_present_optional_programs),
 	    cmocka_unit_test(test_eperm_falls_back),
-	    cmocka_unit_test(test_old_kernel_refused_with_reason),
+	    cmocka_unit_test(test_page_api_before_6_8),
 	    cmocka_unit_test(test_missing_functions_named),
 	    cmocka_unit_test(test_btf_unreadable),
 	    cmocka_unit_test(test_forced_backends),
