@@ -21,8 +21,7 @@
  * and 0 when it falls outside the vma (KSM pages).
  */
 #include "bpf/maps.bpf.h"
-
-extern const volatile __u32 mt_page_shift;
+#include "bpf/rss.bpf.h" /* mt_ptr_value */
 
 /* Linux < 6.3 kept a large folio's order in a byte of its own. */
 struct folio___order_byte {
@@ -37,16 +36,6 @@ static __always_inline __u64 mt_folio_flags(struct folio *folio)
 
 	bpf_probe_read_kernel(&flags, sizeof(flags), folio);
 	return flags;
-}
-
-/* A pointer's value as a number the verifier lets us subtract: read back through the stack
- * (it refuses arithmetic between a BTF pointer and a computed one, e.g. a compound head). */
-static __always_inline __u64 mt_scalar(void *p)
-{
-	__u64 v = 0;
-
-	bpf_probe_read_kernel(&v, sizeof(v), &p);
-	return v;
 }
 
 /* folio_nr_pages(): 1, or 1 << order for a large folio (PG_head set on its first page). */
@@ -87,7 +76,9 @@ static __always_inline __u64 mt_page_addr(struct folio *folio, struct page *page
 	__u64 page_size = bpf_core_type_size(struct page);
 
 	if (page && page_size)
-		index += (mt_scalar(page) - mt_scalar(folio)) / page_size;
+		/* as numbers: the verifier refuses arithmetic between a BTF pointer and a computed
+		 * one (6.1's compound head) */
+		index += (mt_ptr_value(page) - mt_ptr_value(folio)) / page_size;
 	if (index < pgoff)
 		return 0;
 	addr = start + ((index - pgoff) << mt_page_shift);
