@@ -94,16 +94,14 @@ int rmap_backend__choose(const struct rmap_probe *p, struct rmap_choice *c)
 	} else if (!p->load_probed) {
 		snprintf(c->reason, sizeof(c->reason),
 			 "tracing programs not probed: tracepoint backend");
+	} else if (p->load_err == -EPERM) {
+		snprintf(c->reason, sizeof(c->reason),
+			 "fentry refused by the kernel (EPERM, BPF tracing programs not allowed): "
+			 "tracepoint backend");
 	} else if (p->load_err) {
 		snprintf(c->reason, sizeof(c->reason),
-			 "fentry refused by the kernel (%s%s): "
-			 "tracepoint backend",
-			 p->load_err == -EPERM	  ? "EPERM"
-			 : p->load_err == -EINVAL ? "EINVAL"
-						  : strerror(-p->load_err),
-			 p->load_err == -EPERM ? ", BPF tracing programs"
-						 " not allowed"
-					       : "");
+			 "fentry refused by the kernel (%s): tracepoint backend",
+			 p->load_err == -EINVAL ? "EINVAL" : strerror(-p->load_err));
 	} else {
 		c->backend = MT_RMAP_FENTRY;
 		c->progs = rmap_backend__api(p->found);
