@@ -74,4 +74,11 @@ enum mt_drop_reason {
 
 #define MT_MAX_DEPTH 8
 
+/* rmap mode's backend (the BPF constant mt_rmap): which programs write the Rmap records. */
+enum mt_rmap_backend {
+	MT_RMAP_OFF = 0,
+	MT_RMAP_TRACEPOINT = 1, /* rss_stat changes (rss.bpf.h), addresses from rmap.bpf.c */
+	MT_RMAP_FENTRY = 2, /* fentry on the kernel's folio rmap functions (rmap_fentry.bpf.c) */
+};
+
 #endif /* MEMTRACK_EVENTS_H */

@@ -13,7 +13,7 @@ const volatile __u32 mt_abi_version = MT_ABI_VERSION;
 const volatile __u32 mt_nr_cpus = 1;
 const volatile __u32 mt_page_shift = 12;
 const volatile __s64 mt_rss_step = 64 * 1024;
-const volatile bool mt_rmap = false;
+const volatile __u32 mt_rmap = MT_RMAP_OFF;
 /* Stop a tracked task at exec of a binary user space has not inspected yet, so the consumer can
  * attach to the libraries it will load before any of its code runs. */
 const volatile bool mt_stop_on_exec = true;
@@ -147,8 +147,10 @@ int BPF_PROG(mt_on_exit, struct task_struct *task)
 	 * last thread of the group (a leader that called pthread_exit earlier is not). */
 	if (BPF_CORE_READ(cur, signal, live.counter) != 0)
 		return 0;
+	/* forced: with the fentry rmap backend, what the mm still holds here is torn down after
+	 * this tracepoint (6.16+), where the owner is gone; the close-out carries it */
 	for (__u32 m = 0; m < MT_RSS_NR; m++)
-		mt_rss_set(p, tgid, tid, m, 0, false);
+		mt_rss_set(p, tgid, tid, m, 0, true);
 	mt_emit(MT_EV_EXIT, tgid, tid, 0, 0, 0);
 	mt_disown_mm(p->mm, tgid);
 	bpf_map_delete_elem(&procs, &tgid);

@@ -9,7 +9,7 @@
 extern const volatile __u32 mt_nr_cpus;
 extern const volatile __u32 mt_page_shift;
 extern const volatile __s64 mt_rss_step; /* bytes; 0 = emit every change */
-extern const volatile bool mt_rmap; /* rmap mode: an Rmap record for every counter change */
+extern const volatile __u32 mt_rmap; /* enum mt_rmap_backend */
 
 /*
  * Per-CPU base offsets without /proc/kallsyms (this kernel's kallsyms lists no data symbols, so
@@ -161,7 +161,11 @@ static __always_inline void mt_rss_set(struct mt_proc *p, __u32 tgid, __u32 tid,
 	if (member >= MT_RSS_NR)
 		return;
 	old = __sync_lock_test_and_set(&p->rss[member], val);
-	if (mt_rmap && val != old)
+	/* Tracepoint backend: every counter change is an Rmap record. Fentry backend: only the
+	 * forced re-bases (fork seed, exec seed, exit), which carry the pages the rmap functions
+	 * cannot show: inherited at fork, mapped by exec before the mm was ours, torn down after
+	 * the exit tracepoint (6.16+). */
+	if (val != old && (mt_rmap == MT_RMAP_TRACEPOINT || (mt_rmap == MT_RMAP_FENTRY && force)))
 		mt_rmap_emit(tgid, tid, member, val - old, force);
 	if (member != MT_RSS_SWAP) {
 		mt_tree_add(val - old);

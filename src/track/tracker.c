@@ -35,6 +35,7 @@
 #include "track/btf_cache.h"
 #include "track/consumer.h"
 #include "track/libs.h"
+#include "track/rmap_backend.h"
 #include "track/sinks.h"
 #include "track/spawn.h"
 #include "track/tracker.h"
@@ -43,6 +44,8 @@ struct tracker {
 	const struct tracker_opts *o;
 	struct memtrack_bpf *skel;
 	struct bpf_link *tp_links[8];
+	struct bpf_link *rmap_links[RMAP_FN_NR + 1]; /* fentry rmap backend */
+	struct rmap_choice rmap;
 	struct btf_cache btf;
 	struct attach_set *set;
 	struct libs *libs;
@@ -122,11 +125,24 @@ static int tracker__explain_load_error(int err)
 	return MT_EXIT_FAILED;
 }
 
-/* Opens the skeleton against the BTF in t->btf and sets everything fixed before load. */
-static int tracker__open(struct tracker *t, bool multi)
+static void tracker__unload(struct tracker *t)
+{
+	for (int i = 0; i <= RMAP_FN_NR; i++) {
+		bpf_link__destroy(t->rmap_links[i]);
+		t->rmap_links[i] = NULL;
+	}
+	memtrack_bpf__destroy(t->skel);
+	t->skel = NULL;
+}
+
+/* Opens the skeleton against the BTF in t->btf, configures and loads it for t->rmap's backend.
+ * Returns 0 or -errno. */
+static int tracker__open_load(struct tracker *t, bool multi)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, oo, .btf_custom_path = t->btf.path[0] ? t->btf.path : NULL);
+	int backend = t->o->rmap ? t->rmap.backend : MT_RMAP_OFF;
 	struct memtrack_bpf *s;
+	int err;
 
 	s = t->skel = memtrack_bpf__open_opts(&oo);
 	if (!s)
@@ -135,11 +151,8 @@ static int tracker__open(struct tracker *t, bool multi)
 	s->rodata->mt_page_shift = __builtin_ctz(sysconf(_SC_PAGESIZE));
 	s->rodata->mt_rss_step = t->o->rss_step;
 	s->rodata->mt_stop_on_exec = true;
-	s->rodata->mt_rmap = t->o->rmap;
-	bpf_program__set_autoload(s->progs.mt_on_page_fault_user, t->o->rmap);
-	bpf_program__set_autoload(s->progs.mt_on_page_fault_kernel, t->o->rmap);
-	bpf_program__set_autoload(s->progs.mt_on_sys_enter, t->o->rmap);
-	bpf_program__set_autoload(s->progs.mt_on_sys_exit, t->o->rmap);
+	s->rodata->mt_rmap = backend;
+	rmap_backend__set_autoload(s, backend, &t->rmap);
 	bpf_map__set_max_entries(s->maps.events, t->o->ring_bytes);
 	bpf_program__set_autoload(s->progs.mt_alloc_entry_multi, multi);
 	bpf_program__set_autoload(s->progs.mt_alloc_return_multi, multi);
@@ -151,11 +164,36 @@ static int tracker__open(struct tracker *t, bool multi)
 		bpf_program__set_expected_attach_type(s->progs.mt_alloc_return_multi,
 						      attach__uprobe_multi_type());
 	}
-	return 0;
+	err = memtrack_bpf__load(s);
+	/* attached at load, so that a kernel refusing them leaves time to reload without them */
+	if (!err && backend == MT_RMAP_FENTRY)
+		err = rmap_backend__attach(s, &t->rmap, t->rmap_links);
+	if (err)
+		tracker__unload(t);
+	return err;
+}
+
+/* Loads with the chosen rmap backend; when the fentry programs do not load or attach (the probe
+ * load passed: verifier, attach), falls back to the tracepoint backend and says why. */
+static int tracker__load_backend(struct tracker *t, bool multi)
+{
+	int err = tracker__open_load(t, multi);
+
+	if (err && t->o->rmap && t->rmap.backend == MT_RMAP_FENTRY) {
+		snprintf(t->rmap.reason, sizeof(t->rmap.reason),
+			 "fentry programs cannot be loaded or attached (%s): tracepoint backend",
+			 strerror(-err));
+		log__warn("%s", t->rmap.reason);
+		t->rmap.backend = MT_RMAP_TRACEPOINT;
+		t->rmap.progs = 0;
+		err = tracker__open_load(t, multi);
+	}
+	return err;
 }
 
 static int tracker__load(struct tracker *t)
 {
+	struct rmap_choice chosen;
 	const void *obj;
 	size_t obj_sz;
 	bool multi;
@@ -168,22 +206,16 @@ static int tracker__load(struct tracker *t)
 		return MT_EXIT_FAILED;
 	}
 	libbpf_set_print(libbpf_quiet);
-	if (t->o->rmap) {
-		/* fentry on the folio rmap functions is the precise backend, but BPF tracing
-		 * programs are not implemented yet (and this kernel refuses them) */
-		t->m.rmap_backend = "tracepoint";
-		t->m.rmap_reason = strdup("fentry backend not implemented: rss_stat changes "
-					  "with page_fault_user and syscall ranges for addresses");
-	}
+	if (t->o->rmap && rmap_backend__select(&t->rmap, getenv("MEMTRACK_RMAP_BACKEND")))
+		return MT_EXIT_FAILED;
+	chosen = t->rmap;
 	multi = attach__probe_uprobe_multi();
 	t->m.uprobe_mechanism = multi ? "uprobe_multi" : "perf_uprobe";
 	t->m.tracepoint_mechanism = "raw_tracepoint";
 	/* CO-RE against a minimal BTF for this kernel: no parse of the whole vmlinux BTF. */
 	obj = memtrack_bpf__elf_bytes(&obj_sz);
 	btf_cache__prepare(&t->btf, obj, obj_sz);
-	err = tracker__open(t, multi);
-	if (!err)
-		err = memtrack_bpf__load(t->skel);
+	err = tracker__load_backend(t, multi);
 	if (err && t->btf.path[0]) {
 		char why[128];
 
@@ -191,15 +223,17 @@ static int tracker__load(struct tracker *t)
 		log__warn("cannot load with the cached BTF '%s' (%s): removed; loading with the "
 			  "full vmlinux BTF",
 			  t->btf.path, why);
-		memtrack_bpf__destroy(t->skel);
 		btf_cache__invalidate(&t->btf);
-		err = tracker__open(t, multi);
-		if (!err)
-			err = memtrack_bpf__load(t->skel);
+		t->rmap = chosen; /* a fentry fallback above may have been the BTF's fault */
+		err = tracker__load_backend(t, multi);
 	}
 	t->m.btf_source = t->btf.source;
 	if (err)
 		return tracker__explain_load_error(err);
+	if (t->o->rmap) {
+		t->m.rmap_backend = t->rmap.backend == MT_RMAP_FENTRY ? "fentry" : "tracepoint";
+		t->m.rmap_reason = strdup(t->rmap.reason);
+	}
 	err = attach_set__new(&t->set, multi ? ATTACH_UPROBE_MULTI : ATTACH_PERF_UPROBE,
 			      multi ? t->skel->progs.mt_alloc_entry_multi
 				    : t->skel->progs.mt_alloc_entry_perf,
@@ -231,8 +265,8 @@ static int tracker__attach_tracepoints(struct tracker *t)
 	};
 
 	for (size_t i = 0; i < sizeof(tps) / sizeof(tps[0]); i++) {
-		if (i >= 4 && !t->o->rmap)
-			break;
+		if (i >= 4 && t->rmap.backend != MT_RMAP_TRACEPOINT)
+			break; /* the address programs serve the tracepoint backend only */
 		t->tp_links[i] = bpf_program__attach_raw_tracepoint(tps[i].prog, tps[i].tp);
 		if (!t->tp_links[i]) {
 			log__error("cannot attach to raw tracepoint '%s': %s", tps[i].tp,
@@ -453,8 +487,7 @@ static void tracker__detach(struct tracker *t)
 		t->tp_links[i] = NULL;
 	}
 	consumer__destroy(&t->cons);
-	memtrack_bpf__destroy(t->skel);
-	t->skel = NULL;
+	tracker__unload(t);
 	t->m.t_detach = now_ns(CLOCK_MONOTONIC) - t0;
 	log__debug(2, "detach: %.1f ms", t->m.t_detach / 1e6);
 }
