@@ -23,13 +23,18 @@
 #include <sys/stat.h>
 #include "../lib/mt_check.h"
 #include "track/btf_min.h"
+#include "track/rmap_backend.h"
 
 static struct memtrack_bpf *load(const char *btf_path)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, oo, .btf_custom_path = btf_path);
 	struct memtrack_bpf *s = memtrack_bpf__open_opts(&oo);
+	struct rmap_choice none = {0};
 
 	assert_non_null(s);
+	/* Every program a run of this machine can load: the tracepoint backend's, not fentry's
+	 * (refused where BPF tracing programs are). */
+	rmap_backend__set_autoload(s, MT_RMAP_TRACEPOINT, &none);
 	/* Small ring: two of them live at once. */
 	bpf_map__set_max_entries(s->maps.events, 1 << 16);
 	assert_int_equal(memtrack_bpf__load(s), 0);
