@@ -48,7 +48,7 @@ TARGET_CC := $(sort $(wildcard tests/targets/*.cc))
 TARGETS   := $(patsubst tests/targets/%.c,$(BUILD)/targets/%,$(TARGET_C)) \
 	     $(patsubst tests/targets/%.cc,$(BUILD)/targets/%,$(TARGET_CC))
 
-.PHONY: all clean deps demo check check-unit check-root bench install format
+.PHONY: all clean deps demo check check-unit check-root check-vm bench install format
 all: $(BUILD)/memtrack $(BUILD)/memtrack-bench $(TARGETS)
 
 deps:
@@ -142,6 +142,13 @@ check-unit: deps
 check-root: deps
 	$(Q)$(MAKE) --no-print-directory all $(ROOT_BINS)
 	$(Q)scripts/run-tests.sh $(BUILD) -- $(ROOT_BINS)
+
+# --- root tests in other kernels (scripts/vm): Debian cloud kernels under qemu ---------------------
+VM_KERNELS ?= 6.12 6.1
+check-vm:
+	$(Q)scripts/deps.sh vm
+	$(Q)$(MAKE) --no-print-directory all $(ROOT_BINS)
+	$(Q)BUILD=$(BUILD) VM_KERNELS="$(VM_KERNELS)" scripts/vm/check.sh
 
 bench: deps
 	$(Q)$(MAKE) --no-print-directory all
