@@ -46,11 +46,13 @@ tree=$(cd "$here/../.." && pwd)
 command -v qemu-system-x86_64 >/dev/null ||
 	die "qemu-system-x86_64 is missing; run: scripts/deps.sh vm"
 
-vmlinuz=$("$here/kernel.sh" "$ver")
 work=$tree/.output/vm/$ver
-mkdir -p "$work"
 initrd=$work/initramfs.cpio.gz
 log=$work/console.log
+# A console log is always this run's: check.sh tells "never booted" from its absence.
+rm -f "$log"
+mkdir -p "$work"
+vmlinuz=$("$here/kernel.sh" "$ver")
 "$here/initramfs.sh" "$initrd" "$@"
 
 timeout_s=${VM_TIMEOUT:-600}
@@ -64,7 +66,7 @@ timeout --foreground -k 10 "$timeout_s" qemu-system-x86_64 \
 	-nodefaults -display none -no-reboot -serial stdio \
 	-kernel "$vmlinuz" -initrd "$initrd" \
 	-append "console=ttyS0 quiet loglevel=4 panic=-1 oops=panic rdinit=/init" \
-	</dev/null 2>&1 | tr -d '\r' | tee "$log"
+	</dev/null 2>&1 | sed -u 's/\r$//' | tee "$log"
 qemu_rc=${PIPESTATUS[0]}
 set -e
 elapsed=$(($(date +%s) - start))
