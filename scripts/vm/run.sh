@@ -23,7 +23,8 @@
 #
 # Environment:
 #   BUILD        the build folder (default build)
-#   VM_TIMEOUT   seconds before the guest is given up (default 600)
+#   VM_TIMEOUT   seconds before the guest is given up (default 1200: the whole root suite
+#                takes 6-11 min here on a loaded machine; a hang costs this much)
 #   VM_MEM       guest memory in MiB (default 1024)
 #   VM_SMP       guest CPUs (default 2: per-CPU counters and threads need more than one)
 #   VM_FILES     more host files to put in the guest ("/usr/sbin/bpftool"), with their libraries
@@ -55,7 +56,7 @@ mkdir -p "$work"
 vmlinuz=$("$here/kernel.sh" "$ver")
 "$here/initramfs.sh" "$initrd" "$@"
 
-timeout_s=${VM_TIMEOUT:-600}
+timeout_s=${VM_TIMEOUT:-1200}
 echo "memtrack: booting $(cat "$(dirname "$vmlinuz")/package" 2>/dev/null || echo "$vmlinuz") under qemu (TCG, timeout ${timeout_s}s)" >&2
 start=$(date +%s)
 # -no-reboot with panic=-1: a panicking guest ends qemu at once instead of hanging to the
