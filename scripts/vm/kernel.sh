@@ -76,7 +76,7 @@ apt_opts=(
 	-o "APT::Sandbox::User=root"
 )
 echo "memtrack: fetching the $suite package list from $mirror" >&2
-apt-get "${apt_opts[@]}" -qq update >&2 ||
+apt-get "${apt_opts[@]}" -qq --error-on=any update >&2 ||
 	die "cannot update the $suite package list from '$mirror'; check the network or set VM_MIRROR"
 
 # "6.1" must not match 6.12: the version is followed by a dot. Newest by version order.
