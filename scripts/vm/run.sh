@@ -61,6 +61,11 @@ echo "memtrack: booting $(cat "$(dirname "$vmlinuz")/package" 2>/dev/null || ech
 start=$(date +%s)
 # -no-reboot with panic=-1: a panicking guest ends qemu at once instead of hanging to the
 # timeout. No disk, no network: everything is in the initramfs, results come on ttyS0.
+# --foreground keeps qemu in the caller's process group, so Ctrl-C at the terminal stops it too.
+# thread=single: with one host thread per vCPU (thread=multi) the 6.12 guest once died at boot
+# on a stray int3 in kernel text being patched (cross-CPU code modification under TCG); one
+# thread for both vCPUs also leaves the machine's other CPU to other work.
+# oops=panic: an oops in the guest ends the run with its trace, instead of a hung test.
 set +e
 timeout --foreground -k 10 "$timeout_s" qemu-system-x86_64 \
 	-accel tcg,thread=single -cpu max -smp "${VM_SMP:-2}" -m "${VM_MEM:-1024}" \
