@@ -90,8 +90,9 @@ echo "memtrack: downloading $pkg" >&2
 (cd "$work" && apt-get "${apt_opts[@]}" -qq download "$pkg" >&2) ||
 	die "cannot download '$pkg' from '$mirror'"
 dpkg-deb -x "$work"/*.deb "$work/root"
-vmlinuz=$(ls "$work"/root/boot/vmlinuz-* 2>/dev/null | head -n1)
-[ -n "$vmlinuz" ] || die "'$pkg' has no /boot/vmlinuz-*"
+images=("$work"/root/boot/vmlinuz-*)
+vmlinuz=${images[0]}
+[ -f "$vmlinuz" ] || die "'$pkg' has no /boot/vmlinuz-*"
 cp "$work"/root/boot/config-* "$dir/config.tmp"
 cp "$vmlinuz" "$dir/vmlinuz.tmp"
 mv "$dir/config.tmp" "$dir/config"
