@@ -53,7 +53,7 @@ TARGET_CC := $(sort $(wildcard tests/targets/*.cc))
 TARGETS   := $(patsubst tests/targets/%.c,$(BUILD)/targets/%,$(TARGET_C)) \
 	     $(patsubst tests/targets/%.cc,$(BUILD)/targets/%,$(TARGET_CC))
 
-.PHONY: all clean deps demo check check-unit check-root bench bench-consumer install format
+.PHONY: all clean deps demo check check-unit check-root check-vm bench bench-consumer install format
 all: $(BUILD)/memtrack $(BUILD)/memtrack-bench $(BUILD)/memtrack-floor $(BUILD)/memtrack-bench-consumer \
 	$(TARGETS)
 
@@ -167,6 +167,13 @@ check-unit: deps
 check-root: deps
 	$(Q)$(MAKE) --no-print-directory all $(ROOT_BINS)
 	$(Q)scripts/run-tests.sh $(BUILD) -- $(ROOT_BINS)
+
+# --- root tests in other kernels (scripts/vm): Debian cloud kernels under qemu ---------------------
+VM_KERNELS ?= 6.12 6.1
+check-vm:
+	$(Q)scripts/deps.sh vm
+	$(Q)$(MAKE) --no-print-directory all $(ROOT_BINS)
+	$(Q)BUILD=$(BUILD) VM_KERNELS="$(VM_KERNELS)" scripts/vm/check.sh
 
 bench: deps
 	$(Q)$(MAKE) --no-print-directory all

@@ -1,19 +1,31 @@
 #!/usr/bin/env bash
 # Install the Debian packages memtrack needs to build, test and benchmark, if any is missing.
-# Usage: scripts/deps.sh [--check]   (--check: only report, exit 1 when something is missing)
+# Usage: scripts/deps.sh [--check] [vm]   (--check: only report, exit 1 when something is missing;
+#                                        vm: also what `make check-vm` needs)
 set -euo pipefail
+check=0; vm=0
+for a in "$@"; do
+	case $a in
+	--check) check=1 ;;
+	vm) vm=1 ;;
+	*) echo "memtrack: unknown argument '$a'; usage: $0 [--check] [vm]" >&2; exit 2 ;;
+	esac
+done
 pkgs=(
 	make gcc g++ clang llvm pkg-config bpftool libbpf-dev libelf-dev zlib1g-dev libzstd-dev zstd
 	libmsgpack-dev libjansson-dev libyaml-dev libcmocka-dev
 	# allocators the tests track besides glibc
 	libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev
 )
+# The VM lane (scripts/vm): an emulator, busybox for the guest's tools, cpio for its initramfs.
+# Only for check-vm: qemu is large, and `make check` does not need it.
+if [ $vm = 1 ]; then pkgs+=(qemu-system-x86 busybox-static cpio); fi
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
-if [ "${1:-}" = "--check" ]; then
+if [ $check = 1 ]; then
 	echo "memtrack: missing packages: ${missing[*]}" >&2
 	exit 1
 fi

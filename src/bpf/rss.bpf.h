@@ -43,9 +43,32 @@ static __always_inline __u64 mt_ptr_value(void *p)
 	return v;
 }
 
-/* Exact value of one counter in bytes, as the kernel's percpu_counter_sum_positive() computes
- * it since 6.2: the shared count plus every CPU's pending batch. */
-static __always_inline __s64 mt_rss_read(struct mm_struct *mm, __u32 member)
+/* Linux < 6.2: mm->rss_stat.count[], atomic counters in pages; the rss_stat tracepoint
+ * reports exactly this value (the per-task cached deltas are not in it either). */
+struct mm_struct___old {
+	struct mm_rss_stat___old rss_stat;
+} __attribute__((preserve_access_index));
+
+/*
+ * The two layouts are read in separate non-inlined functions: each one's CO-RE relocations fail
+ * on the other kernel, and libbpf then poisons those instructions, which the verifier accepts
+ * only where it can prove them unreachable. Inlined, clang hoists the loop-invariant field
+ * offset above the bpf_core_type_exists() test (mt_rss_seed's loop), and the 6.1 kernel
+ * refused the whole object ("invalid CO-RE relocation ... mm_struct.rss_stat").
+ */
+static __noinline __s64 mt_rss_read_old(struct mm_struct *mm, __u32 member)
+{
+	struct mm_struct___old *om = (void *)mm;
+	long v = 0;
+
+	if (member < MT_RSS_NR)
+		bpf_core_read(&v, sizeof(v), &om->rss_stat.count[member].counter);
+	return v;
+}
+
+/* Since 6.2, as the kernel's percpu_counter_sum_positive() computes it: the shared count plus
+ * every CPU's pending batch. Pages. */
+static __noinline __s64 mt_rss_read_pcpu(struct mm_struct *mm, __u32 member)
 {
 	struct percpu_counter *c;
 	__s64 sum;
@@ -53,8 +76,6 @@ static __always_inline __s64 mt_rss_read(struct mm_struct *mm, __u32 member)
 
 	if (member >= MT_RSS_NR)
 		return 0;
-	if (bpf_core_type_exists(struct mm_rss_stat___old))
-		return 0; /* old kernels: the caller uses the tracepoint's own value */
 	c = &mm->rss_stat[member];
 	sum = BPF_CORE_READ(c, count);
 	counters = BPF_CORE_READ(c, counters);
@@ -75,6 +96,18 @@ static __always_inline __s64 mt_rss_read(struct mm_struct *mm, __u32 member)
 			sum += v;
 		}
 	}
+	return sum;
+}
+
+/* Exact value of one counter of mm in bytes (fork seed, exec baseline, updates since 6.2). */
+static __always_inline __s64 mt_rss_read(struct mm_struct *mm, __u32 member)
+{
+	__s64 sum;
+
+	if (bpf_core_type_exists(struct mm_rss_stat___old))
+		sum = mt_rss_read_old(mm, member);
+	else
+		sum = mt_rss_read_pcpu(mm, member);
 	if (sum < 0)
 		sum = 0;
 	return sum << mt_page_shift;

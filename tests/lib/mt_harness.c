@@ -170,12 +170,28 @@ static int parse_expect(struct linebuf *lb, struct mt_expect **out, size_t *nr)
 	return 0;
 }
 
+/* Has a side-channel line with this op arrived (a complete line)? */
+static bool lb_has_op(const struct linebuf *lb, const char *op)
+{
+	size_t oplen = strlen(op);
+
+	for (size_t i = 0; i + oplen < lb->len; i++) {
+		if ((i == 0 || lb->buf[i - 1] == '\n') && !memcmp(lb->buf + i, op, oplen) &&
+		    lb->buf[i + oplen] == ' ' && memchr(lb->buf + i, '\n', lb->len - i))
+			return true;
+	}
+	return false;
+}
+
 /* Reads fd while pid runs, then drains what is left without waiting for EOF: a detaching
- * helper of memtrack may hold the write end a while after the command is gone. */
+ * helper of memtrack may hold the write end a while after the command is gone. The signal
+ * clock starts at memtrack's start, or at the line sig_line when given. */
 static int collect(pid_t pid, int rfd, int timeout_s, struct linebuf *lb, int *status,
-		   bool *timed_out, int log_fd, struct linebuf *logb, int sig, int sig_after_ms)
+		   bool *timed_out, int log_fd, struct linebuf *logb, int sig, int sig_after_ms,
+		   const char *sig_line)
 {
 	uint64_t start = now_ms();
+	uint64_t sig_start = sig_line ? 0 : start;
 	uint64_t deadline = start + (uint64_t)(timeout_s > 0 ? timeout_s : 120) * 1000;
 	bool exited = false, killed = false;
 	int ws = 0;
@@ -192,7 +208,9 @@ static int collect(pid_t pid, int rfd, int timeout_s, struct linebuf *lb, int *s
 				if (lb_read(logb, log_fd) < 0)
 					break;
 		}
-		if (sig && now_ms() >= start + (uint64_t)sig_after_ms) {
+		if (sig && !sig_start && lb->buf && lb_has_op(lb, sig_line))
+			sig_start = now_ms();
+		if (sig && sig_start && now_ms() >= sig_start + (uint64_t)sig_after_ms) {
 			kill(pid, sig);
 			sig = 0;
 		}
@@ -389,7 +407,7 @@ int mt_track(struct mt_run *r, const struct mt_run_opts *o, const char *const ar
 	close(pfd[1]);
 	close(lfd[1]);
 	collect(pid, pfd[0], o->timeout_s, &lb, &r->status, &r->timed_out, lfd[0], &logb, o->signal,
-		o->signal_after_ms);
+		o->signal_after_ms, o->signal_after_line);
 	close(pfd[0]);
 	close(lfd[0]);
 	parse_expect(&lb, &r->exp, &r->nr_exp);
@@ -487,7 +505,7 @@ int mt_proc_wait(struct mt_proc *p, int timeout_s)
 	struct linebuf lb = {0};
 	bool to;
 
-	collect(p->pid, p->rfd, timeout_s, &lb, &p->status, &to, -1, NULL, 0, 0);
+	collect(p->pid, p->rfd, timeout_s, &lb, &p->status, &to, -1, NULL, 0, 0, NULL);
 	close(p->rfd);
 	p->rfd = -1;
 	parse_expect(&lb, &p->exp, &p->nr_exp);

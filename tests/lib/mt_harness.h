@@ -41,7 +41,10 @@ struct mt_run_opts {
 	int timeout_s;		/* kill memtrack after this long; 0 = 120 s */
 	bool no_expect_fd;	/* do not pass the side channel */
 	int signal;		/* send this signal to memtrack itself ... */
-	int signal_after_ms;	/* ... this long after starting it */
+	int signal_after_ms;	/* ... this long after starting it, */
+	/* ... or after the command's side-channel line with this op arrived: how long memtrack
+	 * takes to start (BPF load, attach) varies tenfold between a host and an emulated guest */
+	const char *signal_after_line;
 };
 
 struct mt_run {
