@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "track/btf_cache.h"
 #include "track/btf_min.h"
+#include "track/btf_scan.h"
 
 /* Bump when btf_min's output changes for the same inputs: old files are then ignored. */
 #define BTF_CACHE_FORMAT 1
@@ -265,6 +266,48 @@ void btf_cache__prepare(struct btf_cache *c, const void *obj, size_t obj_sz)
 	log__debug(1, "minimal BTF: %u bytes built in %.1f ms: %s", sz, c->build_ns / 1e6, c->path);
 cleanup:
 	btf__free(b);
+}
+
+/* The cache folder from the environment, when the cache is on. */
+static bool btf_cache__env_dir(char *dir, size_t len)
+{
+	const char *env = getenv("MEMTRACK_BTF_CACHE");
+
+	if (env && !strcmp(env, "0"))
+		return false;
+	return btf_cache__dir(dir, len, getenv("MEMTRACK_CACHE_DIR"), getenv("XDG_CACHE_HOME"),
+			      getenv("HOME"), (int)geteuid()) == 0;
+}
+
+int btf_cache__func_ids(const char *const *names, int n, int *ids)
+{
+	char dir[PATH_MAX], kid[128], name[256], path[PATH_MAX];
+	uint64_t h = 1469598103934665603ull;
+	bool have_dir = btf_cache__env_dir(dir, sizeof(dir));
+	size_t want = (size_t)n * sizeof(*ids);
+	struct stat st;
+	int fd, err;
+
+	for (int i = 0; i < n; i++) /* the names and their order are part of the key */
+		h = fnv1a(names[i], strlen(names[i]) + 1) ^ (h * 1099511628211ull);
+	btf_cache__kernel_id(kid, sizeof(kid));
+	snprintf(name, sizeof(name), "vmlinux-%s-funcs-%016llx.ids", kid, (unsigned long long)h);
+	if (have_dir && !btf_cache__join(path, sizeof(path), dir, name, false)) {
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd >= 0) {
+			bool ok = !fstat(fd, &st) && S_ISREG(st.st_mode) &&
+				  btf_cache__trusted(&st) && (size_t)st.st_size == want &&
+				  read(fd, ids, want) == (ssize_t)want;
+
+			close(fd);
+			if (ok)
+				return 0;
+		}
+	}
+	err = btf_scan__funcs("/sys/kernel/btf/vmlinux", names, n, ids);
+	if (!err && have_dir && btf_cache__mkdir(dir) == 0)
+		btf_cache__store(dir, name, ids, (uint32_t)want);
+	return err;
 }
 
 void btf_cache__invalidate(struct btf_cache *c)

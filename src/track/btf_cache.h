@@ -25,6 +25,10 @@ struct btf_cache {
 /* Finds or builds the minimal BTF for the BPF object `obj` (its ELF bytes). Never fails the
  * run: on any problem c->path is "" and c->source "vmlinux". */
 void btf_cache__prepare(struct btf_cache *c, const void *obj, size_t obj_sz);
+/* BTF type IDs of the kernel functions `names` (0 = absent), as btf_scan__funcs() finds them,
+ * cached per kernel build: they are a property of its BTF, and scanning it costs ~10 ms. Returns
+ * 0 or -errno (the scan's). */
+int btf_cache__func_ids(const char *const *names, int n, int *ids);
 /* The custom BTF did not load: remove the file so the next run rebuilds it. */
 void btf_cache__invalidate(struct btf_cache *c);
 void btf_cache__close(struct btf_cache *c);

@@ -12,6 +12,7 @@
 #include "memtrack.skel.h"
 #include "bpf/events.h"
 #include "common/log.h"
+#include "track/btf_cache.h"
 #include "track/btf_scan.h"
 #include "track/rmap_backend.h"
 
@@ -159,9 +160,9 @@ int rmap_backend__probe(struct rmap_probe *p)
 	p->load_err = 0;
 	if (p->want == RMAP_WANT_TRACEPOINT)
 		return 0;
-	/* streamed, not btf__load_vmlinux_btf(): 10-20x cheaper, see btf_scan.h */
-	err = btf_scan__funcs("/sys/kernel/btf/vmlinux", (const char *const *)rmap_fn_names,
-			      RMAP_FN_NR, ids);
+	/* streamed, not btf__load_vmlinux_btf() (10-20x cheaper, see btf_scan.h), and only once
+	 * per kernel build: later runs read the IDs from the cache */
+	err = btf_cache__func_ids((const char *const *)rmap_fn_names, RMAP_FN_NR, ids);
 	if (err) {
 		p->btf_err = err;
 		return 0;

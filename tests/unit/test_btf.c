@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 #include <bpf/btf.h>
@@ -18,6 +20,7 @@
 #include "memtrack.skel.h"
 #include "track/btf_cache.h"
 #include "track/btf_min.h"
+#include "track/btf_scan.h"
 
 static const struct btf_type *find(const struct btf *b, const char *name, int kind)
 {
@@ -241,13 +244,60 @@ static void test_cache_dir(void **state)
 	assert_int_equal(btf_cache__dir(d, 8, "/a/long/path", NULL, NULL, 0), -ENAMETOOLONG);
 }
 
+/* Function IDs: the cached answer is the scan's; a file of the wrong size is not used. */
+static void test_func_ids_cache(void **state)
+{
+	const char *names[] = {"do_exit", "no_such_function_here", "kernel_clone"};
+	char dir[] = "/tmp/memtrack-test-ids-XXXXXX", cmd[128];
+	int scan[3], first[3], again[3], files;
+	FILE *ls;
+
+	(void)state;
+	if (access("/sys/kernel/btf/vmlinux", R_OK))
+		skip(); /* no kernel BTF here: nothing to scan */
+	assert_non_null(mkdtemp(dir));
+	setenv("MEMTRACK_CACHE_DIR", dir, 1);
+	unsetenv("MEMTRACK_BTF_CACHE");
+	assert_int_equal(btf_scan__funcs("/sys/kernel/btf/vmlinux", names, 3, scan), 0);
+	assert_true(scan[0] > 0 && scan[2] > 0);
+	assert_int_equal(scan[1], 0);
+	assert_int_equal(btf_cache__func_ids(names, 3, first), 0);
+	assert_memory_equal(first, scan, sizeof(scan));
+	snprintf(cmd, sizeof(cmd), "ls %s/*.ids | wc -l", dir);
+	ls = popen(cmd, "r");
+	assert_int_equal(fscanf(ls, "%d", &files), 1);
+	pclose(ls);
+	assert_int_equal(files, 1);
+	/* the file now answers: make it wrong-sized, and the scan answers again (rewriting it) */
+	snprintf(cmd, sizeof(cmd), "for f in %s/*.ids; do printf 1234 > $f; done", dir);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(btf_cache__func_ids(names, 3, again), 0);
+	assert_memory_equal(again, scan, sizeof(scan));
+	snprintf(cmd, sizeof(cmd), "test $(stat -c %%s %s/*.ids) = 12", dir);
+	assert_int_equal(system(cmd), 0);
+	/* off: nothing written */
+	snprintf(cmd, sizeof(cmd), "rm -f %s/*.ids", dir);
+	assert_int_equal(system(cmd), 0);
+	setenv("MEMTRACK_BTF_CACHE", "0", 1);
+	assert_int_equal(btf_cache__func_ids(names, 3, again), 0);
+	assert_memory_equal(again, scan, sizeof(scan));
+	snprintf(cmd, sizeof(cmd), "ls %s | wc -l", dir);
+	ls = popen(cmd, "r");
+	assert_int_equal(fscanf(ls, "%d", &files), 1);
+	pclose(ls);
+	assert_int_equal(files, 0);
+	unsetenv("MEMTRACK_BTF_CACHE");
+	unsetenv("MEMTRACK_CACHE_DIR");
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_min_synthetic),
-	    cmocka_unit_test(test_min_vmlinux),
-	    cmocka_unit_test(test_build_id),
-	    cmocka_unit_test(test_cache_dir),
+	    cmocka_unit_test(test_min_synthetic),  cmocka_unit_test(test_min_vmlinux),
+	    cmocka_unit_test(test_build_id),	   cmocka_unit_test(test_cache_dir),
+	    cmocka_unit_test(test_func_ids_cache),
 	};
 
 	libbpf_set_print(NULL);
