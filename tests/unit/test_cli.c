@@ -30,7 +30,7 @@ static void test_shell_string(void **state)
 	assert_string_equal(o.argv[2], "ls -la > /dev/null");
 	assert_null(o.argv[3]);
 	assert_false(o.rmap);
-	assert_int_equal(o.ring_bytes, 32u << 20);
+	assert_int_equal(o.ring_bytes, 8 << 20);
 	assert_int_equal(o.rss_step, 64 << 10);
 }
 
