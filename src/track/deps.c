@@ -14,71 +14,114 @@
 #include "track/elf_syms.h"
 
 #define LDCACHE_MAGIC "glibc-ld.so.cache1.1"
-#define LDCACHE_HDR   48 /* magic[17] version[3] nlibs len_strings flags pad[3] ext unused[3] */
-#define LDCACHE_ENT   24 /* flags key value osversion hwcap */
+#define LDCACHE_HDR   48     /* magic[17] version[3] nlibs len_strings flags pad[3] ext unused[3] */
+#define LDCACHE_ENT   24     /* flags key value osversion hwcap */
 #define LDCACHE_X8664 0x0300 /* FLAG_X8664_LIB64 */
 
 static const char *const default_dirs[] = {
-	"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib",
-	"/usr/lib",
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib64",
+    "/usr/lib64",
+    "/lib",
+    "/usr/lib",
 };
+
+/*
+ * The last ld.so.cache mapped, kept between lookups: every exec stop looks up each DT_NEEDED
+ * name, and mapping the file for each one cost more than the lookups (page-table work is slow
+ * in VMs). Revalidated by stat at every lookup: a rewritten cache (ldconfig renames a new file
+ * into place) has another inode or mtime and is mapped afresh. Single-threaded use only.
+ */
+static struct {
+	char path[PATH_MAX];
+	dev_t dev;
+	ino_t ino;
+	struct timespec mtime;
+	const uint8_t *map;
+	size_t len;
+} ldcache = {.map = MAP_FAILED};
+
+static int deps__ldcache_map(const char *path)
+{
+	struct stat st;
+	int fd, err = 0;
+
+	if (stat(path, &st))
+		return -errno;
+	if (ldcache.map != MAP_FAILED && !strcmp(ldcache.path, path) && ldcache.dev == st.st_dev &&
+	    ldcache.ino == st.st_ino && ldcache.len == (size_t)st.st_size &&
+	    ldcache.mtime.tv_sec == st.st_mtim.tv_sec &&
+	    ldcache.mtime.tv_nsec == st.st_mtim.tv_nsec)
+		return 0;
+	if (ldcache.map != MAP_FAILED)
+		munmap((void *)ldcache.map, ldcache.len);
+	ldcache.map = MAP_FAILED;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) || st.st_size < LDCACHE_HDR) {
+		err = -ENOENT;
+		goto cleanup;
+	}
+	ldcache.map = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (ldcache.map == MAP_FAILED) {
+		err = -errno;
+		goto cleanup;
+	}
+	snprintf(ldcache.path, sizeof(ldcache.path), "%s", path);
+	ldcache.dev = st.st_dev;
+	ldcache.ino = st.st_ino;
+	ldcache.mtime = st.st_mtim;
+	ldcache.len = st.st_size;
+cleanup:
+	close(fd);
+	return err;
+}
 
 int deps__ldcache_lookup(const char *root, const char *soname, char *out, size_t cap)
 {
 	char path[PATH_MAX];
-	const uint8_t *map = MAP_FAILED, *base;
-	struct stat st;
-	int fd, err = -ENOENT;
-	size_t len;
+	const uint8_t *map, *base;
+	uint32_t nlibs;
+	size_t len, hdr_off;
+	int err;
 
 	snprintf(path, sizeof(path), "%s/etc/ld.so.cache", root);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) || st.st_size < LDCACHE_HDR)
-		goto cleanup;
-	len = st.st_size;
-	map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-	if (map == MAP_FAILED)
-		goto cleanup;
+	err = deps__ldcache_map(path);
+	if (err)
+		return err;
+	map = ldcache.map;
+	len = ldcache.len;
 	base = memmem(map, len < 4096 ? len : 4096, LDCACHE_MAGIC, strlen(LDCACHE_MAGIC));
 	if (!base)
-		goto cleanup;
-	{
-		uint32_t nlibs;
-		size_t hdr_off = base - map;
+		return -ENOENT;
+	hdr_off = base - map;
+	memcpy(&nlibs, base + 20, 4);
+	if (hdr_off + LDCACHE_HDR + (size_t)nlibs * LDCACHE_ENT > len)
+		return -ENOENT;
+	for (uint32_t i = 0; i < nlibs; i++) {
+		const uint8_t *e = base + LDCACHE_HDR + (size_t)i * LDCACHE_ENT;
+		int32_t flags;
+		uint32_t key, value;
 
-		memcpy(&nlibs, base + 20, 4);
-		if (hdr_off + LDCACHE_HDR + (size_t)nlibs * LDCACHE_ENT > len)
-			goto cleanup;
-		for (uint32_t i = 0; i < nlibs; i++) {
-			const uint8_t *e = base + LDCACHE_HDR + (size_t)i * LDCACHE_ENT;
-			int32_t flags;
-			uint32_t key, value;
-
-			memcpy(&flags, e, 4);
-			memcpy(&key, e + 4, 4);
-			memcpy(&value, e + 8, 4);
-			/* new-format string offsets are from the start of the file */
-			if (key >= len || value >= len || !memchr(map + key, 0, len - key) ||
-			    !memchr(map + value, 0, len - value))
-				continue;
+		memcpy(&flags, e, 4);
+		memcpy(&key, e + 4, 4);
+		memcpy(&value, e + 8, 4);
+		/* new-format string offsets are from the start of the file */
+		if (key >= len || value >= len || !memchr(map + key, 0, len - key) ||
+		    !memchr(map + value, 0, len - value))
+			continue;
 #if defined(__x86_64__)
-			if ((flags & LDCACHE_X8664) != LDCACHE_X8664)
-				continue;
+		if ((flags & LDCACHE_X8664) != LDCACHE_X8664)
+			continue;
 #endif
-			if (strcmp((const char *)map + key, soname))
-				continue;
-			snprintf(out, cap, "%s", (const char *)map + value);
-			err = 0;
-			break;
-		}
+		if (strcmp((const char *)map + key, soname))
+			continue;
+		snprintf(out, cap, "%s", (const char *)map + value);
+		return 0;
 	}
-cleanup:
-	if (map != MAP_FAILED)
-		munmap((void *)map, len);
-	close(fd);
-	return err;
+	return -ENOENT;
 }
 
 static int deps__add(struct dep_list *l, const char *path)
@@ -179,8 +222,9 @@ int deps__resolve(const char *root, const char *exe, const char *ld_path, const 
 	for (size_t i = 0; i < out->nr; i++) {
 		struct elf_info info;
 
-		if (elf_info__load(out->paths[i], &info))
-			continue; /* not ELF (a script): its interpreter is resolved at its own exec */
+		if (elf_info__load_dynamic(out->paths[i], &info))
+			continue; /* not ELF (a script): its interpreter is resolved at its own exec
+				   */
 		if (i == 0 && info.interp &&
 		    deps__exists(root, info.interp, found, sizeof(found)) &&
 		    (err = deps__add(out, found)) < 0) {

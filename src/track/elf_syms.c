@@ -94,7 +94,9 @@ static int elf__read_dynamic(Elf *elf, Elf_Scn *scn, GElf_Shdr *sh, struct elf_i
 	return 0;
 }
 
-int elf_info__load(const char *path, struct elf_info *info)
+/* want_syms: collect the defined functions too; without, only what the loader reads (PT_INTERP,
+ * the dynamic section), which is all deps__resolve needs for every library of every exec. */
+static int elf_info__read(const char *path, struct elf_info *info, bool want_syms)
 {
 	GElf_Phdr *ph = NULL;
 	size_t nph = 0, cap = 0;
@@ -137,7 +139,7 @@ int elf_info__load(const char *path, struct elf_info *info)
 				goto cleanup;
 			continue;
 		}
-		if (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM)
+		if (!want_syms || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
 			continue;
 		data = elf_getdata(scn, NULL);
 		n = sh.sh_entsize ? sh.sh_size / sh.sh_entsize : 0;
@@ -150,8 +152,8 @@ int elf_info__load(const char *path, struct elf_info *info)
 			if (!gelf_getsym(data, (int)i, &sym))
 				break;
 			type = GELF_ST_TYPE(sym.st_info);
-			if ((type != STT_FUNC && type != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF ||
-			    !sym.st_value)
+			if ((type != STT_FUNC && type != STT_GNU_IFUNC) ||
+			    sym.st_shndx == SHN_UNDEF || !sym.st_value)
 				continue;
 			name = elf_strptr(elf, sh.sh_link, sym.st_name);
 			if (!name || !*name)
@@ -172,6 +174,16 @@ cleanup:
 	if (err)
 		elf_info__free(info);
 	return err;
+}
+
+int elf_info__load(const char *path, struct elf_info *info)
+{
+	return elf_info__read(path, info, true);
+}
+
+int elf_info__load_dynamic(const char *path, struct elf_info *info)
+{
+	return elf_info__read(path, info, false);
 }
 
 uint64_t elf_info__find(const struct elf_info *info, const char *name)

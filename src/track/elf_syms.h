@@ -29,6 +29,8 @@ struct elf_info {
 
 /* Reads path. Returns 0 or -errno (-ENOEXEC when not an ELF file). */
 int elf_info__load(const char *path, struct elf_info *info);
+/* The same without symbols (nr_syms = 0): interpreter, DT_NEEDED, RUNPATH/RPATH only. */
+int elf_info__load_dynamic(const char *path, struct elf_info *info);
 void elf_info__free(struct elf_info *info);
 /* File offset of a defined function, or 0 when absent. */
 uint64_t elf_info__find(const struct elf_info *info, const char *name);

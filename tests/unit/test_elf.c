@@ -4,6 +4,7 @@
  * files of this machine and against a library built here with known symbols.
  */
 #include <errno.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -106,9 +107,10 @@ static void test_libc(void **state)
 		if (!strcmp(sites[i].name, "free"))
 			free_leaf = !sites[i].ret;
 		if (!strcmp(sites[i].name, "posix_memalign"))
-			memalign_ok = (sites[i].spec & MT_SPEC_MEMPTR) && MT_SPEC_SIZE(sites[i].spec) == 2;
+			memalign_ok =
+			    (sites[i].spec & MT_SPEC_MEMPTR) && MT_SPEC_SIZE(sites[i].spec) == 2;
 	}
-	assert_true(free_leaf); /* glibc's free calls nothing hooked: no return probe */
+	assert_true(free_leaf);	  /* glibc's free calls nothing hooked: no return probe */
 	assert_true(memalign_ok); /* size is the third argument */
 	elf_info__free(&info);
 }
@@ -156,8 +158,36 @@ static void test_deps_preload_and_missing(void **state)
 		fake |= !strcmp(deps.paths[i], libpath);
 	assert_true(fake);
 	deps__free(&deps);
-	assert_int_equal(deps__ldcache_lookup("", "libdoesnotexist.so.9", libpath + 0, 0),
-			 -ENOENT);
+	assert_int_equal(deps__ldcache_lookup("", "libdoesnotexist.so.9", libpath + 0, 0), -ENOENT);
+}
+
+/* The mapping of ld.so.cache kept between lookups follows the file: replaced (a new inode, as
+ * ldconfig does), it is read afresh; another root's cache is its own. */
+static void test_ldcache_follows_file(void **state)
+{
+	char root[256], other[256], cmd[2048], out[PATH_MAX];
+
+	(void)state;
+	if (access("/etc/ld.so.cache", R_OK))
+		skip(); /* no ld.so.cache on this machine */
+	snprintf(root, sizeof(root), "%s/root", tmpdir);
+	snprintf(other, sizeof(other), "%s/other", tmpdir);
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s/etc %s/etc && cp /etc/ld.so.cache %s/etc/", root,
+		 other, root);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(deps__ldcache_lookup(root, "libc.so.6", out, sizeof(out)), 0);
+	assert_non_null(strstr(out, "libc.so.6"));
+	assert_int_equal(deps__ldcache_lookup(other, "libc.so.6", out, sizeof(out)), -ENOENT);
+	snprintf(cmd, sizeof(cmd),
+		 "head -c 4096 /dev/zero > %s/etc/new && mv %s/etc/new %s/etc/ld.so.cache", root,
+		 root, root);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(deps__ldcache_lookup(root, "libc.so.6", out, sizeof(out)), -ENOENT);
+	snprintf(cmd, sizeof(cmd),
+		 "cp /etc/ld.so.cache %s/etc/new && mv %s/etc/new %s/etc/ld.so.cache", root, root,
+		 root);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(deps__ldcache_lookup(root, "libc.so.6", out, sizeof(out)), 0);
 }
 
 static void test_not_elf(void **state)
@@ -172,9 +202,10 @@ static void test_not_elf(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_fake_allocator),	 cmocka_unit_test(test_libc),
-		cmocka_unit_test(test_offsets_match_vaddr), cmocka_unit_test(test_deps_of_bash),
-		cmocka_unit_test(test_deps_preload_and_missing), cmocka_unit_test(test_not_elf),
+	    cmocka_unit_test(test_fake_allocator),	     cmocka_unit_test(test_libc),
+	    cmocka_unit_test(test_offsets_match_vaddr),	     cmocka_unit_test(test_deps_of_bash),
+	    cmocka_unit_test(test_deps_preload_and_missing), cmocka_unit_test(test_not_elf),
+	    cmocka_unit_test(test_ldcache_follows_file),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
