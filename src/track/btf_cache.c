@@ -279,34 +279,49 @@ static bool btf_cache__env_dir(char *dir, size_t len)
 			      getenv("HOME"), (int)geteuid()) == 0;
 }
 
+int btf_cache__get(const char *name, void *buf, size_t len)
+{
+	char dir[PATH_MAX], path[PATH_MAX];
+	struct stat st;
+	bool ok;
+	int fd;
+
+	if (!btf_cache__env_dir(dir, sizeof(dir)) ||
+	    btf_cache__join(path, sizeof(path), dir, name, false))
+		return -ENOENT;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -errno;
+	ok = !fstat(fd, &st) && S_ISREG(st.st_mode) && btf_cache__trusted(&st) &&
+	     (size_t)st.st_size == len && read(fd, buf, len) == (ssize_t)len;
+	close(fd);
+	return ok ? 0 : -EBADMSG;
+}
+
+void btf_cache__put(const char *name, const void *buf, size_t len)
+{
+	char dir[PATH_MAX];
+
+	if (btf_cache__env_dir(dir, sizeof(dir)) && btf_cache__mkdir(dir) == 0)
+		btf_cache__store(dir, name, buf, (uint32_t)len);
+}
+
 int btf_cache__func_ids(const char *const *names, int n, int *ids)
 {
-	char dir[PATH_MAX], kid[128], name[256], path[PATH_MAX];
+	char kid[128], name[256];
 	uint64_t h = 1469598103934665603ull;
-	bool have_dir = btf_cache__env_dir(dir, sizeof(dir));
 	size_t want = (size_t)n * sizeof(*ids);
-	struct stat st;
-	int fd, err;
+	int err;
 
 	for (int i = 0; i < n; i++) /* the names and their order are part of the key */
 		h = fnv1a(names[i], strlen(names[i]) + 1) ^ (h * 1099511628211ull);
 	btf_cache__kernel_id(kid, sizeof(kid));
 	snprintf(name, sizeof(name), "vmlinux-%s-funcs-%016llx.ids", kid, (unsigned long long)h);
-	if (have_dir && !btf_cache__join(path, sizeof(path), dir, name, false)) {
-		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-		if (fd >= 0) {
-			bool ok = !fstat(fd, &st) && S_ISREG(st.st_mode) &&
-				  btf_cache__trusted(&st) && (size_t)st.st_size == want &&
-				  read(fd, ids, want) == (ssize_t)want;
-
-			close(fd);
-			if (ok)
-				return 0;
-		}
-	}
+	if (btf_cache__get(name, ids, want) == 0)
+		return 0;
 	err = btf_scan__funcs("/sys/kernel/btf/vmlinux", names, n, ids);
-	if (!err && have_dir && btf_cache__mkdir(dir) == 0)
-		btf_cache__store(dir, name, ids, (uint32_t)want);
+	if (!err)
+		btf_cache__put(name, ids, want);
 	return err;
 }
 

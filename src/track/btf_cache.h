@@ -29,6 +29,11 @@ void btf_cache__prepare(struct btf_cache *c, const void *obj, size_t obj_sz);
  * cached per kernel build: they are a property of its BTF, and scanning it costs ~10 ms. Returns
  * 0 or -errno (the scan's). */
 int btf_cache__func_ids(const char *const *names, int n, int *ids);
+/* A small answer computed from files that do not change, in the same folder with the same
+ * trust rules: exactly len bytes, or -ENOENT / -EBADMSG (absent, wrong size, not trusted, or the
+ * cache is off). put is best effort. `name` must make the answer's inputs part of the key. */
+int btf_cache__get(const char *name, void *buf, size_t len);
+void btf_cache__put(const char *name, const void *buf, size_t len);
 /* The custom BTF did not load: remove the file so the next run rebuilds it. */
 void btf_cache__invalidate(struct btf_cache *c);
 void btf_cache__close(struct btf_cache *c);

@@ -23,10 +23,15 @@
 #include <libelf.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include "track/btf_cache.h"
 #include "track/probe_place.h"
 
-#define PLACE_MAX_SKIP 2 /* instructions */
+#define PLACE_MAX_SKIP	   2  /* instructions */
+#define PLACE_MAX_BYTES	   16 /* at most PLACE_MAX_SKIP instructions of skip_table */
+#define PLACE_CACHE_FORMAT 1  /* bump when the placement rules change */
 
 /* Argument registers an instruction writes, as bits 1 << arg (0 rdi, 1 rsi, 2 rdx, 3 rcx). */
 struct place_insn {
@@ -38,12 +43,9 @@ struct place_insn {
 
 /* Instructions that may run before the probe: they only set flags, or nothing. */
 static const struct place_insn skip_table[] = {
-	{4, {0xf3, 0x0f, 0x1e, 0xfa}, 0, "endbr64"},
-	{3, {0x48, 0x85, 0xff}, 0, "test %rdi,%rdi"},
-	{3, {0x48, 0x85, 0xf6}, 0, "test %rsi,%rsi"},
-	{3, {0x48, 0x85, 0xd2}, 0, "test %rdx,%rdx"},
-	{3, {0x48, 0x85, 0xc9}, 0, "test %rcx,%rcx"},
-	{0, {0}, 0, NULL},
+    {4, {0xf3, 0x0f, 0x1e, 0xfa}, 0, "endbr64"},  {3, {0x48, 0x85, 0xff}, 0, "test %rdi,%rdi"},
+    {3, {0x48, 0x85, 0xf6}, 0, "test %rsi,%rsi"}, {3, {0x48, 0x85, 0xd2}, 0, "test %rdx,%rdx"},
+    {3, {0x48, 0x85, 0xc9}, 0, "test %rcx,%rcx"}, {0, {0}, 0, NULL},
 };
 
 /* Length of the instruction at p if the kernel emulates it at a probe, else 0. Only the forms
@@ -139,7 +141,7 @@ size_t probe_place__in_segment(const uint8_t *seg, size_t len, size_t f, unsigne
  * read-only private mapping has), so while any tracker has this file probed libelf's image
  * shows 0xcc at the probe sites. Shared mappings are skipped by uprobes and cost no copy.
  */
-uint64_t probe_place__entry(const struct elf_info *info, uint64_t off, unsigned arg)
+static uint64_t place__scan(const struct elf_info *info, uint64_t off, unsigned arg)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	uint64_t probe = off;
@@ -162,13 +164,48 @@ uint64_t probe_place__entry(const struct elf_info *info, uint64_t off, unsigned 
 		if (map == MAP_FAILED)
 			break;
 		/* within one segment, file offsets and addresses differ by a constant */
-		probe = ph.p_offset + probe_place__in_segment(map + head, ph.p_filesz,
-							      off - ph.p_offset, arg);
+		probe = ph.p_offset +
+			probe_place__in_segment(map + head, ph.p_filesz, off - ph.p_offset, arg);
 		munmap(map, maplen);
 		break;
 	}
 	for (size_t i = 0; probe != off && i < info->nr_syms; i++)
 		if (info->syms[i].offset > off && info->syms[i].offset <= probe)
 			return off; /* another entry point inside the skipped bytes */
+	return probe;
+}
+
+/*
+ * The scan reads the whole executable segment (1.4 MB for libc: ~1.8 ms here) for an answer
+ * that depends only on the file: it is cached by the file's identity (device, inode, size,
+ * modification and change times: any rewrite changes the ctime, which no user can set), the
+ * function's offset and the argument register, next to the minimal BTF (btf_cache.h).
+ */
+uint64_t probe_place__entry(const struct elf_info *info, uint64_t off, unsigned arg)
+{
+	uint64_t probe, h = 1469598103934665603ull ^ PLACE_CACHE_FORMAT;
+	uint64_t key[8];
+	char name[128];
+	struct stat st;
+
+	if (info->fd < 0 || fstat(info->fd, &st))
+		return place__scan(info, off, arg);
+	key[0] = st.st_dev;
+	key[1] = st.st_ino;
+	key[2] = st.st_size;
+	key[3] = st.st_mtim.tv_sec;
+	key[4] = st.st_mtim.tv_nsec;
+	key[5] = st.st_ctim.tv_sec ^ ((uint64_t)st.st_ctim.tv_nsec << 32);
+	key[6] = off;
+	key[7] = arg;
+	for (size_t i = 0; i < sizeof(key); i++)
+		h = (h ^ ((const uint8_t *)key)[i]) * 1099511628211ull;
+	snprintf(name, sizeof(name), "place-%llx-%llx-%016llx", (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino, (unsigned long long)h);
+	if (btf_cache__get(name, &probe, sizeof(probe)) == 0 && probe >= off &&
+	    probe - off <= PLACE_MAX_BYTES)
+		return probe;
+	probe = place__scan(info, off, arg);
+	btf_cache__put(name, &probe, sizeof(probe));
 	return probe;
 }
