@@ -86,6 +86,20 @@ static inline bool mt_rmap_replaced(const struct mt_run *r, const struct mt_even
 	return mt_rmap_sum(r, &s, NULL) == 0;
 }
 
+/*
+ * Pages the manifest's peak_rss may lag the Rmap records by, per process of the tree: fentry on
+ * 6.1's page_* API only (memtrack's reason says which API). 6.1 keeps a task's counter changes
+ * in the task (up to TASK_RSS_EVENTS_THRESH = 64 faults) before folding them into the mm, which
+ * is where peak_rss is read from; the rmap calls carry every page at once. 0 elsewhere: the
+ * tracepoint backend's records are the counter reads themselves, and 6.2+ has no task cache.
+ */
+static inline int64_t mt_rmap_task_cache_lag(const struct mt_run *r)
+{
+	const char *why = json_string_value(mt_json(r, "mechanisms.rmap_reason"));
+
+	return mt_rmap_exact(r) && why && strstr(why, "page_* rmap functions") ? 64 : 0;
+}
+
 /* Pages of a reported range. */
 static inline int64_t mt_pages(const struct mt_expect *e)
 {
