@@ -110,14 +110,17 @@ static __always_inline void mt_drop(__u32 reason)
 		*n += 1; /* per-CPU slot: no atomic needed */
 }
 
-/* Wake the consumer only when enough data is pending; it also polls on a short timer. */
-#define MT_WAKEUP_BYTES (256 * 1024)
+/* Wake the consumer only when enough data is pending; it also polls on a short timer.
+ * User space sets this below the ring's size (tracker.c): a threshold the ring can never hold
+ * (256 KiB in a 256 KiB ring) would leave only the timer, and a storm filling the ring faster
+ * than that lost records. */
+extern const volatile __u64 mt_wakeup_bytes;
 
 static __always_inline void mt_submit(struct mt_event *e, bool urgent)
 {
 	__u64 flags = BPF_RB_NO_WAKEUP;
 
-	if (urgent || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= MT_WAKEUP_BYTES)
+	if (urgent || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= mt_wakeup_bytes)
 		flags = BPF_RB_FORCE_WAKEUP;
 	bpf_ringbuf_submit(e, flags);
 }

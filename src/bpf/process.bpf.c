@@ -14,6 +14,7 @@ const volatile __u32 mt_nr_cpus = 1;
 const volatile __u32 mt_page_shift = 12;
 const volatile __s64 mt_rss_step = 64 * 1024;
 const volatile __u32 mt_rmap = MT_RMAP_OFF;
+const volatile __u64 mt_wakeup_bytes = 256 * 1024; /* see mt_submit */
 /* Stop a tracked task at exec of a binary user space has not inspected yet, so the consumer can
  * attach to the libraries it will load before any of its code runs. */
 const volatile bool mt_stop_on_exec = true;

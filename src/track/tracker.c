@@ -154,6 +154,10 @@ static int tracker__open_load(struct tracker *t, bool multi)
 	s->rodata->mt_rmap = backend;
 	rmap_backend__set_autoload(s, backend, &t->rmap);
 	bpf_map__set_max_entries(s->maps.events, t->o->ring_bytes);
+	/* wake the consumer at 256 KiB pending, or at a quarter of a smaller ring: the ring must
+	 * be able to hold the threshold with room to spare while the consumer wakes up */
+	s->rodata->mt_wakeup_bytes = t->o->ring_bytes / 4 < 256 * 1024 ? t->o->ring_bytes / 4
+								       : 256 * 1024;
 	bpf_program__set_autoload(s->progs.mt_alloc_entry_multi, multi);
 	bpf_program__set_autoload(s->progs.mt_alloc_return_multi, multi);
 	bpf_program__set_autoload(s->progs.mt_alloc_entry_perf, !multi);
@@ -342,8 +346,9 @@ static int tracker__loop(struct tracker *t)
 
 	for (;;) {
 		struct epoll_event evs[4];
-		/* Records are submitted without wakeup below 256 KiB pending: poll every 10 ms so
-		 * the ring never holds more than that long's worth. */
+		/* Records are submitted without wakeup below 256 KiB pending (a quarter of a
+		 * smaller ring): poll every 10 ms so the ring never holds more than that long's
+		 * worth. */
 		int n = epoll_wait(t->epfd, evs, 4, 10);
 
 		if (n < 0 && errno != EINTR)

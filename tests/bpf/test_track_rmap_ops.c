@@ -6,9 +6,11 @@
  * invariant (mt_rmap_check_rss). Page counts are exact where the target's loop decides them.
  * RSS-only runs must have no Rmap record.
  *
- * Backends differ in addresses only: under "fentry" every record has its page's address;
- * under "tracepoint" (this kernel) fork seeds and changes made by another process carry 0,
- * which the checks below allow there and only there.
+ * Backends differ in addresses: under "fentry" every record but the fork/exec seeds has its
+ * page's address; under "tracepoint" (this kernel) fork seeds and changes made by another
+ * process carry 0, which the checks below allow there and only there. Under "fentry" the
+ * Rmap/Rss check allows one operation's lag per record, and a page replaced in place (an add
+ * and a remove netting to 0 at one address) is not "outside" a range (mt_rmap_check.h).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -182,15 +184,19 @@ static void test_rmap_fork(void **state)
 		MT_CHECK(r, mt_rmap_sum(r, &p, NULL) == 0, "child's pages counted for the parent");
 	}
 	/* the tree's rss_stat peak (kept exactly in the kernel; a racy max there may lose a
-	 * page when two CPUs raise it at once) against the Rmap one */
+	 * page when two CPUs raise it at once) against the Rmap one; on 6.1 under fentry the
+	 * Rmap peak may also be above by each process's cached counter changes (2 processes) */
 	peak = tree_rmap_peak(r);
 	want_peak = (int64_t)mt_need_u64(r, "results.peak_rss");
 	print_message("  child seed %lld pages (parent's anon at the fork); tree peak: Rmap %lld "
 		      "bytes, manifest %lld\n",
 		      (long long)mt_rmap_delta(seed), (long long)peak, (long long)want_peak);
-	MT_CHECK(r, peak <= want_peak + 2 * mt_page && peak >= want_peak - 2 * mt_page,
-		 "tree Rmap peak %lld bytes, manifest peak_rss %lld", (long long)peak,
-		 (long long)want_peak);
+	MT_CHECK(r,
+		 peak <= want_peak + (2 + 2 * mt_rmap_task_cache_lag(r)) * mt_page &&
+		     peak >= want_peak - 2 * mt_page,
+		 "tree Rmap peak %lld bytes, manifest peak_rss %lld (task-cache lag allowed: "
+		 "%lld pages per process)",
+		 (long long)peak, (long long)want_peak, (long long)mt_rmap_task_cache_lag(r));
 	MT_CHECK(r, peak >= (16 + 16 + 32) << 20,
 		 "tree peak %lld bytes, want >= 64 MiB (parent 16 + copied 16 + child 32)",
 		 (long long)peak);

@@ -72,13 +72,37 @@ static void test_storm_procs_threads(void **state)
 
 /* Through a 256 KiB ring: 5,461 records of 48 bytes, so the storm laps it a dozen times and
  * some records straddle its end (the consumer maps the data once and copies those out). */
+static bool emulated_cpu(void)
+{
+	char line[256];
+	bool tcg = false;
+	FILE *f = fopen("/proc/cpuinfo", "r");
+
+	if (!f)
+		return false;
+	while (!tcg && fgets(line, sizeof(line), f))
+		tcg = !strncmp(line, "model name", 10) && strstr(line, "QEMU TCG");
+	fclose(f);
+	return tcg;
+}
+
 static void test_storm_ring_wraps(void **state)
 {
+	/* Under qemu's TCG (make check-vm) a producer preempted between reserve and submit holds
+	 * the in-order reader for a whole emulated time slice while the other thread fills the
+	 * ring (README, allocation storms): 256 KiB lost records in 1 run of 10 there even with
+	 * the wake-up below the ring's size. 1 MiB (21,845 records) is still lapped ~3 times by
+	 * the 64,000 records, so records still straddle its end. */
 	static const char *const opts[] = {"--ring-size", "256K", NULL};
+	static const char *const opts_tcg[] = {"--ring-size", "1M", NULL};
 	struct mt_run_opts o = {.track_opts = opts};
 	struct mt_run *r = mt_new_run(state);
 
 	MT_REQUIRE_ROOT();
+	if (emulated_cpu()) {
+		o.track_opts = opts_tcg;
+		print_message("  emulated CPU (QEMU TCG): 1 MiB ring\n");
+	}
 	mt_track_ok(r, &o, MT_TARGET_ARGV("alloc_storm", "-t", "2", "-n", "16000"), 0);
 	check_storm(r, 1, 2, 16000);
 }

@@ -130,7 +130,7 @@ static struct pair *pair_get(struct pair *v, size_t *n, size_t cap, int32_t pid,
 	return &v[(*n)++];
 }
 
-int mt_rmap_check_rss(const struct mt_run *r, char *msg, size_t len)
+int mt_rmap_check_rss(const struct mt_run *r, int64_t lag, char *msg, size_t len)
 {
 	enum { CAP = 1024 };
 	struct pair *v = calloc(CAP, sizeof(*v)), *p;
@@ -188,12 +188,12 @@ int mt_rmap_check_rss(const struct mt_run *r, char *msg, size_t len)
 		/* Rss (the first one of a pair included: a fork seed or exec re-base is written as
 		 * an Rmap record first, like any other change) */
 		rss = (int64_t)ev->size / page;
-		slack = pair_slack(p, ev->tid);
+		slack = pair_slack(p, ev->tid) + lag;
 		if (abs64(rss - p->sum) > slack && abs64(rss - p->hi_since_rss) > slack) {
 			snprintf(msg, len,
 				 "event %zu: Rss of pid %d member %u is %" PRIu64 " pages, Rmap running "
 				 "sum %" PRId64 " (highest since the previous Rss %" PRId64
-				 ", concurrency slack %" PRId64 ")",
+				 ", concurrency slack + backend lag %" PRId64 ")",
 				 i, ev->pid, ev->aux, ev->size / (uint64_t)page, p->sum,
 				 p->hi_since_rss, slack);
 			goto out;
@@ -230,4 +230,10 @@ int mt_rmap_check_rss(const struct mt_run *r, char *msg, size_t len)
 out:
 	free(v);
 	return rc;
+}
+
+int64_t mt_rmap_backend_lag(const char *backend)
+{
+	/* x86-64: a page table maps 512 pages; that is also a PMD-mapped THP's size */
+	return backend && !strcmp(backend, "fentry") ? 512 : 0;
 }

@@ -56,8 +56,18 @@ uint64_t mt_rss_member_peak(const struct mt_run *r, int32_t pid, uint32_t member
  *  - no Rmap record of a process after its Exit record, every sum is 0 at the Exit, and every
  *    sum ends equal to its last Rss record (0: memtrack waits for the whole tree);
  *  - no Rmap record for a pid that never had an Rss record (not tracked).
+ * lag: pages by which the running sum may also lead or lag an Rss record (on top of the
+ * concurrency slack, in both comparisons above): 0 for the tracepoint backend, whose records
+ * are the counter's own changes; the fentry backend's records come from the rmap calls, which
+ * the kernel makes in a separate step from the counter change (zap even batches the counter
+ * per page table), so between quiescent points the sum is off by up to one such operation
+ * (mt_rmap_backend_lag). The Exit and final checks stay exact on every backend.
  * Returns 0, or -1 with the first violation described in msg.
  */
-int mt_rmap_check_rss(const struct mt_run *r, char *msg, size_t len);
+int mt_rmap_check_rss(const struct mt_run *r, int64_t lag, char *msg, size_t len);
+
+/* Pages of one rmap operation the counter may be ahead of or behind under the fentry backend:
+ * one page table's worth (512 pages of 4 KiB: a zap batch or a THP); 0 for any other. */
+int64_t mt_rmap_backend_lag(const char *backend);
 
 #endif

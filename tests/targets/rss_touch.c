@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
- * `rss_touch [MIB]`: map MIB (default 64) MiB anonymous, touch every page, then report the
- * kernel's own high-water mark (VmHWM of /proc/self/status, "hwm" in bytes) for the tests to
- * compare memtrack's peak RSS with. read(2), not stdio: nothing allocates on the way.
+ * `rss_touch [MIB [nothp]]`: map MIB (default 64) MiB anonymous (nothp: with THP disabled for
+ * the process, so every touch faults in one 4 KiB page even where THP is "always"), touch
+ * every page, then report the kernel's own high-water mark (VmHWM of /proc/self/status, "hwm"
+ * in bytes) for the tests to compare memtrack's peak RSS with. read(2), not stdio: nothing allocates on the way.
  */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include "expect.h"
 
 static long status_kib(const char *key)
@@ -35,6 +37,8 @@ int main(int argc, char **argv)
 	volatile char *m;
 
 	mt_expect_init();
+	if (argc > 2 && !strcmp(argv[2], "nothp") && prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0))
+		return 1;
 	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (m == MAP_FAILED)
 		return 1;
