@@ -15,9 +15,10 @@ run_one() {
 	out=$(CMOCKA_MESSAGE_OUTPUT=stdout "$bin" 2>&1); rc=$?
 	local p f s
 	p=$(printf '%s\n' "$out" | grep -cE '^\[       OK \]')
-	# cmocka names a failed test twice (as it fails, and in the closing list): count names once
+	# cmocka names a failed or skipped test twice (as it happens, and in the closing list):
+	# count names once
 	f=$(printf '%s\n' "$out" | grep -E '^\[  FAILED  \] [^0-9]' | sort -u | wc -l)
-	s=$(printf '%s\n' "$out" | grep -cE '^\[  SKIPPED \] [^0-9]')
+	s=$(printf '%s\n' "$out" | grep -E '^\[  SKIPPED \] [^0-9]' | sort -u | wc -l)
 	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
 	passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
 	printf '%-40s %3d passed, %d failed, %d skipped\n' "$(basename "$bin")" "$p" "$f" "$s"
