@@ -134,22 +134,30 @@ static int do_file(const char *dir)
 	return 0;
 }
 
-static int do_memfd(void)
+/* A shared mapping of a fresh memfd of len bytes (shmem pages once touched); NULL on error. */
+static char *map_memfd(const char *name, size_t len)
 {
-	size_t len = 16 * MIB;
-	int fd = memfd_create("rmap_ops", 0);
+	int fd = memfd_create(name, 0);
 	char *m;
 
 	if (fd < 0 || ftruncate(fd, (off_t)len))
-		return 1;
+		return NULL;
 	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (m == MAP_FAILED)
+	close(fd); /* the mapping keeps the file; its resident pages go at munmap as before */
+	return m == MAP_FAILED ? NULL : m;
+}
+
+static int do_memfd(void)
+{
+	size_t len = 16 * MIB;
+	char *m = map_memfd("rmap_ops", len);
+
+	if (!m)
 		return 1;
 	mt_say("shmem_begin", MT_P(m), 0, len);
 	touch(m, len);
 	mt_say("shmem", MT_P(m), 0, len);
 	munmap(m, len);
-	close(fd);
 	mt_say_fact("done", 0);
 	return 0;
 }
@@ -351,13 +359,9 @@ static int do_shrink(void)
 static int do_small(void)
 {
 	size_t len = 3 * pg;
-	int fd = memfd_create("rmap_small", 0);
-	char *m;
+	char *m = map_memfd("rmap_small", len);
 
-	if (fd < 0 || ftruncate(fd, (off_t)len))
-		return 1;
-	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (m == MAP_FAILED)
+	if (!m)
 		return 1;
 	touch(m, len);
 	mt_say("shmem", MT_P(m), 0, len);
