@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * Root tests of rmap mode, one address-space operation each (build/targets/rmap_ops MODE):
- * a hole unmapped from a touched mapping, private file read, memfd shared, fork, mremap move, MADV_DONTNEED + refault, and reclaim by
- * an outside process (process_madvise MADV_PAGEOUT). Every run must also satisfy the Rmap/Rss
- * invariant (mt_rmap_check_rss). Page counts are exact where the target's loop decides them.
- * RSS-only runs must have no Rmap record.
+ * a hole unmapped from a touched mapping, private file read, memfd shared, fork, mremap move,
+ * MADV_DONTNEED + refault, and reclaim by an outside process (process_madvise MADV_PAGEOUT). Every
+ * run must also satisfy the Rmap/Rss invariant (mt_rmap_check_rss). Page counts are exact where the
+ * target's loop decides them. RSS-only runs must have no Rmap record.
  *
  * Backends differ in addresses: under "fentry" every record but the fork/exec seeds has its
  * page's address; under "tracepoint" (this kernel) fork seeds and changes made by another
@@ -27,31 +27,44 @@
  * removes the rest's, and the anon peak is the mapping (+ the process's own few pages) and
  * exactly the peak of the Rss records.
  */
+/* The target's map_touched(): every page between "map_begin" and "map" is one anon add of
+ * the root, inside the mapping. Returns the "map" line. */
+static const struct mt_expect *want_touched(struct mt_run *r)
+{
+	const struct mt_expect *mb = mt_need_expect(r, "map_begin", 0, 0);
+	const struct mt_expect *m = mt_need_expect(r, "map", 0, 0);
+
+	mt_rmap_want(r, "touch: anon adds", r->root_pid, MT_RSS_ANON, 1, mb->ts, m->ts, m->addr,
+		     m->addr + m->size, mt_pages(m));
+	return m;
+}
+
 static void test_rmap_hole(void **state)
 {
 	struct mt_run *r = mt_new_run(state);
-	const struct mt_expect *mb, *m, *h, *rest, *d;
+	const struct mt_expect *m, *h, *rest, *d;
 	struct mt_rmap_sel anon = {.pid = 0, .member = MT_RSS_ANON}, late;
 	int64_t peak, rss_anon_peak, rss_peak;
 	size_t n;
 
 	MT_REQUIRE_ROOT();
 	mt_rmap_run(r, MT_TARGET_ARGV("rmap_ops", "hole"));
-	mb = mt_need_expect(r, "map_begin", 0, 0);
-	m = mt_need_expect(r, "map", 0, 0);
+	m = want_touched(r);
 	h = mt_need_expect(r, "hole", 0, 0);
 	rest = mt_need_expect(r, "rest", 0, 0);
 	d = mt_need_expect(r, "done", 0, 0);
-	mt_rmap_want(r, "touch: anon adds", r->root_pid, MT_RSS_ANON, 1, mb->ts, m->ts, m->addr,
-		    m->addr + m->size, mt_pages(m));
 	mt_rmap_want(r, "hole munmap: anon removes", r->root_pid, MT_RSS_ANON, -1, h->ts, rest->ts,
-		    h->addr, h->addr + h->size, -mt_pages(h));
-	mt_rmap_want(r, "hole munmap: anon adds", r->root_pid, MT_RSS_ANON, 1, h->ts, rest->ts, 0, 0,
-		    0);
+		     h->addr, h->addr + h->size, -mt_pages(h));
+	mt_rmap_want(r, "hole munmap: anon adds", r->root_pid, MT_RSS_ANON, 1, h->ts, rest->ts, 0,
+		     0, 0);
 	mt_rmap_want(r, "rest munmap: anon removes", r->root_pid, MT_RSS_ANON, -1, rest->ts, d->ts,
-		    m->addr, m->addr + m->size, -(mt_pages(m) - mt_pages(h)));
-	late = (struct mt_rmap_sel){.pid = r->root_pid, .member = MT_RSS_ANON, .t0 = rest->ts,
-				    .t1 = d->ts, .lo = h->addr, .hi = h->addr + h->size};
+		     m->addr, m->addr + m->size, -(mt_pages(m) - mt_pages(h)));
+	late = (struct mt_rmap_sel){.pid = r->root_pid,
+				    .member = MT_RSS_ANON,
+				    .t0 = rest->ts,
+				    .t1 = d->ts,
+				    .lo = h->addr,
+				    .hi = h->addr + h->size};
 	MT_CHECK(r, mt_rmap_sum(r, &late, &n) == 0, "%zu records of the rest's munmap in the hole",
 		 n);
 
@@ -65,9 +78,10 @@ static void test_rmap_hole(void **state)
 		 "anon Rmap peak %lld bytes, want 64 MiB + < 10%%", (long long)peak);
 	MT_CHECK(r, peak == rss_anon_peak, "anon Rmap peak %lld bytes, Rss anon peak %lld",
 		 (long long)peak, (long long)rss_anon_peak);
-	MT_CHECK(r, peak <= rss_peak && peak >= rss_peak * 9 / 10,
-		 "anon Rmap peak %lld bytes, rss_stat peak (file+anon+shmem) %lld: want within 10%%",
-		 (long long)peak, (long long)rss_peak);
+	MT_CHECK(
+	    r, peak <= rss_peak && peak >= rss_peak * 9 / 10,
+	    "anon Rmap peak %lld bytes, rss_stat peak (file+anon+shmem) %lld: want within 10%%",
+	    (long long)peak, (long long)rss_peak);
 }
 
 /* Without --rmap: no Rmap record at all, and the manifest says so. */
@@ -100,10 +114,10 @@ static void test_rmap_file_read(void **state)
 	e = mt_need_expect(r, "file", 0, 0);
 	d = mt_need_expect(r, "done", 0, 0);
 	mt_rmap_want(r, "file read: FILE adds", r->root_pid, MT_RSS_FILE, 1, b->ts, e->ts, e->addr,
-		    e->addr + e->size, mt_pages(e));
+		     e->addr + e->size, mt_pages(e));
 	mt_rmap_want(r, "file read: anon adds", r->root_pid, MT_RSS_ANON, 1, b->ts, e->ts, 0, 0, 0);
 	mt_rmap_want(r, "file munmap: FILE removes", r->root_pid, MT_RSS_FILE, -1, e->ts, d->ts,
-		    e->addr, e->addr + e->size, -mt_pages(e));
+		     e->addr, e->addr + e->size, -mt_pages(e));
 }
 
 /* A memfd mapped shared and written: SHMEM adds inside the mapping, removed by munmap. */
@@ -118,11 +132,11 @@ static void test_rmap_memfd_shared(void **state)
 	e = mt_need_expect(r, "shmem", 0, 0);
 	d = mt_need_expect(r, "done", 0, 0);
 	mt_rmap_want(r, "memfd touch: SHMEM adds", r->root_pid, MT_RSS_SHMEM, 1, b->ts, e->ts,
-		    e->addr, e->addr + e->size, mt_pages(e));
+		     e->addr, e->addr + e->size, mt_pages(e));
 	mt_rmap_want(r, "memfd touch: anon adds", r->root_pid, MT_RSS_ANON, 1, b->ts, e->ts, 0, 0,
-		    0);
+		     0);
 	mt_rmap_want(r, "memfd munmap: SHMEM removes", r->root_pid, MT_RSS_SHMEM, -1, e->ts, d->ts,
-		    e->addr, e->addr + e->size, -mt_pages(e));
+		     e->addr, e->addr + e->size, -mt_pages(e));
 }
 
 /* Tree peak over time of the Rmap running sums (file + anon + shmem, every pid), bytes. */
@@ -172,12 +186,16 @@ static void test_rmap_fork(void **state)
 	MT_CHECK(r, parent_anon >= 4096, "parent's anon before the fork: %lld pages, want >= 4096",
 		 (long long)parent_anon);
 	mt_rmap_want(r, "child touch: child's anon adds", child, MT_RSS_ANON, 1, cb->ts, ce->ts,
-		    ce->addr, ce->addr + ce->size, mt_pages(ce));
+		     ce->addr, ce->addr + ce->size, mt_pages(ce));
 	{
-		struct mt_rmap_sel s = {.pid = child, .tid = child, .member = MT_RSS_ANON,
-					.t0 = cb->ts, .t1 = ce->ts};
-		struct mt_rmap_sel p = {.pid = r->root_pid, .member = MT_RSS_ANON, .t0 = cb->ts,
-					.t1 = ce->ts, .lo = ce->addr, .hi = ce->addr + ce->size};
+		struct mt_rmap_sel s = {
+		    .pid = child, .tid = child, .member = MT_RSS_ANON, .t0 = cb->ts, .t1 = ce->ts};
+		struct mt_rmap_sel p = {.pid = r->root_pid,
+					.member = MT_RSS_ANON,
+					.t0 = cb->ts,
+					.t1 = ce->ts,
+					.lo = ce->addr,
+					.hi = ce->addr + ce->size};
 
 		MT_CHECK(r, mt_rmap_sum(r, &s, NULL) == mt_pages(ce),
 			 "child's adds not all with tid = child");
@@ -206,33 +224,34 @@ static void test_rmap_fork(void **state)
 static void test_rmap_mremap_move(void **state)
 {
 	struct mt_run *r = mt_new_run(state);
-	const struct mt_expect *mb, *m, *b, *e, *u;
+	const struct mt_expect *b, *e, *u;
 	struct mt_rmap_sel all_anon = {.member = MT_RSS_ANON};
 	size_t n;
 	int64_t moved;
 
 	MT_REQUIRE_ROOT();
 	mt_rmap_run(r, MT_TARGET_ARGV("rmap_ops", "mremap"));
-	mb = mt_need_expect(r, "map_begin", 0, 0);
-	m = mt_need_expect(r, "map", 0, 0);
+	want_touched(r);
 	b = mt_need_expect(r, "move_begin", 0, 0);
 	e = mt_need_expect(r, "move_end", 0, 0);
 	u = mt_need_expect(r, "unmapped", 0, 0);
-	mt_rmap_want(r, "touch: anon adds", r->root_pid, MT_RSS_ANON, 1, mb->ts, m->ts, m->addr,
-		    m->addr + m->size, mt_pages(m));
 	all_anon.t0 = b->ts;
 	all_anon.t1 = e->ts;
 	moved = mt_rmap_sum(r, &all_anon, &n);
 	MT_CHECK(r, moved == 0 && n == 0, "the move changed anon by %lld pages in %zu records",
 		 (long long)moved, n);
-	mt_rmap_want(r, "munmap of the new range: anon removes", r->root_pid, MT_RSS_ANON, -1, e->ts,
-		    u->ts, e->addr, e->addr + e->size, -mt_pages(e));
+	mt_rmap_want(r, "munmap of the new range: anon removes", r->root_pid, MT_RSS_ANON, -1,
+		     e->ts, u->ts, e->addr, e->addr + e->size, -mt_pages(e));
 	{
 		/* the old range gives nothing back: its pages left with the move */
-		struct mt_rmap_sel old = {.pid = r->root_pid, .member = MT_RSS_ANON, .sign = -1,
-					  .lo = e->old, .hi = e->old + e->size};
+		struct mt_rmap_sel old = {.pid = r->root_pid,
+					  .member = MT_RSS_ANON,
+					  .sign = -1,
+					  .lo = e->old,
+					  .hi = e->old + e->size};
 
-		MT_CHECK(r, mt_rmap_sum(r, &old, &n) == 0, "%zu removes in the moved-from range", n);
+		MT_CHECK(r, mt_rmap_sum(r, &old, &n) == 0, "%zu removes in the moved-from range",
+			 n);
 	}
 }
 
@@ -250,11 +269,11 @@ static void test_rmap_dontneed_refault(void **state)
 	dn = mt_need_expect(r, "dontneed", 0, 0);
 	rf = mt_need_expect(r, "refault", 0, 0);
 	mt_rmap_want(r, "madvise(DONTNEED): anon removes", r->root_pid, MT_RSS_ANON, -1, m->ts,
-		    dn->ts, m->addr, m->addr + m->size, -mt_pages(m));
+		     dn->ts, m->addr, m->addr + m->size, -mt_pages(m));
 	mt_rmap_want(r, "madvise(DONTNEED): anon adds", r->root_pid, MT_RSS_ANON, 1, m->ts, dn->ts,
-		    0, 0, 0);
+		     0, 0, 0);
 	mt_rmap_want(r, "refault: anon adds", r->root_pid, MT_RSS_ANON, 1, dn->ts, rf->ts, m->addr,
-		    m->addr + m->size, mt_pages(m));
+		     m->addr + m->size, mt_pages(m));
 	s.t0 = m->ts;
 	s.t1 = rf->ts;
 	MT_CHECK(r, mt_rmap_sum(r, &s, NULL) == 0, "after the refault anon is off by %lld pages",
@@ -340,14 +359,14 @@ static void test_rmap_pageout_by_other(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_rmap_hole, mt_teardown),
-		cmocka_unit_test_teardown(test_rss_only_no_rmap, mt_teardown),
-		cmocka_unit_test_teardown(test_rmap_file_read, mt_teardown),
-		cmocka_unit_test_teardown(test_rmap_memfd_shared, mt_teardown),
-		cmocka_unit_test_teardown(test_rmap_fork, mt_teardown),
-		cmocka_unit_test_teardown(test_rmap_mremap_move, mt_teardown),
-		cmocka_unit_test_teardown(test_rmap_dontneed_refault, mt_teardown),
-		cmocka_unit_test_teardown(test_rmap_pageout_by_other, mt_teardown),
+	    cmocka_unit_test_teardown(test_rmap_hole, mt_teardown),
+	    cmocka_unit_test_teardown(test_rss_only_no_rmap, mt_teardown),
+	    cmocka_unit_test_teardown(test_rmap_file_read, mt_teardown),
+	    cmocka_unit_test_teardown(test_rmap_memfd_shared, mt_teardown),
+	    cmocka_unit_test_teardown(test_rmap_fork, mt_teardown),
+	    cmocka_unit_test_teardown(test_rmap_mremap_move, mt_teardown),
+	    cmocka_unit_test_teardown(test_rmap_dontneed_refault, mt_teardown),
+	    cmocka_unit_test_teardown(test_rmap_pageout_by_other, mt_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

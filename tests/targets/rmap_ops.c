@@ -28,7 +28,8 @@
  *	          "threads_begin"/"threads_end")
  *
  * Pages are touched one write (or read) per 4 KiB page, so the tests know how many pages each
- * step faults in (THP is disabled for the process: see main). No stdio on the way: nothing here allocates but what is reported.
+ * step faults in (THP is disabled for the process: see main). No stdio on the way: nothing here
+ *allocates but what is reported.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -66,16 +67,26 @@ static unsigned read_pages(const volatile char *m, size_t len)
 	return s;
 }
 
-static int do_hole(void)
+/* An anonymous mapping of len bytes, every page touched between "map_begin" and "map". */
+static char *map_touched(size_t len)
 {
-	size_t len = 64 * MIB, hole = 16 * MIB;
 	char *m = map_anon(len);
 
 	if (!m)
-		return 1;
+		return NULL;
 	mt_say("map_begin", MT_P(m), 0, len);
 	touch(m, len);
 	mt_say("map", MT_P(m), 0, len);
+	return m;
+}
+
+static int do_hole(void)
+{
+	size_t len = 64 * MIB, hole = 16 * MIB;
+	char *m = map_touched(len);
+
+	if (!m)
+		return 1;
 	mt_say("hole", MT_P(m + hole), 0, hole);
 	if (munmap(m + hole, hole))
 		return 1;
@@ -165,15 +176,12 @@ static int do_memfd(void)
 static int do_fork(void)
 {
 	size_t len = 16 * MIB, clen = 32 * MIB;
-	char *m = map_anon(len);
+	char *m = map_touched(len);
 	pid_t pid;
 	int st;
 
 	if (!m)
 		return 1;
-	mt_say("map_begin", MT_P(m), 0, len);
-	touch(m, len);
-	mt_say("map", MT_P(m), 0, len);
 	pid = fork();
 	if (pid < 0)
 		return 1;
@@ -198,15 +206,12 @@ static int do_fork(void)
 static int do_mremap(void)
 {
 	size_t len = 16 * MIB;
-	char *m = map_anon(len), *dst, *moved;
+	char *m = map_touched(len), *dst, *moved;
 
 	/* a reserved, never touched range as the destination forces a real move */
 	dst = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (!m || dst == MAP_FAILED)
 		return 1;
-	mt_say("map_begin", MT_P(m), 0, len);
-	touch(m, len);
-	mt_say("map", MT_P(m), 0, len);
 	mt_say_fact("move_begin", 0);
 	moved = mremap(m, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
 	if (moved != dst)
@@ -222,13 +227,10 @@ static int do_mremap(void)
 static int do_dontneed(void)
 {
 	size_t len = 16 * MIB;
-	char *m = map_anon(len);
+	char *m = map_touched(len);
 
 	if (!m)
 		return 1;
-	mt_say("map_begin", MT_P(m), 0, len);
-	touch(m, len);
-	mt_say("map", MT_P(m), 0, len);
 	if (madvise(m, len, MADV_DONTNEED))
 		return 1;
 	mt_say("dontneed", MT_P(m), 0, len);
@@ -330,13 +332,10 @@ static int do_populate(void)
 static int do_shrink(void)
 {
 	size_t len = 16 * MIB, blen = 4 * MIB, keep = 100 * pg + 123;
-	char *m = map_anon(len), *b0, *b1;
+	char *m = map_touched(len), *b0, *b1;
 
 	if (!m)
 		return 1;
-	mt_say("map_begin", MT_P(m), 0, len);
-	touch(m, len);
-	mt_say("map", MT_P(m), 0, len);
 	if (mremap(m, len, len / 2, 0) != m)
 		return 1;
 	mt_say("cut", MT_P(m + len / 2), 0, len / 2);
