@@ -201,11 +201,9 @@ int manifest__write(const struct manifest *m, const char *path)
 		rc = errno ? -errno : -EIO;
 		goto cleanup;
 	}
-	/* Data on disk before the rename makes it visible under its final name. */
-	if (fsync(fileno(f))) {
-		rc = -errno;
-		goto cleanup;
-	}
+	/* No fsync: the rename alone shows readers a complete file, which is what a run's
+	 * consumers need; durability across a crash would need the artifact synced too, and
+	 * costs ~1.3 ms per run here. */
 	if (fclose(f)) {
 		f = NULL;
 		rc = -errno;

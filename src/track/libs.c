@@ -21,6 +21,7 @@ struct lib_entry {
 	char *path;
 	enum alloc_kind kind;
 	int sites;
+	struct alloc_site *pending; /* sites found before libs__bind: attached there */
 };
 
 struct libs {
@@ -81,13 +82,31 @@ static struct lib_entry *libs__seen(struct libs *l, const struct stat *st)
 	return NULL;
 }
 
+static int libs__attach_sites(struct libs *l, struct lib_entry *e, const struct alloc_site *sites)
+{
+	uint64_t t0 = libs__now();
+	int err = attach_set__library(l->set, e->path, sites, e->sites);
+
+	l->attach_ns += libs__now() - t0;
+	if (err) {
+		e->sites = 0;
+		log__error("cannot attach uprobes to '%s': %s", e->path, strerror(-err));
+		return err;
+	}
+	log__debug(2, "attached %d %s sites in %s", e->sites, alloc_kind__name(e->kind), e->path);
+	for (int i = 0; i < e->sites; i++)
+		if (sites[i].probe != sites[i].offset)
+			log__debug(3, "  %s: entry probe at +%" PRIu64 " (an emulated instruction)",
+				   sites[i].name, sites[i].probe - sites[i].offset);
+	return 0;
+}
+
 static int libs__attach_file(struct libs *l, const char *path, bool is_exe)
 {
 	struct alloc_site sites[LIBS_MAX_SITES];
 	struct elf_info info;
 	struct lib_entry *e;
 	struct stat st;
-	uint64_t t0;
 	int n, err;
 
 	if (stat(path, &st))
@@ -117,20 +136,31 @@ static int libs__attach_file(struct libs *l, const char *path, bool is_exe)
 	elf_info__free(&info);
 	if (n <= 0)
 		return 0;
-	t0 = libs__now();
-	err = attach_set__library(l->set, path, sites, n);
-	l->attach_ns += libs__now() - t0;
-	if (err) {
-		log__error("cannot attach uprobes to '%s': %s", path, strerror(-err));
-		return err;
-	}
 	e->sites = n;
-	log__debug(2, "attached %d %s sites in %s", n, alloc_kind__name(e->kind), path);
-	for (int i = 0; i < n; i++)
-		if (sites[i].probe != sites[i].offset)
-			log__debug(3, "  %s: entry probe at +%" PRIu64 " (an emulated instruction)",
-				   sites[i].name, sites[i].probe - sites[i].offset);
-	return 1;
+	if (!l->set) {
+		e->pending = malloc(n * sizeof(*sites));
+		if (!e->pending)
+			return -ENOMEM;
+		memcpy(e->pending, sites, n * sizeof(*sites));
+		return 1;
+	}
+	err = libs__attach_sites(l, e, sites);
+	return err ? err : 1;
+}
+
+int libs__bind(struct libs *l, struct attach_set *set)
+{
+	int err = 0;
+
+	l->set = set;
+	for (size_t i = 0; i < l->nr && !err; i++) {
+		if (!l->v[i].pending)
+			continue;
+		err = libs__attach_sites(l, &l->v[i], l->v[i].pending);
+		free(l->v[i].pending);
+		l->v[i].pending = NULL;
+	}
+	return err;
 }
 
 int libs__inspect_exe(struct libs *l, const char *root, const char *exe, const char *ld_path,
@@ -236,8 +266,10 @@ void libs__free(struct libs *l)
 {
 	if (!l)
 		return;
-	for (size_t i = 0; i < l->nr; i++)
+	for (size_t i = 0; i < l->nr; i++) {
 		free(l->v[i].path);
+		free(l->v[i].pending);
+	}
 	free(l->v);
 	free(l);
 }

@@ -9,7 +9,11 @@
 
 struct libs;
 
+/* set may be NULL: libraries are then inspected (ELF work only, no BPF object needed, so it can
+ * run on another thread while the programs load) and attached by libs__bind. */
 int libs__new(struct libs **l, struct attach_set *set);
+/* Attaches every library inspected before, and any later, through set. Returns 0 or -errno. */
+int libs__bind(struct libs *l, struct attach_set *set);
 /* Resolves what pid's (just exec'd) executable maps and attaches to every allocator in it not
  * attached yet. Returns the number of libraries newly attached, or -errno. */
 int libs__inspect_pid(struct libs *l, pid_t pid);

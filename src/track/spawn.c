@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -92,16 +94,24 @@ cleanup:
 	return err;
 }
 
-int spawn__release(struct spawn *sp)
+int spawn__go(struct spawn *sp)
 {
 	char c = 1;
-	int e = 0;
-	ssize_t n;
 
 	if (write(sp->go_fd, &c, 1) != 1)
 		return -errno;
 	close(sp->go_fd);
 	sp->go_fd = -1;
+	return 0;
+}
+
+int spawn__exec_result(struct spawn *sp)
+{
+	int e = 0;
+	ssize_t n;
+
+	if (sp->err_fd < 0)
+		return 0;
 	/* EOF when exec closed the CLOEXEC pipe: the child is running (or stopped at exec). */
 	do
 		n = read(sp->err_fd, &e, sizeof(e));
@@ -109,6 +119,40 @@ int spawn__release(struct spawn *sp)
 	close(sp->err_fd);
 	sp->err_fd = -1;
 	return n == (ssize_t)sizeof(e) ? -e : 0;
+}
+
+int spawn__release(struct spawn *sp)
+{
+	int err = spawn__go(sp);
+
+	return err ? err : spawn__exec_result(sp);
+}
+
+int spawn__resolve(const char *argv0, char *out, size_t cap)
+{
+	const char *path = getenv("PATH"), *p;
+	struct stat st;
+
+	if (strchr(argv0, '/')) {
+		if ((size_t)snprintf(out, cap, "%s", argv0) >= cap)
+			return -ENAMETOOLONG;
+		return 0;
+	}
+	if (!path)
+		path = "/bin:/usr/bin";
+	for (p = path;; p++) {
+		const char *end = strchrnul(p, ':');
+		int len = (int)(end - p);
+
+		/* an empty PATH entry is the current directory, as for execvp */
+		if ((size_t)snprintf(out, cap, "%.*s%s%s", len, p, len ? "/" : "", argv0) < cap &&
+		    !access(out, X_OK) && !stat(out, &st) && S_ISREG(st.st_mode))
+			return 0;
+		if (!*end)
+			break;
+		p = end;
+	}
+	return -ENOENT;
 }
 
 void spawn__abort(struct spawn *sp)

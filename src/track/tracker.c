@@ -11,15 +11,21 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <libelf.h>
 #include <limits.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -57,6 +63,13 @@ struct tracker {
 	struct manifest m;
 	int epfd, sigfd;
 	uint64_t ctl_stops;
+	bool handed_off; /* a detacher holds every BPF fd and our address space (detach below) */
+	struct {
+		pthread_t thread;
+		bool running;
+		bool known; /* key is the root executable's known_exe key */
+		__u64 key;
+	} root; /* the root executable, inspected while the programs load */
 };
 
 static uint64_t now_ns(clockid_t clk)
@@ -244,7 +257,7 @@ static int tracker__load(struct tracker *t)
 			      multi ? t->skel->progs.mt_alloc_return_multi
 				    : t->skel->progs.mt_alloc_return_perf);
 	if (!err)
-		err = libs__new(&t->libs, t->set);
+		err = t->libs ? 0 : libs__new(&t->libs, t->set);
 	if (err) {
 		log__error("cannot set up: %s", strerror(-err));
 		return MT_EXIT_FAILED;
@@ -450,7 +463,7 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 		tracker__detach_background(t);
 	t->m.t_total = now_ns(CLOCK_MONOTONIC) - t_start;
 
-	snprintf(path, sizeof(path), "%s/%d%s", t->o->outdir, t->sp.pid, MANIFEST_SUFFIX);
+	snprintf(path, sizeof(path), "%s/%d%s", t->o->outdir, t->m.root_pid, MANIFEST_SUFFIX);
 	err = manifest__write(&t->m, path);
 	if (err) {
 		log__error("cannot write '%s': %s", path, strerror(-err));
@@ -499,40 +512,52 @@ static void tracker__detach(struct tracker *t)
 
 /*
  * Detaching costs an RCU grace period per uprobe link (25-100 ms), paid after the artifact is
- * complete. A child that inherits every BPF fd pays it instead: our own closes then drop a
- * reference only, and memtrack exits as soon as its outputs are written. The child holds no
- * stdio (a caller reading our output sees EOF at our exit) and tracks nothing: its probes
- * only filter other processes out until it is done.
+ * complete. A detacher pays it instead: a child that shares our address space (CLONE_VM: no
+ * page tables copied, no copy-on-write faults on our side afterwards) and holds a copy of our
+ * file table, hence every BPF fd. It asks for SIGKILL when we exit and waits; its exit then
+ * closes the links (the grace periods) and, as the last user of the address space, unmaps it:
+ * memtrack's own exit does neither. The detacher holds no stdio (a caller reading our output
+ * sees EOF at our exit) and tracks nothing: the probes only filter other processes out until
+ * it is done. It runs only raw system calls on its own stack: it shares our memory and TLS.
  */
+static char detacher_stack[16 * 1024] __attribute__((aligned(64)));
+
+static int tracker__detacher(void *arg)
+{
+	pid_t parent = (pid_t)(intptr_t)arg;
+
+	syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	if (syscall(SYS_getppid) != parent)
+		return 0; /* memtrack is gone already: exiting detaches */
+	syscall(SYS_setsid);
+	for (int fd = 0; fd < 3; fd++)
+		syscall(SYS_close, fd);
+	for (;;)
+		syscall(SYS_pause);
+	return 0;
+}
+
 static void tracker__detach_background(struct tracker *t)
 {
 	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
 	pid_t pid;
 
-	/* Unmap the ring first: its mapping is VM_MIXEDMAP, so fork would copy every page-table
-	 * entry of it (twice the ring size) only for the child to drop them again. */
-	consumer__destroy(&t->cons);
-	pid = fork();
-
-	if (pid == 0) {
-		int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-		setsid();
-		for (int i = 0; i < 3 && fd >= 0; i++)
-			dup2(fd, i);
-		tracker__detach(t);
-		_exit(0);
-	}
+	/* exit signal 0: we never wait for it; whoever adopts it at our exit reaps it */
+	pid = clone(tracker__detacher, detacher_stack + sizeof(detacher_stack), CLONE_VM,
+		    (void *)(intptr_t)getpid());
 	if (pid < 0) {
 		tracker__detach(t);
 		return;
 	}
-	tracker__detach(t);
+	t->handed_off = true;
 	t->m.t_detach = now_ns(CLOCK_MONOTONIC) - t0;
+	log__debug(2, "detach: handed to process %d in %.2f ms", pid, t->m.t_detach / 1e6);
 }
 
 static void tracker__destroy(struct tracker *t)
 {
+	if (t->handed_off)
+		return; /* the detacher's exit frees everything at once, off our critical path */
 	tracker__detach(t);
 	artifact_writer__close(t->writer);
 	heap_acct__free(t->acct);
@@ -552,6 +577,76 @@ static void tracker__destroy(struct tracker *t)
 	}
 	free(t->m.libraries);
 	free(t->m.procs);
+}
+
+/* known_exe's key for a file as the BPF side computes it from the inode: the kernel's dev_t
+ * (12-bit major, 20-bit minor) above, the inode number xor'ed in. */
+static int tracker__exe_key(const char *path, __u64 *key)
+{
+	struct stat st;
+
+	if (stat(path, &st))
+		return -errno;
+	*key = ((__u64)(major(st.st_dev) << 20 | minor(st.st_dev)) << 32) ^ (__u64)st.st_ino;
+	return 0;
+}
+
+/*
+ * The root command's executable is inspected (ELF work only) on a thread while the programs
+ * load, and attached before it runs: its exec then finds it known and does not stop. Seen from
+ * our own root and environment, which the child inherits. When the key differs from the
+ * kernel's view (a stacked file system), the exec stops as for any new executable, and finds
+ * the libraries attached already.
+ */
+static void *tracker__inspect_root(void *arg)
+{
+	struct tracker *t = arg;
+	char exe[PATH_MAX];
+	int err;
+
+	if (spawn__resolve(t->o->argv[0], exe, sizeof(exe)))
+		return NULL; /* the exec will fail and say so */
+	err = libs__inspect_exe(t->libs, "", exe, getenv("LD_LIBRARY_PATH"), getenv("LD_PRELOAD"));
+	if (err < 0)
+		log__debug(1, "cannot inspect '%s' before its exec: %s", exe, strerror(-err));
+	else
+		t->root.known = !tracker__exe_key(exe, &t->root.key);
+	return NULL;
+}
+
+static int tracker__start_root(struct tracker *t)
+{
+	int err = libs__new(&t->libs, NULL);
+
+	if (err)
+		return err;
+	elf_version(EV_CURRENT); /* libelf's global state, set before two threads use it */
+	err = -pthread_create(&t->root.thread, NULL, tracker__inspect_root, t);
+	t->root.running = !err;
+	if (err)
+		tracker__inspect_root(t);
+	return 0;
+}
+
+static void tracker__join_root(struct tracker *t)
+{
+	if (t->root.running)
+		pthread_join(t->root.thread, NULL);
+	t->root.running = false;
+}
+
+/* After the load: attaches what the thread found and marks the executable known. */
+static int tracker__attach_root(struct tracker *t)
+{
+	__u8 one = 1;
+	int err;
+
+	tracker__join_root(t);
+	err = libs__bind(t->libs, t->set);
+	if (!err && t->root.known)
+		bpf_map_update_elem(bpf_map__fd(t->skel->maps.known_exe), &t->root.key, &one,
+				    BPF_ANY);
+	return err;
 }
 
 int tracker__run(const struct tracker_opts *o)
@@ -579,6 +674,16 @@ int tracker__run(const struct tracker_opts *o)
 	}
 	if (heap_acct__new(&t.acct))
 		return MT_EXIT_FAILED;
+	/* The command is forked first, held before its exec: from a small process (no BPF maps
+	 * or ring mapped yet) the fork copies little, and its exec has little to tear down. */
+	err = spawn__start(&t.sp, o->argv, true);
+	if (err) {
+		log__error("cannot start '%s': %s", o->argv[0], strerror(-err));
+		goto cleanup;
+	}
+	t.m.root_pid = t.sp.pid;
+	if (tracker__start_root(&t))
+		goto cleanup;
 
 	t0 = now_ns(CLOCK_MONOTONIC);
 	ret = tracker__load(&t);
@@ -590,27 +695,13 @@ int tracker__run(const struct tracker_opts *o)
 	if (ret)
 		goto cleanup;
 	ret = MT_EXIT_FAILED;
+	if (tracker__attach_root(&t))
+		goto cleanup;
 	err = tracker__setup_loop(&t);
 	if (err) {
 		log__error("cannot set up the event loop: %s", strerror(-err));
 		goto cleanup;
 	}
-	err = spawn__start(&t.sp, o->argv, true);
-	if (err) {
-		log__error("cannot start '%s': %s", o->argv[0], strerror(-err));
-		goto cleanup;
-	}
-	t.m.root_pid = t.sp.pid;
-	snprintf(name, sizeof(name), "%d%s", t.sp.pid, ARTIFACT_SUFFIX);
-	t.m.artifact = strdup(name);
-	snprintf(path, sizeof(path), "%s/%s", o->outdir, name);
-	err = artifact_writer__open(&t.writer, path, ARTIFACT_DEFAULT_LEVEL, 0);
-	if (err) {
-		log__error("cannot open '%s': %s", path, strerror(-err));
-		spawn__abort(&t.sp);
-		goto cleanup;
-	}
-	t.sinks.writer = t.writer;
 	{
 		struct mt_proc_init zero = {};
 		__u32 pid = t.sp.pid;
@@ -619,27 +710,43 @@ int tracker__run(const struct tracker_opts *o)
 		if (bpf_map__value_size(t.skel->maps.procs) > sizeof(zero) ||
 		    bpf_map_update_elem(bpf_map__fd(t.skel->maps.procs), &pid, &zero, BPF_ANY)) {
 			log__error("cannot register process %d: %s", pid, strerror(errno));
-			spawn__abort(&t.sp);
 			goto cleanup;
 		}
 	}
 	tracker__add_pidfd(&t);
 	t.m.t_attach = now_ns(CLOCK_MONOTONIC) - t0;
 	t0 = now_ns(CLOCK_MONOTONIC);
-	err = spawn__release(&t.sp);
+	err = spawn__go(&t.sp);
+	if (err) {
+		log__error("cannot release '%s': %s", o->argv[0], strerror(-err));
+		goto cleanup;
+	}
+	/* While the command execs: nothing is read from the ring before the loop below. */
+	snprintf(name, sizeof(name), "%d%s", t.sp.pid, ARTIFACT_SUFFIX);
+	t.m.artifact = strdup(name);
+	snprintf(path, sizeof(path), "%s/%s", o->outdir, name);
+	err = artifact_writer__open(&t.writer, path, ARTIFACT_DEFAULT_LEVEL, 0);
+	if (err) {
+		log__error("cannot open '%s': %s", path, strerror(-err));
+		goto cleanup;
+	}
+	t.sinks.writer = t.writer;
+	err = spawn__exec_result(&t.sp);
 	if (err)
 		log__error("cannot execute '%s': %s", o->argv[0], strerror(-err));
 	status = tracker__loop(&t);
 	if (status < 0) {
 		log__error("event loop failed: %s", strerror(-status));
-		spawn__abort(&t.sp);
 		goto cleanup;
 	}
+	t.sp.pid = 0; /* reaped: nothing to abort from here on */
 	t.m.t_attach += libs__attach_ns(t.libs);
 	ret = tracker__finish(&t, status, t0, t_start);
 	if (err && ret == MT_EXIT_FAILED)
 		ret = MT_EXIT_NOEXEC;
 cleanup:
+	tracker__join_root(&t);
+	spawn__abort(&t.sp); /* a child never released, or one we cannot follow */
 	t.m.command = NULL;
 	t.m.argv = NULL;
 	tracker__destroy(&t);
