@@ -19,7 +19,9 @@ struct config_ctx {
 };
 
 static const char *const bench_config__top_keys[] = {"options", "benchmarks", NULL};
-static const char *const bench_config__bench_keys[] = {"name", "id", "exec", "options", NULL};
+static const char *const bench_config__bench_keys[] = {
+    "name", "id", "exec", "conclude", "options", NULL,
+};
 static const char *const bench_config__option_keys[] = {
     "warmup-time", "max-time", "min-time", "min-rounds", "max-rounds", "working-directory", NULL,
 };
@@ -325,6 +327,8 @@ static void bench_config__bench_pair(struct config_ctx *ctx, const char *key, ya
 			bench_config__error(ctx, bench_config__line(value), "out of memory");
 	} else if (strcmp(key, "exec") == 0) {
 		b->exec = bench_config__expanded(ctx, key, value);
+	} else if (strcmp(key, "conclude") == 0) {
+		b->conclude = bench_config__expanded(ctx, key, value);
 	} else if (strcmp(key, "options") == 0) {
 		bench_config__options(ctx, value, &b->opts);
 	} else {
@@ -483,6 +487,7 @@ static void bench_config__free_entry(struct bench_entry *b)
 	free(b->name);
 	free(b->id);
 	free(b->exec);
+	free(b->conclude);
 	free(b->opts.working_directory);
 }
 

@@ -4,10 +4,15 @@
  *
  *   options: { warmup-time, max-time, min-time, min-rounds, max-rounds, working-directory }
  *   benchmarks:
- *     - { name, id, exec, options: { ...same keys, override the top level... } }
+ *     - { name, id, exec, conclude, options: { ...same keys, override the top level... } }
  *
- * ${NAME} in `exec` and `working-directory` is replaced by the environment variable NAME when the
- * file is loaded (unset is an error); `$${` stands for a literal `${` handed to bash.
+ * `conclude` (optional) is hyperfine's --conclude: a command run through `bash -c` after every
+ * round, warm-up rounds included, in the benchmark's working directory and untimed, for
+ * clean-up that must not count (deleting a round's output files, say).
+ *
+ * ${NAME} in `exec`, `conclude` and `working-directory` is replaced by the environment variable
+ * NAME when the file is loaded (unset is an error); `$${` stands for a literal `${` handed to
+ * bash.
  */
 #ifndef BENCH_CONFIG_H
 #define BENCH_CONFIG_H
@@ -40,8 +45,9 @@ struct bench_options {
 
 struct bench_entry {
 	char *name;
-	char *id;   /* defaults to name */
-	char *exec; /* environment already expanded */
+	char *id;	/* defaults to name */
+	char *exec;	/* environment already expanded */
+	char *conclude; /* expanded like exec; NULL when absent */
 	struct bench_options opts;
 	int line;
 };

@@ -49,6 +49,8 @@ static json_t *bench_json__result(const struct bench_result *r)
 		      bench_json__real(s->q1), "q3", bench_json__real(s->q3), "iqr",
 		      bench_json__real(s->iqr), "outliers", (json_int_t)s->outliers, "cv",
 		      bench_json__real(s->cv), "max_rss", (json_int_t)r->max_rss);
+	if (o && r->conclude)
+		json_object_set_new(o, "conclude", json_string(r->conclude));
 	if (o && r->mode == BENCH_MODE_MEMORY) {
 		json_object_set_new(o, "peak_heap", json_integer((json_int_t)r->peak_heap));
 		json_object_set_new(o, "peak_rss", json_integer((json_int_t)r->peak_rss));
@@ -69,13 +71,16 @@ json_t *bench_json__build(const struct bench_results *res)
 		strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	for (size_t i = 0; results && failures && i < res->nr; i++) {
 		const struct bench_result *r = &res->v[i];
-		if (r->failed)
-			json_array_append_new(failures,
-					      json_pack("{s:s, s:s, s:s, s:i}", "name", r->name,
-							"id", r->id, "command", r->command,
-							"exit_code", r->exit_code));
-		else
+		if (r->failed) {
+			json_t *f = json_pack("{s:s, s:s, s:s, s:i}", "name", r->name, "id", r->id,
+					      "command", r->command, "exit_code", r->exit_code);
+			/* a failure may be the conclude's: the entry names what ran */
+			if (f && r->conclude)
+				json_object_set_new(f, "conclude", json_string(r->conclude));
+			json_array_append_new(failures, f);
+		} else {
 			json_array_append_new(results, bench_json__result(r));
+		}
 	}
 	root = json_pack("{s:i, s:s, s:s, s:o, s:o, s:{s:o, s:o, s:o, s:I, s:o, s:I, s:s}}",
 			 "format", RESULTS_JSON_FORMAT, "mode",
@@ -124,6 +129,7 @@ static int bench_json__read_one(json_t *o, struct bench_result *r)
 {
 	const char *name = json_string_value(json_object_get(o, "name"));
 	const char *command = json_string_value(json_object_get(o, "command"));
+	const char *conclude = json_string_value(json_object_get(o, "conclude"));
 	const char *id = json_string_value(json_object_get(o, "id"));
 	const char *mode = json_string_value(json_object_get(o, "mode"));
 	json_t *times = json_object_get(o, "times"), *v;
@@ -136,7 +142,8 @@ static int bench_json__read_one(json_t *o, struct bench_result *r)
 	r->name = strdup(name);
 	r->id = strdup(id ? id : name);
 	r->command = strdup(command ? command : name);
-	if (!r->name || !r->id || !r->command)
+	r->conclude = conclude ? strdup(conclude) : NULL;
+	if (!r->name || !r->id || !r->command || (conclude && !r->conclude))
 		return -ENOMEM;
 	r->mode = mode && strcmp(mode, "memory") == 0 ? BENCH_MODE_MEMORY : BENCH_MODE_WALLTIME;
 	if (json_is_array(times) && json_array_size(times) > 0) {

@@ -168,7 +168,46 @@ static int bench_runner__push(struct bench_result *r, const struct bench_round *
 	return 0;
 }
 
-/* One round of the benchmark in the current mode; logs and marks r failed on a bad exit. */
+/*
+ * Runs argv for benchmark b (its round, or its conclude command when `conclude`); a command that
+ * cannot be started is an error, a bad exit is logged with its stderr tail and marks r failed.
+ */
+static int bench_runner__command(struct runner_state *st, const struct bench_entry *b,
+				 const struct bench_options *opts, struct bench_result *r,
+				 char *const argv[], bool conclude, struct bench_round *round)
+{
+	const char *cmd = conclude ? b->conclude : b->exec;
+	int err;
+
+	err = bench_runner__round(argv, opts->working_directory, st->o->show_output, st->errfd,
+				  round);
+	if (err) {
+		log__error("%s: cannot start%s: %s", b->name,
+			   conclude ? " its conclude command" : "", strerror(-err));
+		return err;
+	}
+	if (round->exit_code == 0)
+		return 0;
+	bench_runner__progress_clear(st);
+	if (round->exit_code > 128)
+		log__error("benchmark '%s' failed: %skilled by signal %d: %s", b->name,
+			   conclude ? "its conclude command was " : "", round->exit_code - 128,
+			   cmd);
+	else
+		log__error("benchmark '%s' failed: %s %d: %s", b->name,
+			   conclude ? "its conclude command exited with status" : "exit status",
+			   round->exit_code, cmd);
+	bench_runner__show_stderr(st->errfd);
+	r->failed = true;
+	r->exit_code = round->exit_code;
+	return 0;
+}
+
+/*
+ * One round of the benchmark in the current mode, then (in memory mode) its manifest, then its
+ * conclude command. The conclude's figures go nowhere: clean-up must not count as the benchmark.
+ * Marks r failed (logged) on a bad exit or a missing manifest.
+ */
 static int bench_runner__one(struct runner_state *st, const struct bench_entry *b,
 			     const struct bench_options *opts, struct bench_result *r,
 			     struct bench_round *round)
@@ -176,27 +215,26 @@ static int bench_runner__one(struct runner_state *st, const struct bench_entry *
 	const struct runner_opts *o = st->o;
 	char *bash_argv[] = {"bash", "-c", b->exec, NULL};
 	char *mem_argv[] = {(char *)o->memtrack, "track", "-o", st->memdir, "-q", b->exec, NULL};
+	char *conclude_argv[] = {"bash", "-c", b->conclude, NULL};
+	struct bench_round concluded;
 	int err;
 
-	err = bench_runner__round(o->mode == BENCH_MODE_MEMORY ? mem_argv : bash_argv,
-				  opts->working_directory, o->show_output, st->errfd, round);
-	if (err) {
-		log__error("%s: cannot start: %s", b->name, strerror(-err));
+	err = bench_runner__command(
+	    st, b, opts, r, o->mode == BENCH_MODE_MEMORY ? mem_argv : bash_argv, false, round);
+	if (err || r->failed)
 		return err;
+	if (o->mode == BENCH_MODE_MEMORY) {
+		err = bench_runner__read_manifest(st->memdir, r);
+		if (err) {
+			log__error("benchmark '%s': no memtrack manifest in %s: %s", b->name,
+				   st->memdir, strerror(-err));
+			r->failed = true;
+			return 0;
+		}
 	}
-	if (round->exit_code != 0) {
-		bench_runner__progress_clear(st);
-		if (round->exit_code > 128)
-			log__error("benchmark '%s' failed: killed by signal %d: %s", b->name,
-				   round->exit_code - 128, b->exec);
-		else
-			log__error("benchmark '%s' failed: exit status %d: %s", b->name,
-				   round->exit_code, b->exec);
-		bench_runner__show_stderr(st->errfd);
-		r->failed = true;
-		r->exit_code = round->exit_code;
-	}
-	return 0;
+	if (!b->conclude)
+		return 0;
+	return bench_runner__command(st, b, opts, r, conclude_argv, true, &concluded);
 }
 
 static int bench_runner__benchmark(struct runner_state *st, const struct bench_config *cfg,
@@ -214,7 +252,8 @@ static int bench_runner__benchmark(struct runner_state *st, const struct bench_c
 	r->name = strdup(b->name);
 	r->id = strdup(b->id);
 	r->command = strdup(b->exec);
-	if (!r->name || !r->id || !r->command)
+	r->conclude = b->conclude ? strdup(b->conclude) : NULL;
+	if (!r->name || !r->id || !r->command || (b->conclude && !r->conclude))
 		return -ENOMEM;
 	err = bench_config__resolve(cfg, b, &o->cli, &opts);
 	if (err)
@@ -249,16 +288,6 @@ static int bench_runner__benchmark(struct runner_state *st, const struct bench_c
 		err = bench_runner__one(st, b, &opts, r, &round);
 		if (err || r->failed)
 			goto cleanup;
-		if (o->mode == BENCH_MODE_MEMORY) {
-			err = bench_runner__read_manifest(st->memdir, r);
-			if (err) {
-				log__error("benchmark '%s': no memtrack manifest in %s: %s",
-					   b->name, st->memdir, strerror(-err));
-				r->failed = true;
-				err = 0;
-				goto cleanup;
-			}
-		}
 		err = bench_runner__push(r, &round, &cap);
 		if (err)
 			goto cleanup;
@@ -387,6 +416,7 @@ void bench_runner__free_results(struct bench_results *res)
 		free(r->name);
 		free(r->id);
 		free(r->command);
+		free(r->conclude);
 		free(r->times);
 		free(r->user);
 		free(r->sys);

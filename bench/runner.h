@@ -29,6 +29,7 @@ struct bench_round {
 
 struct bench_result {
 	char *name, *id, *command;
+	char *conclude; /* the benchmark's untimed after-round command; NULL when none */
 	enum bench_mode mode;
 	size_t nr_rounds, warmup_rounds;
 	double *times, *user, *sys; /* seconds, one per measured round */
@@ -64,9 +65,10 @@ struct runner_opts {
 
 /*
  * Runs the selected benchmarks in file order into *out (free with bench_runner__free_results). A
- * benchmark whose command exits non-zero is logged, marked failed and counted in nr_failed; the
- * others still run. Returns 0, or -errno when nothing sensible could be run (bad --bench ID,
- * no memtrack binary, resources).
+ * benchmark's conclude command runs after each of its rounds, warm-up included, untimed. A
+ * benchmark whose command or conclude command exits non-zero is logged, marked failed and
+ * counted in nr_failed; the others still run. Returns 0, or -errno when nothing sensible could be
+ * run (bad --bench ID, no memtrack binary, resources).
  */
 int bench_runner__run(const struct bench_config *cfg, const struct runner_opts *o,
 		      struct bench_results *out);

@@ -209,6 +209,38 @@ static void test_bad_structure(void **state)
 		      "x.yml:3: 'exec': environment variable 'BENCH_SURELY_UNSET_VAR' is not set");
 }
 
+static void test_conclude(void **state)
+{
+	const char *text = "benchmarks:\n"
+			   "  - name: with\n    exec: 'true'\n"
+			   "    conclude: rm -f \"${BENCH_CONCLUDE_DIR}\"/out/* $${HOME}\n"
+			   "  - name: without\n    exec: 'true'\n";
+	struct bench_config cfg;
+
+	(void)state;
+	setenv("BENCH_CONCLUDE_DIR", "/tmp/c dir", 1);
+	assert_int_equal(bench_config__parse(&cfg, "x.yml", text, strlen(text)), 0);
+	/* expanded exactly like exec, escape included */
+	assert_string_equal(cfg.benchmarks[0].conclude, "rm -f \"/tmp/c dir\"/out/* ${HOME}");
+	assert_null(cfg.benchmarks[1].conclude);
+	bench_config__free(&cfg);
+
+	assert_logged("benchmarks:\n  - name: a\n    exec: x\n    conclude: [rm, x]\n",
+		      "x.yml:4: 'conclude' must be a string");
+	assert_logged("benchmarks:\n  - name: a\n    exec: x\n    conclude: {rm: x}\n",
+		      "x.yml:4: 'conclude' must be a string");
+	assert_logged("benchmarks:\n  - name: a\n    exec: x\n    conclude: ''\n",
+		      "x.yml:4: 'conclude' must not be empty");
+	assert_logged(
+	    "benchmarks:\n  - name: a\n    exec: x\n    conclude: ${BENCH_SURELY_UNSET_VAR}\n",
+	    "x.yml:4: 'conclude': environment variable 'BENCH_SURELY_UNSET_VAR' is not set");
+	assert_logged("benchmarks:\n  - name: a\n    exec: x\n    conclud: y\n",
+		      "x.yml:4: unknown key 'conclud' (did you mean 'conclude'?)");
+	/* a benchmark key, not an option: strictness stays */
+	assert_logged("options:\n  conclude: x\nbenchmarks:\n  - {name: a, exec: x}\n",
+		      "x.yml:2: unknown key 'conclude'");
+}
+
 static void test_expand_env(void **state)
 {
 	char *out, *bad;
@@ -239,6 +271,7 @@ int main(void)
 	    cmocka_unit_test(test_bad_file_names_file_line_key),
 	    cmocka_unit_test(test_bad_values),
 	    cmocka_unit_test(test_bad_structure),
+	    cmocka_unit_test(test_conclude),
 	    cmocka_unit_test(test_expand_env),
 	};
 	log__prog = "memtrack-bench";

@@ -30,6 +30,7 @@ static void sample(struct bench_results *res, struct bench_result v[3])
 	v[0] = (struct bench_result){.name = "ls",
 				     .id = "ls-id",
 				     .command = "ls -la",
+				     .conclude = "rm -f out/*",
 				     .nr_rounds = 3,
 				     .warmup_rounds = 2,
 				     .times = times,
@@ -49,8 +50,12 @@ static void sample(struct bench_results *res, struct bench_result v[3])
 				     .sys = one_time,
 				     .exit_codes = one_code};
 	bench_stats__compute(one_time, 1, &v[1].stats);
-	v[2] = (struct bench_result){
-	    .name = "bad", .id = "bad", .command = "false", .failed = true, .exit_code = 1};
+	v[2] = (struct bench_result){.name = "bad",
+				     .id = "bad",
+				     .command = "true",
+				     .conclude = "false",
+				     .failed = true,
+				     .exit_code = 1};
 	res->v = v;
 	res->nr = 3;
 	res->nr_failed = 1;
@@ -100,6 +105,9 @@ static void test_shape(void **state)
 	assert_string_equal(json_string_value(json_object_get(r, "name")), "ls");
 	assert_string_equal(json_string_value(json_object_get(r, "id")), "ls-id");
 	assert_string_equal(json_string_value(json_object_get(r, "mode")), "walltime");
+	assert_string_equal(json_string_value(json_object_get(r, "conclude")), "rm -f out/*");
+	/* no conclude, no key: hyperfine's readers see the same shape as before */
+	assert_null(json_object_get(json_array_get(results, 1), "conclude"));
 	assert_int_equal(json_integer_value(json_object_get(r, "rounds")), 3);
 	assert_int_equal(json_integer_value(json_object_get(r, "warmup_rounds")), 2);
 	assert_int_equal(json_integer_value(json_object_get(r, "max_rss")), 4 << 20);
@@ -112,6 +120,10 @@ static void test_shape(void **state)
 	assert_int_equal(json_integer_value(json_object_get(
 			     json_array_get(json_object_get(root, "failures"), 0), "exit_code")),
 			 1);
+	/* the failure may have been the conclude's, so the entry names it */
+	assert_string_equal(json_string_value(json_object_get(
+				json_array_get(json_object_get(root, "failures"), 0), "conclude")),
+			    "false");
 	env = json_object_get(root, "environment");
 	assert_string_equal(json_string_value(json_object_get(env, "kernel")), "6.1.0");
 	assert_string_equal(json_string_value(json_object_get(env, "cpu")), "Test CPU");
@@ -139,6 +151,8 @@ static void test_read_back(void **state)
 	assert_int_equal(back.v[0].nr_rounds, 3);
 	assert_float_equal(back.v[0].stats.median, 0.011, 1e-12);
 	assert_int_equal(back.v[0].mode, BENCH_MODE_WALLTIME);
+	assert_string_equal(back.v[0].conclude, "rm -f out/*");
+	assert_null(back.v[1].conclude);
 	bench_runner__free_results(&back);
 	unlink(path);
 }

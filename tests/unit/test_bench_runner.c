@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: MIT
-/* Real runs of tiny configs through bench_runner__run. Asserts counts and statuses, never timings.
- */
+/* Real runs of tiny configs through bench_runner__run. Asserts counts and statuses; timings only
+ * with a wide margin (a conclude that sleeps 0.5 s must not show in a round of `true`). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,46 @@ static int run(const char *text, const struct runner_opts *o, struct bench_resul
 	err = bench_runner__run(&cfg, o, res);
 	bench_config__free(&cfg);
 	return err;
+}
+
+/* The same, with stderr kept in log: what a failure says is part of the behaviour. */
+static int run_logged(const char *text, const struct runner_opts *o, struct bench_results *res,
+		      char *log, size_t size)
+{
+	int saved, fd = open(tmpdir, O_TMPFILE | O_RDWR, 0600), err;
+	ssize_t n;
+
+	assert_true(fd >= 0);
+	fflush(stderr);
+	saved = dup(STDERR_FILENO);
+	dup2(fd, STDERR_FILENO);
+	err = run(text, o, res);
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	n = pread(fd, log, size - 1, 0);
+	log[n > 0 ? n : 0] = '\0';
+	close(fd);
+	return err;
+}
+
+/* Lines in tmpdir/name, or -1 when it does not exist. */
+static long count_lines(const char *name)
+{
+	char *path;
+	long n = 0;
+	FILE *f;
+	int c;
+
+	assert_true(asprintf(&path, "%s/%s", tmpdir, name) > 0);
+	f = fopen(path, "r");
+	free(path);
+	if (!f)
+		return -1;
+	while ((c = fgetc(f)) != EOF)
+		n += c == '\n';
+	fclose(f);
+	return n;
 }
 
 static void test_tiny_suite(void **state)
@@ -161,10 +202,84 @@ static void test_cli_overrides(void **state)
 	bench_runner__free_results(&res);
 }
 
+/* hyperfine's --conclude: after every round, warm-up included, in the working directory. */
+static void test_conclude_every_round(void **state)
+{
+	const char *text = "benchmarks:\n"
+			   "  - name: t\n    exec: 'true'\n    conclude: echo x >> concluded\n"
+			   "    options:\n      working-directory: ${BENCH_TMP}\n"
+			   "      warmup-time: 200ms\n      min-rounds: 3\n      max-rounds: 3\n";
+	struct runner_opts o = {.mode = BENCH_MODE_WALLTIME};
+	struct bench_results res;
+
+	(void)state;
+	assert_int_equal(run(text, &o, &res), 0);
+	assert_int_equal(res.nr_failed, 0);
+	assert_true(res.v[0].warmup_rounds > 0);
+	assert_int_equal(res.v[0].nr_rounds, 3);
+	assert_int_equal(count_lines("concluded"),
+			 (long)(res.v[0].warmup_rounds + res.v[0].nr_rounds));
+	assert_string_equal(res.v[0].conclude, "echo x >> concluded");
+	bench_runner__free_results(&res);
+}
+
+/*
+ * A conclude that takes 0.5 s leaves rounds of `true` far below it: the clean-up is untimed. The
+ * bar is half the sleep (a timed conclude puts every round above 0.5 s), some 10x what `bash -c
+ * true` takes even on a busy machine, so load cannot fail it.
+ */
+static void test_conclude_untimed(void **state)
+{
+	const char *text = "options:\n  warmup-time: 0\n  min-rounds: 3\n  max-rounds: 3\n"
+			   "benchmarks:\n  - {name: t, exec: 'true', conclude: sleep 0.5}\n";
+	struct runner_opts o = {.mode = BENCH_MODE_WALLTIME};
+	struct bench_results res;
+
+	(void)state;
+	assert_int_equal(run(text, &o, &res), 0);
+	assert_int_equal(res.nr_failed, 0);
+	assert_int_equal(res.v[0].nr_rounds, 3);
+	for (size_t k = 0; k < res.v[0].nr_rounds; k++)
+		if (res.v[0].times[k] >= 0.25)
+			fail_msg("round %zu took %.3f s: the conclude was timed", k,
+				 res.v[0].times[k]);
+	bench_runner__free_results(&res);
+}
+
+static void test_conclude_failure(void **state)
+{
+	const char *text = "options:\n  warmup-time: 0\n  max-rounds: 2\n"
+			   "benchmarks:\n"
+			   "  - name: bad conclude\n    exec: 'true'\n"
+			   "    conclude: echo cleanup broke >&2; exit 4\n"
+			   "  - name: still runs\n    exec: 'true'\n    conclude: 'true'\n";
+	struct runner_opts o = {.mode = BENCH_MODE_WALLTIME};
+	struct bench_results res;
+	char log[4096];
+
+	(void)state;
+	assert_int_equal(run_logged(text, &o, &res, log, sizeof(log)), 0);
+	assert_int_equal(res.nr, 2);
+	assert_int_equal(res.nr_failed, 1);
+	assert_true(res.v[0].failed);
+	assert_int_equal(res.v[0].exit_code, 4);
+	assert_false(res.v[1].failed);
+	assert_int_equal(res.v[1].nr_rounds, 2);
+	if (!strstr(log, "benchmark 'bad conclude' failed: its conclude command exited with "
+			 "status 4: echo cleanup broke >&2; exit 4") ||
+	    !strstr(log, "cleanup broke\n--- end ---"))
+		fail_msg("unexpected log:\n%s", log);
+	bench_runner__free_results(&res);
+}
+
 /* A stand-in for `memtrack track -o DIR -q CMD` that writes a manifest like memtrack's. */
 static void test_memory_mode(void **state)
 {
-	const char *text = "benchmarks:\n  - {name: m, exec: 'true'}\n";
+	/* the conclude proves it runs after the manifest was read, which removes it */
+	const char *text =
+	    "benchmarks:\n  - name: m\n    exec: 'true'\n"
+	    "    conclude: d=$(cat ${BENCH_TMP}/memdir) && [ -d \"$d\" ] &&"
+	    " ! [ -e \"$d/4242.memtrack.json\" ] && echo ok >> ${BENCH_TMP}/mem-concluded\n";
 	struct runner_opts o = {.mode = BENCH_MODE_MEMORY};
 	struct bench_results res;
 	char *fake;
@@ -177,6 +292,7 @@ static void test_memory_mode(void **state)
 	fputs("#!/bin/sh\n"
 	      "[ \"$1 $2 $4\" = 'track -o -q' ] || exit 9\n"
 	      "bash -c \"$5\" || exit $?\n"
+	      "echo \"$3\" > \"$BENCH_TMP/memdir\"\n"
 	      "echo '{\"results\": {\"peak_heap\": 4096, \"peak_rss\": 1048576, \"allocs\": 7}}'"
 	      " > \"$3/4242.memtrack.json\"\n"
 	      "echo artifact > \"$3/4242.MemtrackArtifact.msgpack\"\n",
@@ -191,6 +307,7 @@ static void test_memory_mode(void **state)
 	assert_int_equal(res.v[0].peak_heap, 4096);
 	assert_int_equal(res.v[0].peak_rss, 1048576);
 	assert_int_equal(res.v[0].allocs, 7);
+	assert_int_equal(count_lines("mem-concluded"), 1);
 	bench_runner__free_results(&res);
 	free(fake);
 }
@@ -198,8 +315,13 @@ static void test_memory_mode(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_tiny_suite),	cmocka_unit_test(test_failure_is_loud_and_isolated),
-	    cmocka_unit_test(test_select),	cmocka_unit_test(test_cli_overrides),
+	    cmocka_unit_test(test_tiny_suite),
+	    cmocka_unit_test(test_failure_is_loud_and_isolated),
+	    cmocka_unit_test(test_select),
+	    cmocka_unit_test(test_cli_overrides),
+	    cmocka_unit_test(test_conclude_every_round),
+	    cmocka_unit_test(test_conclude_untimed),
+	    cmocka_unit_test(test_conclude_failure),
 	    cmocka_unit_test(test_memory_mode),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
