@@ -26,7 +26,7 @@ static __always_inline int mt_alloc_entry(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
-	struct mt_thread *t, zero = {};
+	struct mt_thread *t;
 	struct mt_args args;
 	__u32 spec;
 
@@ -36,7 +36,7 @@ static __always_inline int mt_alloc_entry(struct pt_regs *ctx)
 	if (spec & MT_SPEC_DLOPEN)
 		return 0; /* not an allocator: what it allocates inside is the program's own */
 	mt_args_read(ctx, &args);
-	t = bpf_map_lookup_elem(&threads, &tid);
+	t = mt_thread_get();
 	if (spec & MT_SPEC_FREE) {
 		__u64 ptr = args.a[MT_SPEC_PTR(spec)];
 
@@ -47,12 +47,8 @@ static __always_inline int mt_alloc_entry(struct pt_regs *ctx)
 			return 0;
 	}
 	if (!t) {
-		if (bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST) &&
-		    !bpf_map_lookup_elem(&threads, &tid)) {
-			mt_drop(MT_DROP_THREAD_MAP);
-			return 0;
-		}
-		t = bpf_map_lookup_elem(&threads, &tid);
+		/* a thread's first call that needs state (a leaf free needs none) */
+		t = mt_thread_create();
 		if (!t)
 			return 0;
 	}
@@ -98,7 +94,7 @@ static __always_inline int mt_alloc_return(struct pt_regs *ctx)
 		}
 		return 0;
 	}
-	t = bpf_map_lookup_elem(&threads, &tid);
+	t = mt_thread_get();
 	if (!t || t->depth == 0) {
 		mt_drop(MT_DROP_UNMATCHED_RET);
 		return 0;

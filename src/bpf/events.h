@@ -65,7 +65,7 @@ struct mt_event {
 /* Reasons a record was lost on the BPF side; index of the `drops` per-CPU array. */
 enum mt_drop_reason {
 	MT_DROP_RINGBUF = 0, /* bpf_ringbuf_reserve failed: consumer too slow or ring too small */
-	MT_DROP_THREAD_MAP, /* per-thread call state map full */
+	MT_DROP_THREAD_MAP, /* per-thread call state (task storage) could not be created */
 	MT_DROP_PROC_MAP, /* tracked-process map full: a child could not be tracked */
 	MT_DROP_UNMATCHED_RET, /* a return probe without its entry (attached mid-call, or nesting lost) */
 	MT_DROP_NEST_OVERFLOW, /* nesting deeper than MT_MAX_DEPTH */

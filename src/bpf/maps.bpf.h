@@ -13,7 +13,6 @@
 #include "bpf/events.h"
 
 #define MT_MAX_PROCS 16384
-#define MT_MAX_THREADS 65536
 
 /* One tracked thread group. Written by process.bpf.c (fork/exec/exit) and rss.bpf.c. */
 struct mt_proc {
@@ -27,7 +26,8 @@ struct mt_proc {
 	__u32 execs;
 };
 
-/* Per-thread allocator call state: nesting depth and the outermost call's arguments. */
+/* Per-thread allocator call state: nesting depth and the outermost call's arguments. Kept in
+ * task-local storage (the threads map): it belongs to the task_struct, not to a tid. */
 struct mt_thread {
 	__u32 depth;
 	__u32 spec; /* cookie of the outermost call */
@@ -49,9 +49,8 @@ struct mt_global {
 };
 
 /*
- * Hash maps are not preallocated: preallocating the threads map alone (65,536 entries) costs
- * ~16 ms of every run's start-up, and entries are added once per process or thread, not per
- * event (lookups cost the same either way).
+ * Hash maps are not preallocated: entries are added once per process, not per event (lookups
+ * cost the same either way), and preallocation would be paid at every run's start-up.
  */
 struct mt_procs_map {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -71,11 +70,17 @@ struct mt_mm_owner_map {
 };
 extern struct mt_mm_owner_map mm_owner SEC(".maps");
 
+/*
+ * Per-thread call state as task-local storage rather than a tid-keyed hash: creating the old
+ * 65,536-entry hash cost 2.5-3.3 ms of every run's start-up (its bucket array), capped the tree
+ * at that many live threads, and each thread exit paid a delete. Storage is created on a
+ * thread's first tracked call, follows the task_struct (exec from a non-leader thread changes
+ * the tid, not the task) and is freed with it. BPF_F_NO_PREALLOC is mandatory for this type.
+ */
 struct mt_threads_map {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, MT_MAX_THREADS);
-	__type(key, __u32); /* tid */
+	__type(key, int);
 	__type(value, struct mt_thread);
 };
 extern struct mt_threads_map threads SEC(".maps");
@@ -108,6 +113,26 @@ static __always_inline void mt_drop(__u32 reason)
 
 	if (n)
 		*n += 1; /* per-CPU slot: no atomic needed */
+}
+
+/* The current thread's call state, NULL when it has none (yet). Non-NULL only for threads
+ * that made a tracked call: user space never creates or reads these entries. */
+static __always_inline struct mt_thread *mt_thread_get(void)
+{
+	return bpf_task_storage_get(&threads, bpf_get_current_task_btf(), NULL, 0);
+}
+
+/* The current thread's call state, created zeroed when missing. NULL (counted) when it cannot
+ * be: out of memory, or the storage busy (tracing programs on 6.2+, every program on <= 6.1,
+ * when a task-storage call on this CPU is interrupted by another). */
+static __always_inline struct mt_thread *mt_thread_create(void)
+{
+	struct mt_thread *t = bpf_task_storage_get(&threads, bpf_get_current_task_btf(), NULL,
+						   BPF_LOCAL_STORAGE_GET_F_CREATE);
+
+	if (!t)
+		mt_drop(MT_DROP_THREAD_MAP);
+	return t;
 }
 
 /* Wake the consumer only when enough data is pending; it also polls on a short timer.

@@ -140,7 +140,7 @@ int BPF_PROG(mt_on_exit, struct task_struct *task)
 	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
 	struct mt_proc *p;
 
-	bpf_map_delete_elem(&threads, &tid);
+	/* the thread's call state (task storage) is freed with its task_struct: nothing to do */
 	p = bpf_map_lookup_elem(&procs, &tgid);
 	if (!p)
 		return 0;

@@ -26,23 +26,14 @@
 
 extern const volatile __u32 mt_page_shift;
 
+/* The current thread's state if it belongs to a tracked process, created when missing. */
 static __always_inline struct mt_thread *mt_rmap_thread(void)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id;
-	struct mt_thread zero = {}, *t;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
 	if (!bpf_map_lookup_elem(&procs, &tgid))
 		return NULL;
-	t = bpf_map_lookup_elem(&threads, &tid);
-	if (t)
-		return t;
-	if (bpf_map_update_elem(&threads, &tid, &zero, BPF_NOEXIST) &&
-	    !bpf_map_lookup_elem(&threads, &tid)) {
-		mt_drop(MT_DROP_THREAD_MAP);
-		return NULL;
-	}
-	return bpf_map_lookup_elem(&threads, &tid);
+	return mt_thread_create();
 }
 
 static __always_inline void mt_rmap_fault(__u64 address)
@@ -143,14 +134,13 @@ SEC("raw_tp/sys_exit")
 int mt_on_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 {
 	struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct mt_thread *t;
 
-	/* every syscall of the machine comes here: filter before the map lookup (orig_ax keeps
-	 * the syscall number on x86-64, like the MT_NR_* numbers) */
+	/* every syscall of the machine comes here: filter before the storage lookup (orig_ax
+	 * keeps the syscall number on x86-64, like the MT_NR_* numbers) */
 	if (!mt_sys_ranged((long)BPF_CORE_READ(regs, orig_ax)))
 		return 0;
-	t = bpf_map_lookup_elem(&threads, &tid);
+	t = mt_thread_get();
 	if (t) {
 		t->range_start = 0;
 		t->in_sys = 0;

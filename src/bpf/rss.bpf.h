@@ -155,11 +155,15 @@ static __always_inline void mt_rss_emit(__u32 tgid, __u32 tid, __u32 member, __s
 static __always_inline void mt_rmap_emit(__u32 tgid, __u32 tid, __u32 member, __s64 delta,
 					 bool rebase)
 {
-	struct mt_thread *t = bpf_map_lookup_elem(&threads, &tid);
+	struct mt_thread *t = NULL;
 	struct mt_event *e;
 	__u64 addr = 0;
 
-	if (t && !rebase && (__u32)(bpf_get_current_pid_tgid() >> 32) == tgid) {
+	/* Only the owner's own changes use its state; then the current task is thread `tid`
+	 * (rss_stat passes the current tid; the re-bases are the only other callers). */
+	if (!rebase && (__u32)(bpf_get_current_pid_tgid() >> 32) == tgid)
+		t = mt_thread_get();
+	if (t) {
 		if (t->in_sys) {
 			if (t->range_start) {
 				addr = t->range_start + t->range_done;

@@ -2,9 +2,11 @@
 /*
  * Root tests: exec (build/targets/exec_chain 3): the process execs itself three times. Every
  * exec is an Exec event of the same pid (the first being memtrack's own exec of the command),
- * and each stage's allocation is recorded after its stage's Exec.
+ * and each stage's allocation is recorded after its stage's Exec, exactly once. The second
+ * test execs from a non-leader thread (which takes over the leader's pid) that allocated before.
  */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -13,7 +15,7 @@
 
 #define STAGES 3
 
-static void test_exec_chain(void **state)
+static void check_exec_chain(void **state, bool threaded)
 {
 	struct mt_run *r = mt_new_run(state);
 	struct mt_filter f = {.type = MT_EV_EXEC};
@@ -21,7 +23,10 @@ static void test_exec_chain(void **state)
 	size_t n;
 
 	MT_REQUIRE_ROOT();
-	mt_track_ok(r, NULL, MT_TARGET_ARGV("exec_chain", "3"), 0);
+	if (threaded)
+		mt_track_ok(r, NULL, MT_TARGET_ARGV("exec_chain", "3", "thread"), 0);
+	else
+		mt_track_ok(r, NULL, MT_TARGET_ARGV("exec_chain", "3"), 0);
 	f.pid = r->root_pid;
 	n = mt_select(r, &f, &execs);
 	if (n != STAGES + 1) {
@@ -60,10 +65,21 @@ static void test_exec_chain(void **state)
 		 mt_count(r, &f));
 }
 
+static void test_exec_chain(void **state)
+{
+	check_exec_chain(state, false);
+}
+
+static void test_exec_chain_thread(void **state)
+{
+	check_exec_chain(state, true);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_exec_chain, mt_teardown),
+		cmocka_unit_test_teardown(test_exec_chain_thread, mt_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
