@@ -433,7 +433,6 @@ static void heap_add(struct heap_acct *a, struct proc *p, uint64_t addr, uint64_
 	}
 	for (i = tab_home(a, addr, owner); a->tab[i].addr; i = (i + 1) & a->mask) {
 		struct slot *s = &a->tab[i];
-
 		uint64_t old;
 
 		if (s->addr != addr || s->owner != owner)

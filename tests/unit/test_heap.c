@@ -518,22 +518,11 @@ static void test_against_model(void **state)
 					ev[++i] = E(MT_EV_FORK, pid, 0, 1, 0);
 				continue;
 			}
-			if (r < 480) { /* free */
-				ev[i] = E(MT_EV_FREE, pid, addr, 0, 0);
-				if (size[p][k]) {
-					live -= size[p][k];
-					count--;
-					frees++;
-					size[p][k] = 0;
-				} else {
-					unmatched++;
-				}
-				continue;
-			}
-			if (r < 530) { /* realloc k2 -> k */
-				uint64_t k2 = rnd() % MODEL_ADDRS;
+			if (r < 530) { /* free k, or realloc k2 -> k */
+				uint64_t k2 = r < 480 ? k : rnd() % MODEL_ADDRS;
 
-				ev[i] = E(MT_EV_REALLOC, pid, addr, sz, 0x10000 + k2 * 16);
+				ev[i] = r < 480 ? E(MT_EV_FREE, pid, addr, 0, 0)
+						: E(MT_EV_REALLOC, pid, addr, sz, 0x10000 + k2 * 16);
 				if (size[p][k2]) {
 					live -= size[p][k2];
 					count--;
@@ -542,6 +531,8 @@ static void test_against_model(void **state)
 				} else {
 					unmatched++;
 				}
+				if (r < 480)
+					continue;
 			} else {
 				ev[i] = E(MT_EV_MALLOC, pid, addr, sz, 0);
 			}
