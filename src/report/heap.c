@@ -4,8 +4,18 @@
  * linear probing with backward-shift deletion (no tombstones, so probe lengths do not degrade
  * over a long malloc/free storm), no allocation per event, a one-entry pid cache in front of
  * the pid table. Blocks of an image that exec'd or exited stay in the table as dead slots
- * (their generation no longer matches) and are purged at the next rehash: exec/exit cost O(1),
- * not a scan of every live block of the tree.
+ * (their image is no longer their process' current one) and are purged at the next rehash:
+ * exec/exit cost O(1), not a scan of every live block of the tree.
+ *
+ * Slots are 16 bytes, four to a cache line and never straddling two: with ~200k live blocks the
+ * table is far bigger than what the compressor leaves of the caches, and 24-byte slots made the
+ * table half as big again and a quarter of the slots cost two misses (~10-15% of the consumer's
+ * CPU time then). The owner is a 32-bit image id (a global numbering of process images, each
+ * mapped back to its process in imgs[]) and the size is 32 bits; sizes that do not fit live in
+ * a side array, and an exec that cannot get a new image id purges the old image's slots in
+ * place instead, so the accounting stays exact either way. A new process that cannot get one
+ * (past ~4 billion images, or out of memory) is not recorded and counts in nomem, as when its
+ * proc record cannot be allocated.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -20,16 +30,27 @@
 #define LOAD_NUM 7 /* grow past 7/10 full: linear probing stays ~2 probes per hit */
 #define LOAD_DEN 10
 #define HUGE_PAGE (2UL << 20)
+#define SIZE_BIG UINT32_MAX /* slot.size: the size is in the side array big[] */
+#define IMG_NONE UINT32_MAX /* proc.img after Exit: owns no slot */
+#ifndef HEAP_IMG_MAX
+#define HEAP_IMG_MAX (UINT32_MAX - 1) /* image ids 0 .. HEAP_IMG_MAX - 1; tests lower it */
+#endif
 
 struct slot {
 	uint64_t addr; /* 0: empty (no block lives at 0) */
-	uint64_t size; /* bytes */
-	uint64_t owner; /* proc index << 32 | generation of that proc's image at allocation */
+	uint32_t size; /* bytes; SIZE_BIG: see big[] */
+	uint32_t owner; /* image id of the allocating process image */
+};
+
+/* A block of SIZE_BIG bytes or more: rare, so a plain array searched linearly. */
+struct big_block {
+	uint64_t addr, size;
+	uint32_t owner;
 };
 
 struct proc {
 	int32_t pid, ppid;
-	uint32_t gen; /* bumped at exec and exit: older slots are dead */
+	uint32_t img; /* current image id; older images' slots are dead; IMG_NONE after Exit */
 	bool exited;
 	uint64_t live, live_count, peak_heap; /* bytes, blocks, bytes */
 	uint64_t allocs, frees, execs;
@@ -51,6 +72,10 @@ struct heap_acct {
 
 	struct proc *procs;
 	uint32_t nr_procs, procs_cap;
+	uint32_t *imgs; /* image id -> proc index */
+	uint32_t nr_imgs, imgs_cap;
+	struct big_block *big;
+	size_t nr_big, big_cap;
 	struct pid_slot *pids; /* pid -> current proc (the newest one with that pid) */
 	uint32_t pids_cap;
 	int32_t last_pid; /* one-entry cache: events come in runs of one process */
@@ -66,10 +91,10 @@ struct heap_acct {
 	bool warned;
 };
 
-static inline size_t tab_home(const struct heap_acct *a, uint64_t addr, uint64_t owner)
+static inline size_t tab_home(const struct heap_acct *a, uint64_t addr, uint32_t owner)
 {
 	/* malloc addresses have their low 4 bits clear: multiply and keep the high bits */
-	uint64_t h = (addr ^ (owner * 0x9e3779b97f4a7c15ULL)) * 0xbf58476d1ce4e5b9ULL;
+	uint64_t h = (addr ^ ((uint64_t)owner * 0x9e3779b97f4a7c15ULL)) * 0xbf58476d1ce4e5b9ULL;
 
 	return h >> a->shift;
 }
@@ -111,9 +136,56 @@ static int tab_alloc(struct heap_acct *a, size_t cap)
 	return 0;
 }
 
-static inline bool slot_is_dead(const struct heap_acct *a, const struct slot *s)
+static inline bool img_is_dead(const struct heap_acct *a, uint32_t img)
 {
-	return a->procs[s->owner >> 32].gen != (uint32_t)s->owner;
+	return a->procs[a->imgs[img]].img != img;
+}
+
+/* Drops the side entries of dead images (after a rehash dropped their slots). */
+static void big_purge_dead(struct heap_acct *a)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < a->nr_big; i++)
+		if (!img_is_dead(a, a->big[i].owner))
+			a->big[n++] = a->big[i];
+	a->nr_big = n;
+}
+
+/* Removes and returns the size of a big block. */
+static uint64_t big_take(struct heap_acct *a, uint64_t addr, uint32_t owner)
+{
+	for (size_t i = 0; i < a->nr_big; i++) {
+		uint64_t size = a->big[i].size;
+
+		if (a->big[i].addr != addr || a->big[i].owner != owner)
+			continue;
+		a->big[i] = a->big[--a->nr_big];
+		return size;
+	}
+	return 0; /* not reached: every SIZE_BIG slot has its entry */
+}
+
+static int big_reserve(struct heap_acct *a)
+{
+	struct big_block *big;
+	size_t cap;
+
+	if (a->nr_big < a->big_cap)
+		return 0;
+	cap = a->big_cap ? a->big_cap * 2 : 8;
+	big = realloc(a->big, cap * sizeof(*big));
+	if (!big)
+		return -ENOMEM;
+	a->big = big;
+	a->big_cap = cap;
+	return 0;
+}
+
+/* The size of the block in slot s, which leaves the table (or is overwritten) next. */
+static inline uint64_t slot_take_size(struct heap_acct *a, const struct slot *s)
+{
+	return s->size == SIZE_BIG ? big_take(a, s->addr, s->owner) : s->size;
 }
 
 /* Rehash into a table sized for the blocks that are still alive: doubles, or keeps the size
@@ -137,7 +209,7 @@ static int tab_rehash(struct heap_acct *a)
 		const struct slot *s = &old[i];
 		size_t j;
 
-		if (!s->addr || slot_is_dead(a, s))
+		if (!s->addr || img_is_dead(a, s->owner))
 			continue;
 		for (j = tab_home(a, s->addr, s->owner); a->tab[j].addr; j = (j + 1) & a->mask)
 			;
@@ -145,6 +217,8 @@ static int tab_rehash(struct heap_acct *a)
 		a->used++;
 	}
 	free(old);
+	if (a->nr_big)
+		big_purge_dead(a);
 	return 0;
 }
 
@@ -168,6 +242,42 @@ static inline void tab_delete(struct heap_acct *a, size_t i)
 	}
 	a->tab[i].addr = 0;
 	a->used--;
+}
+
+/* Deletes every slot of image img, without allocating. A forward scan is enough: a deletion
+ * at i only moves entries from after i into i (checked again) or into holes after i, and
+ * entries that wrap around from the table's start were already checked. */
+static void tab_purge_img(struct heap_acct *a, uint32_t img)
+{
+	for (size_t i = 0; i < a->cap; i++) {
+		while (a->tab[i].addr && a->tab[i].owner == img) {
+			if (a->tab[i].size == SIZE_BIG)
+				big_take(a, a->tab[i].addr, img);
+			tab_delete(a, i);
+		}
+	}
+}
+
+/* A new image id for process pi: 0, or -ENOMEM when imgs[] cannot grow or ids ran out. */
+static int img_new(struct heap_acct *a, uint32_t pi, uint32_t *img)
+{
+	if (a->nr_imgs >= HEAP_IMG_MAX)
+		return -ENOMEM;
+	if (a->nr_imgs == a->imgs_cap) {
+		uint64_t cap = (uint64_t)a->imgs_cap * 2;
+		uint32_t *imgs;
+
+		if (cap > HEAP_IMG_MAX)
+			cap = HEAP_IMG_MAX;
+		imgs = realloc(a->imgs, cap * sizeof(*imgs));
+		if (!imgs)
+			return -ENOMEM;
+		a->imgs = imgs;
+		a->imgs_cap = (uint32_t)cap;
+	}
+	a->imgs[a->nr_imgs] = pi;
+	*img = a->nr_imgs++;
+	return 0;
 }
 
 static void pid_insert(struct heap_acct *a, int32_t pid, uint32_t idx)
@@ -224,6 +334,8 @@ static int proc_new(struct heap_acct *a, int32_t pid, int32_t ppid)
 	}
 	p = &a->procs[a->nr_procs];
 	memset(p, 0, sizeof(*p));
+	if (img_new(a, a->nr_procs, &p->img))
+		return -ENOMEM;
 	p->pid = pid;
 	p->ppid = ppid;
 	pid_insert(a, pid, a->nr_procs);
@@ -252,7 +364,9 @@ int heap_acct__new(struct heap_acct **out)
 	a->procs = calloc(a->procs_cap, sizeof(*a->procs));
 	a->pids_cap = PID_MIN_CAP;
 	a->pids = calloc(a->pids_cap, sizeof(*a->pids));
-	if (!a->procs || !a->pids)
+	a->imgs_cap = 16;
+	a->imgs = calloc(a->imgs_cap, sizeof(*a->imgs));
+	if (!a->procs || !a->pids || !a->imgs)
 		goto cleanup;
 	err = tab_alloc(a, TAB_MIN_CAP);
 	if (err)
@@ -271,23 +385,27 @@ void heap_acct__free(struct heap_acct *a)
 	free(a->tab);
 	free(a->procs);
 	free(a->pids);
+	free(a->imgs);
+	free(a->big);
 	free(a);
 }
 
-static void heap_remove(struct heap_acct *a, struct proc *p, uint32_t pi, uint64_t addr)
+static void heap_remove(struct heap_acct *a, struct proc *p, uint64_t addr)
 {
-	uint64_t owner = (uint64_t)pi << 32 | p->gen;
+	uint32_t owner = p->img;
 	size_t i = tab_home(a, addr, owner);
 
 	for (; a->tab[i].addr; i = (i + 1) & a->mask) {
 		struct slot *s = &a->tab[i];
+		uint64_t size;
 
 		if (s->addr != addr || s->owner != owner)
 			continue;
-		p->live -= s->size;
+		size = slot_take_size(a, s);
+		p->live -= size;
 		p->live_count--;
 		p->frees++;
-		a->live -= s->size;
+		a->live -= size;
 		a->live_count--;
 		a->frees++;
 		tab_delete(a, i);
@@ -296,12 +414,16 @@ static void heap_remove(struct heap_acct *a, struct proc *p, uint32_t pi, uint64
 	a->unmatched_frees++;
 }
 
-static void heap_add(struct heap_acct *a, struct proc *p, uint32_t pi, uint64_t addr,
-		     uint64_t size)
+static void heap_add(struct heap_acct *a, struct proc *p, uint64_t addr, uint64_t size)
 {
-	uint64_t owner = (uint64_t)pi << 32 | p->gen;
+	uint32_t owner = p->img;
 	size_t i;
 
+	/* before anything changes: a block that cannot be recorded is not accounted at all */
+	if (size >= SIZE_BIG && big_reserve(a)) {
+		acct_nomem(a);
+		return;
+	}
 	if (a->used + 1 > a->grow_at) {
 		/* a failed rehash still leaves room unless the table is completely full */
 		if (tab_rehash(a) && a->used + 1 >= a->cap) {
@@ -311,12 +433,14 @@ static void heap_add(struct heap_acct *a, struct proc *p, uint32_t pi, uint64_t 
 	}
 	for (i = tab_home(a, addr, owner); a->tab[i].addr; i = (i + 1) & a->mask) {
 		struct slot *s = &a->tab[i];
+		uint64_t old;
 
 		if (s->addr != addr || s->owner != owner)
 			continue;
 		/* still live: its free was lost. Replace it, it is no free. */
-		p->live -= s->size;
-		a->live -= s->size;
+		old = slot_take_size(a, s);
+		p->live -= old;
+		a->live -= old;
 		p->live_count--;
 		a->live_count--;
 		a->replaced++;
@@ -324,8 +448,10 @@ static void heap_add(struct heap_acct *a, struct proc *p, uint32_t pi, uint64_t 
 		break;
 	}
 	a->tab[i].addr = addr;
-	a->tab[i].size = size;
+	a->tab[i].size = size >= SIZE_BIG ? SIZE_BIG : (uint32_t)size;
 	a->tab[i].owner = owner;
+	if (size >= SIZE_BIG)
+		a->big[a->nr_big++] = (struct big_block){.addr = addr, .size = size, .owner = owner};
 	a->used++;
 	p->allocs++;
 	a->allocs++;
@@ -339,15 +465,23 @@ static void heap_add(struct heap_acct *a, struct proc *p, uint32_t pi, uint64_t 
 		a->peak_heap = a->live;
 }
 
-/* The image's blocks leave the live heap; they become dead slots. */
-static void heap_drop_image(struct heap_acct *a, struct proc *p)
+/* The image's blocks leave the live heap; they become dead slots, purged at the next rehash.
+ * At exec, a process without a new image id (out of memory, or ids ran out) keeps its id and
+ * its old slots are deleted now. */
+static void heap_drop_image(struct heap_acct *a, struct proc *p, uint32_t pi, bool exec)
 {
+	uint32_t img = IMG_NONE;
+
 	a->live -= p->live;
 	a->live_count -= p->live_count;
-	a->dead += p->live_count;
+	if (exec && img_new(a, pi, &img)) {
+		tab_purge_img(a, p->img);
+	} else {
+		a->dead += p->live_count;
+		p->img = img;
+	}
 	p->live = 0;
 	p->live_count = 0;
-	p->gen++;
 }
 
 static void rss_reset(struct heap_acct *a, struct proc *p)
@@ -438,21 +572,21 @@ void heap_acct__event(struct heap_acct *a, const struct mt_event *ev)
 	case MT_EV_CALLOC:
 	case MT_EV_ALIGNED_ALLOC:
 		if (ev->addr)
-			heap_add(a, p, (uint32_t)idx, ev->addr, ev->size);
+			heap_add(a, p, ev->addr, ev->size);
 		break;
 	case MT_EV_FREE:
 		if (ev->addr)
-			heap_remove(a, p, (uint32_t)idx, ev->addr);
+			heap_remove(a, p, ev->addr);
 		break;
 	case MT_EV_REALLOC:
 		if (!ev->addr) {
 			if (!ev->size && ev->old_addr)
-				heap_remove(a, p, (uint32_t)idx, ev->old_addr);
+				heap_remove(a, p, ev->old_addr);
 			break; /* otherwise it failed: the old block stays valid */
 		}
 		if (ev->old_addr)
-			heap_remove(a, p, (uint32_t)idx, ev->old_addr);
-		heap_add(a, p, (uint32_t)idx, ev->addr, ev->size);
+			heap_remove(a, p, ev->old_addr);
+		heap_add(a, p, ev->addr, ev->size);
 		break;
 	case MT_EV_EXEC:
 		p->execs++;
@@ -460,13 +594,13 @@ void heap_acct__event(struct heap_acct *a, const struct mt_event *ev)
 		p->lost_count += p->live_count;
 		a->lost_bytes += p->live;
 		a->lost_count += p->live_count;
-		heap_drop_image(a, p);
+		heap_drop_image(a, p, (uint32_t)idx, true);
 		rss_reset(a, p);
 		break;
 	case MT_EV_EXIT:
 		p->leaked_bytes += p->live;
 		p->leaked_count += p->live_count;
-		heap_drop_image(a, p);
+		heap_drop_image(a, p, (uint32_t)idx, false);
 		rss_reset(a, p);
 		p->exited = true;
 		a->last_valid = false;
@@ -483,7 +617,7 @@ void heap_acct__event(struct heap_acct *a, const struct mt_event *ev)
  * A hint only: a wrong guess (the process exec'd or the table grew meanwhile) costs nothing. */
 static inline void heap_prefetch(const struct heap_acct *a, const struct mt_event *ev)
 {
-	uint64_t owner;
+	uint32_t owner;
 	int idx;
 
 	if (ev->type > MT_EV_REALLOC && ev->type != MT_EV_ALIGNED_ALLOC && ev->type != MT_EV_FREE)
@@ -492,7 +626,7 @@ static inline void heap_prefetch(const struct heap_acct *a, const struct mt_even
 		idx = (int)a->last_idx;
 	else if ((idx = pid_lookup(a, ev->pid)) < 0)
 		return;
-	owner = (uint64_t)idx << 32 | a->procs[idx].gen;
+	owner = a->procs[idx].img;
 	if (ev->addr)
 		__builtin_prefetch(&a->tab[tab_home(a, ev->addr, owner)], 1);
 	if (ev->type == MT_EV_REALLOC && ev->old_addr)

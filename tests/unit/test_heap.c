@@ -7,7 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
-#include "report/heap.h"
+/* The accounting itself, with few image ids, so that the path taken when ids run out (after
+ * ~4 billion images otherwise) runs here too: every process past the 64th image id execs by
+ * purging its old image in place. */
+#define HEAP_IMG_MAX 64
+#include "report/heap.c"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 #define MiB (1ULL << 20)
@@ -381,6 +385,188 @@ static void test_exec_purge_at_growth(void **state)
 	heap_acct__free(a);
 }
 
+#define GiB (1ULL << 30)
+
+/* Sizes of 4 GiB and more do not fit a slot: they take the side path, exactly. */
+static void test_big_blocks(void **state)
+{
+	struct mt_event ev[] = {
+		E(MT_EV_MALLOC, 1, 0x1000, 5 * GiB, 0),
+		E(MT_EV_MALLOC, 1, 0x2000, 0xffffffffULL, 0), /* the marker value itself */
+		E(MT_EV_MALLOC, 1, 0x3000, 0xfffffffeULL, 0), /* the biggest in-slot size */
+		E(MT_EV_REALLOC, 1, 0x4000, 9 * GiB, 0x1000),
+		E(MT_EV_MALLOC, 1, 0x2000, 7 * GiB, 0), /* replaces a big block by a big one */
+		E(MT_EV_FREE, 1, 0x3000, 0, 0),
+		E(MT_EV_FORK, 2, 0, 1, 0),
+		E(MT_EV_MALLOC, 2, 0x4000, 6 * GiB, 0), /* same address, other process */
+		E(MT_EV_FREE, 1, 0x2000, 0, 0),
+		E(MT_EV_EXEC, 2, 0, 0, 0), /* a big block in a dead slot */
+		E(MT_EV_MALLOC, 2, 0x4000, 3 * GiB, 0),
+		E(MT_EV_FREE, 2, 0x4000, 0, 0),
+		E(MT_EV_FREE, 2, 0x4000, 0, 0), /* unmatched: the dead image's block is gone */
+	};
+	struct run r;
+
+	(void)state;
+	run(&r, ev, N(ev));
+	assert_int_equal(r.m.peak_heap, 9 * GiB + 7 * GiB + 6 * GiB);
+	assert_int_equal(proc(&r, 1)->peak_heap, 9 * GiB + 7 * GiB + 0xfffffffeULL);
+	assert_int_equal(proc(&r, 1)->leaked_bytes, 9 * GiB);
+	assert_int_equal(r.st.lost_at_exec_bytes, 6 * GiB);
+	assert_int_equal(r.st.live_bytes, 9 * GiB);
+	assert_int_equal(r.st.replaced_allocs, 1);
+	assert_int_equal(r.st.unmatched_frees, 1);
+	assert_int_equal(r.a->nr_big, 2); /* 9 GiB live, 6 GiB in a dead slot */
+	done(&r);
+}
+
+/* Past the last image id, exec deletes the old image's blocks at once: nothing of an earlier
+ * image may be found again, whatever address the new image reuses. */
+static void test_image_ids_run_out(void **state)
+{
+	struct heap_acct *a;
+	struct heap_stats st;
+	const int images = 3 * HEAP_IMG_MAX;
+
+	(void)state;
+	assert_int_equal(heap_acct__new(&a), 0);
+	for (int i = 0; i < images; i++) {
+		struct mt_event x = E(MT_EV_EXEC, 5, 0, 0, 0);
+		/* the previous image's block at 0x100 is dead: a free here is unmatched */
+		struct mt_event f = E(MT_EV_FREE, 5, 0x100, 0, 0);
+
+		heap_acct__event(a, &f);
+		for (uint64_t k = 0; k < 3000; k++) {
+			struct mt_event e = E(MT_EV_MALLOC, 5, 0x100 + k * 16, 16 + (uint64_t)i, 0);
+
+			heap_acct__event(a, &e);
+		}
+		if (i % 7 == 0) {
+			struct mt_event b = E(MT_EV_MALLOC, 5, 0x8000000, 5 * GiB, 0);
+
+			heap_acct__event(a, &b);
+		}
+		heap_acct__event(a, &x);
+	}
+	heap_acct__stats(a, &st);
+	assert_int_equal(a->nr_imgs, HEAP_IMG_MAX);
+	assert_int_equal(st.unmatched_frees, images);
+	assert_int_equal(st.replaced_allocs, 0);
+	assert_int_equal(st.live_count, 0);
+	assert_int_equal(st.live_bytes, 0);
+	assert_int_equal(st.lost_at_exec_count, 3000ULL * images + (images + 6) / 7);
+	assert_int_equal(st.nomem, 0);
+	assert_int_equal(a->nr_big, 0);
+	assert_true(a->used <= 3001); /* the purged slots are gone, not dead */
+	heap_acct__free(a);
+}
+
+static uint64_t rnd_state = 42;
+
+static uint64_t rnd(void)
+{
+	uint64_t z = (rnd_state += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+#define MODEL_PIDS 4
+#define MODEL_ADDRS 12000
+
+/*
+ * Random streams of allocations, frees, reallocs, execs, exits and pid reuse over four pids that
+ * share their addresses, big sizes included, fed in batches (the prefetching path: the table
+ * outgrows PREFETCH_MIN_BYTES and grows with dead slots in it, and image ids run out on the
+ * way). A plain array per pid is the reference; every figure must match at every batch end.
+ */
+static void test_against_model(void **state)
+{
+	static uint64_t size[MODEL_PIDS][MODEL_ADDRS]; /* 0: not live */
+	static struct mt_event ev[1000];
+	uint64_t live = 0, count = 0, peak = 0, unmatched = 0, replaced = 0, lost = 0;
+	uint64_t allocs = 0, frees = 0;
+	size_t max_cap = 0;
+	struct heap_acct *a;
+	struct heap_stats st;
+
+	(void)state;
+	memset(size, 0, sizeof(size));
+	assert_int_equal(heap_acct__new(&a), 0);
+	for (int batch = 0; batch < 800; batch++) {
+		for (size_t i = 0; i < N(ev); i++) {
+			int p = (int)(rnd() % MODEL_PIDS), pid = 300 + p;
+			uint64_t k = rnd() % MODEL_ADDRS, r = rnd() % 1000, sz;
+			uint64_t addr = 0x10000 + k * 16;
+
+			sz = rnd() % 50 ? 1 + rnd() % 4096 : 0xffffffffULL + rnd() % 3;
+			/* exec, or (while image ids last: a new process needs one) exit then reuse */
+			if ((r < 2 && !(rnd() % 8)) || (r == 2 && batch < 10)) {
+				bool exec = r < 2;
+
+				for (uint64_t j = 0; j < MODEL_ADDRS; j++) {
+					if (!size[p][j])
+						continue;
+					lost += exec ? size[p][j] : 0;
+					live -= size[p][j];
+					count--;
+					size[p][j] = 0;
+				}
+				ev[i] = E(exec ? MT_EV_EXEC : MT_EV_EXIT, pid, 0, 0, 0);
+				if (!exec && i + 1 < N(ev))
+					ev[++i] = E(MT_EV_FORK, pid, 0, 1, 0);
+				continue;
+			}
+			if (r < 530) { /* free k, or realloc k2 -> k */
+				uint64_t k2 = r < 480 ? k : rnd() % MODEL_ADDRS;
+
+				ev[i] = r < 480 ? E(MT_EV_FREE, pid, addr, 0, 0)
+						: E(MT_EV_REALLOC, pid, addr, sz, 0x10000 + k2 * 16);
+				if (size[p][k2]) {
+					live -= size[p][k2];
+					count--;
+					frees++;
+					size[p][k2] = 0;
+				} else {
+					unmatched++;
+				}
+				if (r < 480)
+					continue;
+			} else {
+				ev[i] = E(MT_EV_MALLOC, pid, addr, sz, 0);
+			}
+			if (size[p][k]) {
+				live -= size[p][k];
+				count--;
+				replaced++;
+			}
+			size[p][k] = sz;
+			live += sz;
+			count++;
+			allocs++;
+			if (live > peak)
+				peak = live;
+		}
+		heap_acct__events(a, ev, N(ev));
+		heap_acct__stats(a, &st);
+		if (a->cap > max_cap)
+			max_cap = a->cap;
+		assert_int_equal(st.live_bytes, live);
+		assert_int_equal(st.live_count, count);
+		assert_int_equal(st.unmatched_frees, unmatched);
+		assert_int_equal(st.replaced_allocs, replaced);
+		assert_int_equal(st.lost_at_exec_bytes, lost);
+		assert_int_equal(st.nomem, 0);
+		assert_int_equal(a->peak_heap, peak);
+		assert_int_equal(a->allocs, allocs);
+		assert_int_equal(a->frees, frees);
+	}
+	assert_int_equal(a->nr_imgs, HEAP_IMG_MAX); /* the fallback ran */
+	assert_true(max_cap * sizeof(struct slot) >= PREFETCH_MIN_BYTES);
+	heap_acct__free(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -395,6 +581,9 @@ int main(void)
 		cmocka_unit_test(test_fill_twice),
 		cmocka_unit_test(test_many_live_blocks),
 		cmocka_unit_test(test_exec_purge_at_growth),
+		cmocka_unit_test(test_big_blocks),
+		cmocka_unit_test(test_image_ids_run_out),
+		cmocka_unit_test(test_against_model),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
