@@ -232,7 +232,7 @@ static int tracker__load(struct tracker *t)
 
 	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
 		log__error("cannot open '/sys/kernel/btf/vmlinux': %s. memtrack needs a kernel "
-			   "built with CONFIG_DEBUG_INFO_BTF=y (5.8 or later)",
+			   "built with CONFIG_DEBUG_INFO_BTF=y (Linux 5.15 or later)",
 			   strerror(errno));
 		return MT_EXIT_FAILED;
 	}
