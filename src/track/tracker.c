@@ -11,21 +11,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <libelf.h>
 #include <limits.h>
-#include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/sysmacros.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -40,7 +34,9 @@
 #include "report/report.h"
 #include "track/btf_cache.h"
 #include "track/consumer.h"
+#include "track/detacher.h"
 #include "track/libs.h"
+#include "track/root_prep.h"
 #include "track/rmap_backend.h"
 #include "track/sinks.h"
 #include "track/spawn.h"
@@ -64,12 +60,7 @@ struct tracker {
 	int epfd, sigfd;
 	uint64_t ctl_stops;
 	bool handed_off; /* a detacher holds every BPF fd and our address space (detach below) */
-	struct {
-		pthread_t thread;
-		bool running;
-		bool known; /* key is the root executable's known_exe key */
-		__u64 key;
-	} root; /* the root executable, inspected while the programs load */
+	struct root_prep root; /* the root executable, inspected while the programs load */
 };
 
 static uint64_t now_ns(clockid_t clk)
@@ -524,41 +515,13 @@ static void tracker__detach(struct tracker *t)
 	log__debug(2, "detach: %.1f ms", t->m.t_detach / 1e6);
 }
 
-/*
- * Detaching costs an RCU grace period per uprobe link (25-100 ms), paid after the artifact is
- * complete. A detacher pays it instead: a child that shares our address space (CLONE_VM: no
- * page tables copied, no copy-on-write faults on our side afterwards) and holds a copy of our
- * file table, hence every BPF fd. It asks for SIGKILL when we exit and waits; its exit then
- * closes the links (the grace periods) and, as the last user of the address space, unmaps it:
- * memtrack's own exit does neither. The detacher holds no stdio (a caller reading our output
- * sees EOF at our exit) and tracks nothing: the probes only filter other processes out until
- * it is done. It runs only raw system calls on its own stack: it shares our memory and TLS.
- */
-static char detacher_stack[16 * 1024] __attribute__((aligned(64)));
-
-static int tracker__detacher(void *arg)
-{
-	pid_t parent = (pid_t)(intptr_t)arg;
-
-	syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-	if (syscall(SYS_getppid) != parent)
-		return 0; /* memtrack is gone already: exiting detaches */
-	syscall(SYS_setsid);
-	for (int fd = 0; fd < 3; fd++)
-		syscall(SYS_close, fd);
-	for (;;)
-		syscall(SYS_pause);
-	return 0;
-}
-
+/* Detaching in a child that outlives us (detacher.c): our own exit then closes and unmaps
+ * nothing, and the grace periods are paid off the caller's clock. */
 static void tracker__detach_background(struct tracker *t)
 {
 	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
-	pid_t pid;
+	pid_t pid = detacher__start();
 
-	/* exit signal 0: we never wait for it; whoever adopts it at our exit reaps it */
-	pid = clone(tracker__detacher, detacher_stack + sizeof(detacher_stack), CLONE_VM,
-		    (void *)(intptr_t)getpid());
 	if (pid < 0) {
 		tracker__detach(t);
 		return;
@@ -593,69 +556,15 @@ static void tracker__destroy(struct tracker *t)
 	free(t->m.procs);
 }
 
-/* known_exe's key for a file as the BPF side computes it from the inode: the kernel's dev_t
- * (12-bit major, 20-bit minor) above, the inode number xor'ed in. */
-static int tracker__exe_key(const char *path, __u64 *key)
-{
-	struct stat st;
 
-	if (stat(path, &st))
-		return -errno;
-	*key = ((__u64)(major(st.st_dev) << 20 | minor(st.st_dev)) << 32) ^ (__u64)st.st_ino;
-	return 0;
-}
-
-/*
- * The root command's executable is inspected (ELF work only) on a thread while the programs
- * load, and attached before it runs: its exec then finds it known and does not stop. Seen from
- * our own root and environment, which the child inherits. When the key differs from the
- * kernel's view (a stacked file system), the exec stops as for any new executable, and finds
- * the libraries attached already.
- */
-static void *tracker__inspect_root(void *arg)
-{
-	struct tracker *t = arg;
-	char exe[PATH_MAX];
-	int err;
-
-	if (spawn__resolve(t->o->argv[0], exe, sizeof(exe)))
-		return NULL; /* the exec will fail and say so */
-	err = libs__inspect_exe(t->libs, "", exe, getenv("LD_LIBRARY_PATH"), getenv("LD_PRELOAD"));
-	if (err < 0)
-		log__debug(1, "cannot inspect '%s' before its exec: %s", exe, strerror(-err));
-	else
-		t->root.known = !tracker__exe_key(exe, &t->root.key);
-	return NULL;
-}
-
-static int tracker__start_root(struct tracker *t)
-{
-	int err = libs__new(&t->libs, NULL);
-
-	if (err)
-		return err;
-	elf_version(EV_CURRENT); /* libelf's global state, set before two threads use it */
-	err = -pthread_create(&t->root.thread, NULL, tracker__inspect_root, t);
-	t->root.running = !err;
-	if (err)
-		tracker__inspect_root(t);
-	return 0;
-}
-
-static void tracker__join_root(struct tracker *t)
-{
-	if (t->root.running)
-		pthread_join(t->root.thread, NULL);
-	t->root.running = false;
-}
-
-/* After the load: attaches what the thread found and marks the executable known. */
+/* After the load: attaches what root_prep found and marks the executable known, so its exec
+ * does not stop. */
 static int tracker__attach_root(struct tracker *t)
 {
 	__u8 one = 1;
 	int err;
 
-	tracker__join_root(t);
+	root_prep__join(&t->root);
 	err = libs__bind(t->libs, t->set);
 	if (!err && t->root.known)
 		bpf_map_update_elem(bpf_map__fd(t->skel->maps.known_exe), &t->root.key, &one,
@@ -696,7 +605,7 @@ int tracker__run(const struct tracker_opts *o)
 		goto cleanup;
 	}
 	t.m.root_pid = t.sp.pid;
-	if (tracker__start_root(&t))
+	if (libs__new(&t.libs, NULL) || root_prep__start(&t.root, t.libs, o->argv[0]))
 		goto cleanup;
 
 	t0 = now_ns(CLOCK_MONOTONIC);
@@ -759,7 +668,7 @@ int tracker__run(const struct tracker_opts *o)
 	if (err && ret == MT_EXIT_FAILED)
 		ret = MT_EXIT_NOEXEC;
 cleanup:
-	tracker__join_root(&t);
+	root_prep__join(&t.root);
 	spawn__abort(&t.sp); /* a child never released, or one we cannot follow */
 	t.m.command = NULL;
 	t.m.argv = NULL;

@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Seen from memtrack's own root and environment, which the child inherits. When the key
+ * differs from the kernel's view (a stacked file system), the exec stops as for any new
+ * executable, and finds the libraries attached already.
+ */
+#include <errno.h>
+#include <libelf.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include "common/log.h"
+#include "track/root_prep.h"
+#include "track/spawn.h"
+
+int root_prep__exe_key(const char *path, uint64_t *key)
+{
+	struct stat st;
+
+	if (stat(path, &st))
+		return -errno;
+	*key = ((uint64_t)(major(st.st_dev) << 20 | minor(st.st_dev)) << 32) ^ (uint64_t)st.st_ino;
+	return 0;
+}
+
+static void *root_prep__run(void *arg)
+{
+	struct root_prep *rp = arg;
+	char exe[PATH_MAX];
+	int err;
+
+	if (spawn__resolve(rp->argv0, exe, sizeof(exe)))
+		return NULL; /* the exec will fail and say so */
+	err = libs__inspect_exe(rp->libs, "", exe, getenv("LD_LIBRARY_PATH"), getenv("LD_PRELOAD"));
+	if (err < 0)
+		log__debug(1, "cannot inspect '%s' before its exec: %s", exe, strerror(-err));
+	else
+		rp->known = !root_prep__exe_key(exe, &rp->key);
+	return NULL;
+}
+
+int root_prep__start(struct root_prep *rp, struct libs *libs, const char *argv0)
+{
+	int err;
+
+	memset(rp, 0, sizeof(*rp));
+	rp->libs = libs;
+	rp->argv0 = argv0;
+	elf_version(EV_CURRENT); /* libelf's global state, set before two threads use it */
+	err = pthread_create(&rp->thread, NULL, root_prep__run, rp);
+	rp->running = !err;
+	if (err)
+		root_prep__run(rp);
+	return 0;
+}
+
+void root_prep__join(struct root_prep *rp)
+{
+	if (rp->running)
+		pthread_join(rp->thread, NULL);
+	rp->running = false;
+}
