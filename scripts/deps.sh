@@ -17,9 +17,10 @@ pkgs=(
 	# allocators the tests track besides glibc
 	libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev
 )
-# The VM lane (scripts/vm): an emulator, busybox for the guest's tools, cpio for its initramfs.
-# Only for check-vm: qemu is large, and `make check` does not need it.
-if [ $vm = 1 ]; then pkgs+=(qemu-system-x86 busybox-static cpio); fi
+# The VM lane (scripts/vm): an emulator, busybox for the guest's tools, cpio for its initramfs,
+# e2fsprogs (mkfs.ext4) for its disk. Only for check-vm: qemu is large, and `make check` does
+# not need it.
+if [ $vm = 1 ]; then pkgs+=(qemu-system-x86 busybox-static cpio e2fsprogs); fi
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Build the guest's initramfs from this tree's build output.
-# Usage: scripts/vm/initramfs.sh OUT.cpio.gz [-- COMMAND...]
+# Usage: scripts/vm/initramfs.sh OUT.cpio.gz [--disk IMG] [-- COMMAND...]
 #   no COMMAND: the guest runs the root tests (build/tests/<name> of every tests/bpf/<name>.c, or
 #   VM_TESTS="test_a test_b") through scripts/run-tests.sh; with COMMAND: that, through bash, in
 #   /memtrack (the tree's root in the guest: build/ and scripts/ are there).
+#   --disk IMG: also write IMG, a raw ext4 image holding the same root, which the guest's /init
+#   switches to when it is attached (scripts/vm/run.sh). Without mkfs.ext4, or when it fails,
+#   IMG is not written (a warning says so) and the guest runs from the initramfs alone.
 # Environment: BUILD (default build), VM_FILES (more host files for the guest, e.g.
 #   "/usr/sbin/bpftool"; ELF files bring their shared libraries).
 #
@@ -18,11 +21,17 @@ set -euo pipefail
 
 die() { echo "memtrack: $*" >&2; exit 1; }
 
-[ $# -ge 1 ] || die "usage: $0 OUT.cpio.gz [-- COMMAND...]"
+usage="usage: $0 OUT.cpio.gz [--disk IMG] [-- COMMAND...]"
+[ $# -ge 1 ] || die "$usage"
 out=$1; shift
+disk=
+if [ $# -ge 2 ] && [ "$1" = "--disk" ]; then
+	disk=$2
+	shift 2
+fi
 cmd=()
 if [ $# -gt 0 ]; then
-	[ "$1" = "--" ] || die "usage: $0 OUT.cpio.gz [-- COMMAND...]"
+	[ "$1" = "--" ] || die "$usage"
 	shift
 	cmd=("$@")
 fi
@@ -41,8 +50,10 @@ trap 'rm -rf "$root"' EXIT
 for d in bin sbin lib lib64; do
 	if [ -L "/$d" ]; then ln -s "$(readlink "/$d")" "$root/$d"; else mkdir -p "$root/$d"; fi
 done
-mkdir -p "$root"/{usr/bin,usr/sbin,usr/lib,etc,proc,sys,dev,tmp,root,memtrack/scripts}
-chmod 1777 "$root/tmp"
+# /disk: where the initramfs's /init mounts the disk before switching to it. /var/tmp: the
+# tests' folder for file pages (mt_disk_dir in tests/lib), on ext4 when the root is the disk.
+mkdir -p "$root"/{usr/bin,usr/sbin,usr/lib,etc,proc,sys,dev,tmp,var/tmp,root,disk,memtrack/scripts}
+chmod 1777 "$root/tmp" "$root/var/tmp"
 
 # The work below avoids a fork per file where it can: on a loaded 2-CPU machine a fork and
 # exec costs ~30 ms, and the guest gets a few hundred files.
@@ -144,3 +155,29 @@ mkdir -p "$(dirname "$out")"
 (cd "$root" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc --quiet) |
 	gzip -1 >"$out.tmp"
 mv "$out.tmp" "$out"
+
+# The disk: the same root, on ext4, so that the tests' binaries, the libraries they map and
+# /var/tmp are on a disk file system (file pages, not tmpfs's shmem ones: the file-page rmap
+# scenarios and small_member_exit need that). mkfs.ext4 -d fills it from the folder, with no
+# loop mount. Size: the root plus 256 MiB for the tests' files (8 MiB each); sparse, so the
+# unused part costs nothing. lazy_itable_init=0: the inode tables are zeroed here, instead of
+# by the guest's ext4lazyinit thread while the tests run (emulated, and a stray I/O load).
+# -T default: 4 KiB blocks like a real disk's ext4 (mke2fs makes a file system this small with
+# 1 KiB blocks otherwise).
+# A fresh image every run: nothing of a previous run leaks into this one.
+if [ -n "$disk" ]; then
+	rm -f "$disk"
+	if ! command -v mkfs.ext4 >/dev/null; then
+		echo "memtrack: mkfs.ext4 is missing (scripts/deps.sh vm): the guest gets no disk, the tests that need one skip" >&2
+	else
+		mib=$(($(du -sm "$root" | cut -f1) + 256))
+		if truncate -s "${mib}M" "$disk.tmp" &&
+			mkfs.ext4 -q -F -T default -L memtrack -m 0 -E lazy_itable_init=0,lazy_journal_init=0 \
+				-d "$root" "$disk.tmp" >&2; then
+			mv "$disk.tmp" "$disk"
+		else
+			rm -f "$disk.tmp"
+			echo "memtrack: cannot make the guest's disk image '$disk': the guest gets no disk, the tests that need one skip" >&2
+		fi
+	fi
+fi
