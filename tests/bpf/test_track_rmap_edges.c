@@ -128,7 +128,7 @@ static void test_rmap_small_member_exit(void **state)
 	struct mt_rmap_sel s = {.member = MT_RSS_SHMEM};
 
 	MT_REQUIRE_ROOT();
-	/* the point is a member that starts at 0: run from tmpfs (check-vm's guests), the
+	/* the point is a member that starts at 0: run from tmpfs (check-vm guests with VM_DISK=0), the
 	 * target's own text and libraries are shmem pages, hundreds of them before the 3 */
 	if (mt_on_tmpfs(mt_target("rmap_ops"))) {
 		print_message("[ SKIP     ] the target binary is on tmpfs: its text and libraries "
