@@ -261,9 +261,7 @@ static int tracker__load(struct tracker *t)
 				    : t->skel->progs.mt_alloc_entry_perf,
 			      multi ? t->skel->progs.mt_alloc_return_multi
 				    : t->skel->progs.mt_alloc_return_perf);
-	if (!err)
-		err = t->libs ? 0 : libs__new(&t->libs, t->set);
-	if (err) {
+	if (err) { /* t->libs exists already (tracker__run): libs__bind attaches through set */
 		log__error("cannot set up: %s", strerror(-err));
 		return MT_EXIT_FAILED;
 	}
