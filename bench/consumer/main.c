@@ -20,7 +20,7 @@
 #include <unistd.h>
 #include "artifact/artifact.h"
 #include "common/log.h"
-#include "report/heap.h"
+#include "acct/acct.h"
 #include "track/consumer.h"
 #include "track/sinks.h"
 #include "synth.h"

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <zstd.h>
 #include "artifact/artifact.h"
+#include "common/records.h"
 
 /*
  * Worst case of one encoded event: Realloc with every integer in its widest form is 97 bytes
@@ -20,36 +21,14 @@
  */
 #define ARTIFACT_MAX_EVENT 128
 
-/* Variant names, indexed by enum mt_event_type; NULL for holes and control records. The
- * length is kept so the hot path never calls strlen. */
-#define NAME(s) {s, sizeof(s) - 1}
-static const struct {
-	const char *s;
-	size_t len;
-} type_names[] = {
-	[MT_EV_MALLOC] = NAME("Malloc"), [MT_EV_CALLOC] = NAME("Calloc"),
-	[MT_EV_REALLOC] = NAME("Realloc"), [MT_EV_ALIGNED_ALLOC] = NAME("AlignedAlloc"),
-	[MT_EV_FREE] = NAME("Free"),	 [MT_EV_MMAP] = NAME("Mmap"),
-	[MT_EV_MUNMAP] = NAME("Munmap"), [MT_EV_BRK] = NAME("Brk"),
-	[MT_EV_FORK] = NAME("Fork"),	 [MT_EV_EXEC] = NAME("Exec"),
-	[MT_EV_EXIT] = NAME("Exit"),	 [MT_EV_RSS] = NAME("Rss"),
-	[MT_EV_RMAP] = NAME("Rmap"),
-};
-#define NR_TYPE_NAMES (sizeof(type_names) / sizeof(type_names[0]))
-
 const char *artifact__type_name(uint32_t type)
 {
-	return type < NR_TYPE_NAMES ? type_names[type].s : NULL;
+	return records__name(type);
 }
 
 uint32_t artifact__type_from_name(const char *name, size_t len)
 {
-	for (uint32_t t = 0; t < NR_TYPE_NAMES; t++) {
-		if (type_names[t].s && type_names[t].len == len &&
-		    !memcmp(type_names[t].s, name, len))
-			return t;
-	}
-	return MT_EV_NONE;
+	return records__from_name(name, len);
 }
 
 /*
@@ -128,33 +107,38 @@ static inline uint8_t *put_fixstr(uint8_t *p, const char *s, size_t len)
 
 #define PUT_KEY(p, lit) put_fixstr(p, lit, sizeof(lit) - 1)
 
+/* The value of a variant field, as its encoding reads it. */
+static inline uint64_t field_value(const struct mt_event *ev, const struct record_field_desc *f)
+{
+	switch (f->member) {
+	case RM_AUX:
+		return ev->aux;
+	case RM_OLD_ADDR:
+		return ev->old_addr;
+	default:
+		return ev->size;
+	}
+}
+
 /*
- * Encodes into buf, which has room for ARTIFACT_MAX_EVENT bytes. Returns the encoded length,
- * or -EINVAL for a control/unknown record.
+ * Encodes into buf, which has room for ARTIFACT_MAX_EVENT bytes: the five common keys, then
+ * the variant's fields in the order of its row in src/common/records.c. Returns the encoded
+ * length, or -EINVAL for a control/unknown record.
  */
 static inline int encode(const struct mt_event *ev, uint8_t *buf)
 {
+	const struct record_type *rt;
 	uint8_t *p = buf;
-	size_t nfields;
+	size_t nfields = 0;
 
-	if (ev->type >= NR_TYPE_NAMES || !type_names[ev->type].s)
+	if (!records__has(ev->type, REC_ARTIFACT))
 		return -EINVAL;
-	switch (ev->type) {
-	case MT_EV_FREE:
-	case MT_EV_EXEC:
-	case MT_EV_EXIT:
-		nfields = 0;
-		break;
-	case MT_EV_REALLOC:
-		nfields = ev->old_addr ? 2 : 1; /* old_addr is optional: omitted, never nil */
-		break;
-	case MT_EV_RSS:
-	case MT_EV_RMAP:
-		nfields = 2;
-		break;
-	default:
-		nfields = 1;
-		break;
+	rt = &records__types[ev->type];
+	for (int i = 0; i < RECORD_MAX_FIELDS && rt->fields[i]; i++) {
+		const struct record_field_desc *f = &records__fields[rt->fields[i]];
+
+		/* an optional field is omitted, never nil */
+		nfields += !f->optional || field_value(ev, f);
 	}
 
 	*p++ = (uint8_t)(0x80 | (5 + nfields)); /* fixmap: at most 7 entries */
@@ -167,42 +151,16 @@ static inline int encode(const struct mt_event *ev, uint8_t *buf)
 	p = PUT_KEY(p, "addr");
 	p = put_uint(p, ev->addr);
 	p = PUT_KEY(p, "type");
-	p = put_fixstr(p, type_names[ev->type].s, type_names[ev->type].len);
+	p = put_fixstr(p, rt->name, rt->name_len);
 
-	switch (ev->type) {
-	case MT_EV_FREE:
-	case MT_EV_EXEC:
-	case MT_EV_EXIT:
-		break;
-	case MT_EV_FORK:
-		p = PUT_KEY(p, "parent_pid");
-		p = put_uint(p, ev->size);
-		break;
-	case MT_EV_RSS:
-		p = PUT_KEY(p, "member");
-		p = put_uint(p, ev->aux);
-		p = PUT_KEY(p, "size");
-		p = put_uint(p, ev->size);
-		break;
-	case MT_EV_RMAP:
-		/* pages, signed: the BPF side stores the delta two's-complement in size */
-		p = PUT_KEY(p, "member");
-		p = put_uint(p, ev->aux);
-		p = PUT_KEY(p, "delta");
-		p = put_int(p, (int64_t)ev->size);
-		break;
-	case MT_EV_REALLOC:
-		p = PUT_KEY(p, "size");
-		p = put_uint(p, ev->size);
-		if (ev->old_addr) {
-			p = PUT_KEY(p, "old_addr");
-			p = put_uint(p, ev->old_addr);
-		}
-		break;
-	default: /* Malloc, Calloc, AlignedAlloc, Mmap, Munmap, Brk */
-		p = PUT_KEY(p, "size");
-		p = put_uint(p, ev->size);
-		break;
+	for (int i = 0; i < RECORD_MAX_FIELDS && rt->fields[i]; i++) {
+		const struct record_field_desc *f = &records__fields[rt->fields[i]];
+		uint64_t v = field_value(ev, f);
+
+		if (f->optional && !v)
+			continue;
+		p = put_fixstr(p, f->key, f->key_len);
+		p = f->enc == RE_I64 ? put_int(p, (int64_t)v) : put_uint(p, v);
 	}
 	return (int)(p - buf);
 }

@@ -15,7 +15,7 @@
 #include "artifact/manifest.h"
 #include "cli/cmd_report.h"
 #include "common/log.h"
-#include "report/heap.h"
+#include "acct/acct.h"
 #include "report/report.h"
 
 enum { EXIT_OK = 0, EXIT_USAGE = 1, EXIT_BAD_INPUT = 2 };

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "cli/cmd_track.h"
 #include "common/log.h"
+#include "report/report.h"
 
 static const char track_usage[] =
 	"Usage: memtrack track [OPTIONS] \"SHELL COMMAND\"\n"
@@ -174,5 +175,6 @@ int cmd_track(int argc, char **argv)
 
 	if (err)
 		return err > 0 ? 0 : 2;
+	o.summary = report__summary;
 	return tracker__run(&o);
 }

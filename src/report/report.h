@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <jansson.h>
 #include "artifact/manifest.h"
-#include "report/heap.h"
+#include "acct/acct.h"
 
 #define REPORT_POINTS 1000 /* JSON and SVG timeline: at most this many points */
 #define REPORT_TRACE_POINTS 20000 /* Perfetto counters: finer, the UI zooms */

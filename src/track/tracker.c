@@ -30,8 +30,7 @@
 #include "artifact/artifact.h"
 #include "artifact/manifest.h"
 #include "common/log.h"
-#include "report/heap.h"
-#include "report/report.h"
+#include "acct/acct.h"
 #include "track/btf_cache.h"
 #include "track/consumer.h"
 #include "track/detacher.h"
@@ -478,7 +477,8 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 		return MT_EXIT_FAILED;
 	}
 	if (!t->o->quiet) {
-		report__summary(stderr, &t->m);
+		if (t->o->summary)
+			t->o->summary(stderr, &t->m);
 		fprintf(stderr, "memtrack: artifact: %s/%s\n", t->o->outdir, t->m.artifact);
 	}
 	if (!t->m.complete) {

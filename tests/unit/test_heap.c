@@ -11,7 +11,8 @@
  * ~4 billion images otherwise) runs here too: every process past the 64th image id execs by
  * purging its old image in place. */
 #define HEAP_IMG_MAX 64
-#include "report/heap.c"
+#include "acct/blocks.c"
+#include "acct/acct.c"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 #define MiB (1ULL << 20)
@@ -416,7 +417,7 @@ static void test_big_blocks(void **state)
 	assert_int_equal(r.st.live_bytes, 9 * GiB);
 	assert_int_equal(r.st.replaced_allocs, 1);
 	assert_int_equal(r.st.unmatched_frees, 1);
-	assert_int_equal(r.a->nr_big, 2); /* 9 GiB live, 6 GiB in a dead slot */
+	assert_int_equal(r.a->blocks.nr_big, 2); /* 9 GiB live, 6 GiB in a dead slot */
 	done(&r);
 }
 
@@ -456,8 +457,8 @@ static void test_image_ids_run_out(void **state)
 	assert_int_equal(st.live_bytes, 0);
 	assert_int_equal(st.lost_at_exec_count, 3000ULL * images + (images + 6) / 7);
 	assert_int_equal(st.nomem, 0);
-	assert_int_equal(a->nr_big, 0);
-	assert_true(a->used <= 3001); /* the purged slots are gone, not dead */
+	assert_int_equal(a->blocks.nr_big, 0);
+	assert_true(a->blocks.used <= 3001); /* the purged slots are gone, not dead */
 	heap_acct__free(a);
 }
 
@@ -550,8 +551,8 @@ static void test_against_model(void **state)
 		}
 		heap_acct__events(a, ev, N(ev));
 		heap_acct__stats(a, &st);
-		if (a->cap > max_cap)
-			max_cap = a->cap;
+		if (a->blocks.cap > max_cap)
+			max_cap = a->blocks.cap;
 		assert_int_equal(st.live_bytes, live);
 		assert_int_equal(st.live_count, count);
 		assert_int_equal(st.unmatched_frees, unmatched);
@@ -563,7 +564,7 @@ static void test_against_model(void **state)
 		assert_int_equal(a->frees, frees);
 	}
 	assert_int_equal(a->nr_imgs, HEAP_IMG_MAX); /* the fallback ran */
-	assert_true(max_cap * sizeof(struct slot) >= PREFETCH_MIN_BYTES);
+	assert_true(max_cap * sizeof(struct block_slot) >= PREFETCH_MIN_BYTES);
 	heap_acct__free(a);
 }
 

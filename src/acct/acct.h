@@ -28,8 +28,8 @@
  *   unknown types are ignored entirely.
  * Invariant: allocs - frees == live_count + leaked_count + lost_at_exec_count + replaced_allocs.
  */
-#ifndef MEMTRACK_HEAP_H
-#define MEMTRACK_HEAP_H
+#ifndef MEMTRACK_ACCT_H
+#define MEMTRACK_ACCT_H
 
 #include <stddef.h>
 #include <stdint.h>
