@@ -18,14 +18,7 @@
 #include <jansson.h>
 #include "artifact/artifact.h"
 #include "artifact/manifest.h"
-
-static const char *const drop_keys[MT_DROP_NR] = {
-	[MT_DROP_RINGBUF] = "ringbuf",
-	[MT_DROP_THREAD_MAP] = "thread_map",
-	[MT_DROP_PROC_MAP] = "proc_map",
-	[MT_DROP_UNMATCHED_RET] = "unmatched_return",
-	[MT_DROP_NEST_OVERFLOW] = "nest_overflow",
-};
+#include "common/records.h"
 
 /* json_object_set_new() steals the value even on failure; errors surface as a NULL check. */
 static int set(json_t *o, const char *key, json_t *v)
@@ -137,7 +130,7 @@ static json_t *build(const struct manifest *m)
 	o = json_object();
 	rc |= set(root, "drops", o);
 	for (int i = 0; o && i < MT_DROP_NR; i++) {
-		rc |= set(o, drop_keys[i], u64(m->drops[i]));
+		rc |= set(o, records__drops[i].key, u64(m->drops[i]));
 		drops += m->drops[i];
 	}
 	if (o) {
@@ -477,7 +470,7 @@ static int parse(struct manifest *m, json_t *root)
 
 	o = get(root, "drops", JSON_OBJECT, &err);
 	for (int i = 0; i < MT_DROP_NR; i++)
-		m->drops[i] = get_u64(o, drop_keys[i], &err);
+		m->drops[i] = get_u64(o, records__drops[i].key, &err);
 	m->consumer_drops = get_u64(o, "consumer", &err);
 	v = get(root, "complete", JSON_TRUE, &err);
 	m->complete = v && json_is_true(v);

@@ -47,11 +47,11 @@ uint32_t records__from_name(const char *name, size_t len)
 
 const struct drop_reason records__drops[MT_DROP_NR] = {
 	[MT_DROP_RINGBUF] = {"ringbuf", "ring buffer",
-			     "try a larger --ring-size, or a larger --rss-step"},
+			     "Try a larger --ring-size, or a larger --rss-step."},
 	[MT_DROP_THREAD_MAP] = {"thread_map", "thread map",
-				"the kernel could not allocate per-thread state: free memory"},
+				"The kernel could not allocate per-thread state: free some memory."},
 	[MT_DROP_PROC_MAP] = {"proc_map", "process map",
-			      "the tree had more live processes than memtrack tracks at once"},
+			      "More processes were alive at once than memtrack can track."},
 	[MT_DROP_UNMATCHED_RET] = {"unmatched_return", "unmatched returns", NULL},
 	[MT_DROP_NEST_OVERFLOW] = {"nest_overflow", "nesting overflow", NULL},
 };
@@ -76,6 +76,25 @@ char *records__drops_text(char *buf, size_t cap, const uint64_t drops[MT_DROP_NR
 			break;
 		len += (size_t)n;
 		sep = ", ";
+	}
+	return buf;
+}
+
+char *records__drops_advice(char *buf, size_t cap, const uint64_t drops[MT_DROP_NR])
+{
+	size_t len = 0;
+
+	if (cap)
+		buf[0] = 0;
+	for (int i = 0; i < MT_DROP_NR; i++) {
+		int n;
+
+		if (!drops[i] || !records__drops[i].advice)
+			continue;
+		n = snprintf(buf + len, cap - len, " %s", records__drops[i].advice);
+		if (n < 0 || (size_t)n >= cap - len)
+			break;
+		len += (size_t)n;
 	}
 	return buf;
 }

@@ -89,5 +89,7 @@ extern const struct drop_reason records__drops[MT_DROP_NR];
  */
 char *records__drops_text(char *buf, size_t cap, const uint64_t drops[MT_DROP_NR],
 			  uint64_t consumer, bool all);
+/* The advice of each nonzero reason, each after a space; "" when there is none. Returns buf. */
+char *records__drops_advice(char *buf, size_t cap, const uint64_t drops[MT_DROP_NR]);
 
 #endif

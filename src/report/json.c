@@ -2,6 +2,7 @@
 /* The `memtrack report --json` document. Sizes in bytes, times in ns, as integers. */
 #include <stdint.h>
 #include "artifact/artifact.h"
+#include "common/records.h"
 #include "report/report.h"
 
 /* jansson integers are signed 64-bit: saturate rather than wrap */
@@ -19,13 +20,6 @@ static void set(json_t *o, const char *key, json_t *v, int *bad)
 
 static json_t *json__manifest(const struct manifest *m, int *bad)
 {
-	static const char *const drop_names[MT_DROP_NR] = {
-		[MT_DROP_RINGBUF] = "ringbuf",
-		[MT_DROP_THREAD_MAP] = "thread_map",
-		[MT_DROP_PROC_MAP] = "proc_map",
-		[MT_DROP_UNMATCHED_RET] = "unmatched_ret",
-		[MT_DROP_NEST_OVERFLOW] = "nest_overflow",
-	};
 	json_t *o = json_object(), *drops = json_object(), *argv = json_array();
 
 	if (!o || !drops || !argv) {
@@ -39,7 +33,7 @@ static json_t *json__manifest(const struct manifest *m, int *bad)
 		if (json_array_append_new(argv, json_string(*a)))
 			*bad = 1;
 	for (int i = 0; i < MT_DROP_NR; i++)
-		set(drops, drop_names[i], u64(m->drops[i]), bad);
+		set(drops, records__drops[i].key, u64(m->drops[i]), bad);
 	set(o, "command", m->command ? json_string(m->command) : json_null(), bad);
 	set(o, "argv", argv, bad);
 	set(o, "root_pid", json_integer(m->root_pid), bad);

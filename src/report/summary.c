@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "artifact/artifact.h"
+#include "common/records.h"
 #include "report/report.h"
 
 #define SUMMARY_TOP 10 /* processes listed, by peak RSS */
@@ -44,33 +45,17 @@ static int by_peak_rss(const void *a, const void *b)
 
 static void summary__drops(FILE *out, const struct manifest *m)
 {
-	static const char *const names[MT_DROP_NR] = {
-		[MT_DROP_RINGBUF] = "ring buffer",
-		[MT_DROP_THREAD_MAP] = "thread map",
-		[MT_DROP_PROC_MAP] = "process map",
-		[MT_DROP_UNMATCHED_RET] = "unmatched returns",
-		[MT_DROP_NEST_OVERFLOW] = "nesting overflow",
-	};
 	uint64_t total = m->consumer_drops;
-	const char *sep = "";
+	char what[256];
 
 	for (int i = 0; i < MT_DROP_NR; i++)
 		total += m->drops[i];
 	fprintf(out, "memtrack: %" PRIu64 " events, %" PRIu64 " dropped\n", m->events_total, total);
 	if (!total && m->complete)
 		return;
-	fprintf(out, "memtrack: *** INCOMPLETE: %" PRIu64 " records lost (", total);
-	for (int i = 0; i < MT_DROP_NR; i++) {
-		if (!m->drops[i])
-			continue;
-		fprintf(out, "%s%s %" PRIu64, sep, names[i], m->drops[i]);
-		sep = ", ";
-	}
-	if (m->consumer_drops)
-		fprintf(out, "%sconsumer %" PRIu64, sep, m->consumer_drops);
-	else if (!*sep)
-		fprintf(out, "artifact write failure");
-	fprintf(out, "): peaks and counts are lower bounds ***\n");
+	records__drops_text(what, sizeof(what), m->drops, m->consumer_drops, false);
+	fprintf(out, "memtrack: *** INCOMPLETE: %" PRIu64 " records lost (%s): peaks and counts "
+		"are lower bounds ***\n", total, *what ? what : "artifact write failure");
 }
 
 static int summary__procs(FILE *out, const struct manifest *m)

@@ -30,6 +30,7 @@
 #include "artifact/artifact.h"
 #include "artifact/manifest.h"
 #include "common/log.h"
+#include "common/records.h"
 #include "acct/acct.h"
 #include "track/btf_cache.h"
 #include "track/consumer.h"
@@ -482,13 +483,12 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 		fprintf(stderr, "memtrack: artifact: %s/%s\n", t->o->outdir, t->m.artifact);
 	}
 	if (!t->m.complete) {
-		log__error("%" PRIu64 " events were lost (ring buffer %" PRIu64 ", thread map %" PRIu64
-			   ", process map %" PRIu64 ", unmatched returns %" PRIu64
-			   ", consumer %" PRIu64 "): the artifact is incomplete. Try a larger "
-			   "--ring-size, or a larger --rss-step",
-			   drops_total + t->cons.rejected, t->m.drops[MT_DROP_RINGBUF],
-			   t->m.drops[MT_DROP_THREAD_MAP], t->m.drops[MT_DROP_PROC_MAP],
-			   t->m.drops[MT_DROP_UNMATCHED_RET], t->cons.rejected);
+		char what[256], advice[512];
+
+		log__error("%" PRIu64 " events were lost (%s): the artifact is incomplete.%s",
+			   drops_total + t->cons.rejected,
+			   records__drops_text(what, sizeof(what), t->m.drops, t->cons.rejected, true),
+			   records__drops_advice(advice, sizeof(advice), t->m.drops));
 		return MT_EXIT_LOST;
 	}
 	return exit_code;
