@@ -15,13 +15,14 @@
 #include <unistd.h>
 #include "../../bench/config.h"
 #include "../../bench/runner.h"
+#include "../lib/mt_tmpdir.h"
 
-static char tmpdir[] = "/tmp/test_bench_runner.XXXXXX";
+static char tmpdir[64];
 
 static int setup(void **state)
 {
 	(void)state;
-	if (!mkdtemp(tmpdir))
+	if (mt_tmpdir_make(tmpdir, sizeof(tmpdir), "bench-runner"))
 		return -1;
 	setenv("BENCH_TMP", tmpdir, 1);
 	return 0;
@@ -29,15 +30,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char *cmd;
-
 	(void)state;
-	if (asprintf(&cmd, "rm -rf '%s'", tmpdir) >= 0) {
-		if (system(cmd)) {
-			/* leave it: only a temp dir */
-		}
-		free(cmd);
-	}
+	mt_tmpdir_remove(tmpdir); /* a failure leaves only a temp dir */
 	return 0;
 }
 

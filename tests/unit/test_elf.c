@@ -18,8 +18,9 @@
 #include "track/alloc_table.h"
 #include "track/deps.h"
 #include "track/elf_syms.h"
+#include "../lib/mt_tmpdir.h"
 
-static char tmpdir[] = "/tmp/memtrack-test-elf-XXXXXX";
+static char tmpdir[64];
 static char libpath[512];
 
 /* A shared library whose exports look like a replacement allocator, and an alias pair. */
@@ -29,7 +30,7 @@ static int setup(void **state)
 	FILE *f;
 
 	(void)state;
-	if (!mkdtemp(tmpdir))
+	if (mt_tmpdir_make(tmpdir, sizeof(tmpdir), "elf"))
 		return -1;
 	snprintf(src, sizeof(src), "%s/fake.c", tmpdir);
 	snprintf(libpath, sizeof(libpath), "%s/libfake.so", tmpdir);
@@ -49,11 +50,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char cmd[600];
-
 	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
-	return system(cmd) == 0 ? 0 : -1;
+	return mt_tmpdir_remove(tmpdir);
 }
 
 static void test_fake_allocator(void **state)

@@ -13,32 +13,20 @@
 #include <cmocka.h>
 #include <jansson.h>
 #include "artifact/manifest.h"
+#include "../lib/mt_tmpdir.h"
 
 static char tmpdir[64];
 
 static int setup(void **state)
 {
 	(void)state;
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_manifest.XXXXXX");
-	return mkdtemp(tmpdir) ? 0 : -1;
+	return mt_tmpdir_make(tmpdir, sizeof(tmpdir), "manifest");
 }
 
 static int teardown(void **state)
 {
-	DIR *d = opendir(tmpdir);
-	struct dirent *de;
-	char p[512];
-
 	(void)state;
-	while (d && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", tmpdir, de->d_name);
-		unlink(p);
-	}
-	if (d)
-		closedir(d);
-	return rmdir(tmpdir);
+	return mt_tmpdir_remove(tmpdir);
 }
 
 /* Returns one of 4 rotating static buffers, so a few paths can be alive at once. */

@@ -16,6 +16,7 @@
 #include "track/deps.h"
 #include "track/elf_syms.h"
 #include "track/probe_place.h"
+#include "../lib/mt_tmpdir.h"
 
 #define F 64 /* the function's offset in the synthetic segments */
 
@@ -209,8 +210,7 @@ static void test_placement_cache(void **state)
 	assert_int_equal(tamper(dir, 0), 0);
 	unsetenv("MEMTRACK_BTF_CACHE");
 	unsetenv("MEMTRACK_CACHE_DIR");
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(mt_tmpdir_remove(dir), 0);
 }
 
 /* The other tests leave nothing in the user's cache folder. */
