@@ -91,12 +91,73 @@ static char *manifest_path_for(const char *artifact)
 	return p;
 }
 
-/* Takes over what only the tracker knew. m keeps its results; the strings stay file's. */
-static void merge_manifest(struct manifest *m, const struct manifest *file)
-{
-	struct manifest_proc *procs = m->procs;
-	uint32_t nr = m->nr_procs;
+/* Process records in (pid, order of appearance) order, for merging by pid. */
+struct proc_ref {
+	int32_t pid;
+	uint32_t idx;
+};
 
+static int by_pid_then_idx(const void *a, const void *b)
+{
+	const struct proc_ref *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static struct proc_ref *proc_refs(const struct manifest_proc *procs, uint32_t nr)
+{
+	struct proc_ref *r = malloc((nr ? nr : 1) * sizeof(*r));
+
+	for (uint32_t i = 0; r && i < nr; i++)
+		r[i] = (struct proc_ref){procs[i].pid, i};
+	if (r)
+		qsort(r, nr, sizeof(*r), by_pid_then_idx);
+	return r;
+}
+
+/* Per process what the tracker knew: the k-th record of a pid here takes the k-th one with
+ * that pid in the file (pid reuse). Both sorted by (pid, order): one merge walk, O(n log n). */
+static int merge_procs(struct manifest *m, const struct manifest *file)
+{
+	struct proc_ref *a = proc_refs(m->procs, m->nr_procs);
+	struct proc_ref *b = proc_refs(file->procs, file->nr_procs);
+	uint32_t i = 0, j = 0;
+
+	if (!a || !b) {
+		free(a);
+		free(b);
+		return -ENOMEM;
+	}
+	while (i < m->nr_procs && j < file->nr_procs) {
+		struct manifest_proc *p = &m->procs[a[i].idx];
+		const struct manifest_proc *f = &file->procs[b[j].idx];
+
+		if (a[i].pid != b[j].pid) {
+			if (a[i].pid < b[j].pid)
+				i++;
+			else
+				j++;
+			continue;
+		}
+		memcpy(p->comm, f->comm, sizeof(p->comm));
+		p->comm[sizeof(p->comm) - 1] = 0;
+		if (f->peak_rss > p->peak_rss)
+			p->peak_rss = f->peak_rss;
+		if (!p->ppid)
+			p->ppid = f->ppid;
+		i++;
+		j++;
+	}
+	free(a);
+	free(b);
+	return 0;
+}
+
+/* Takes over what only the tracker knew. m keeps its results; the strings stay file's. */
+static int merge_manifest(struct manifest *m, const struct manifest *file)
+{
 	m->memtrack_version = file->memtrack_version;
 	m->command = file->command;
 	m->argv = file->argv;
@@ -113,27 +174,7 @@ static void merge_manifest(struct manifest *m, const struct manifest *file)
 	/* the kernel saw every page; the artifact's Rss records are decimated */
 	if (file->peak_rss > m->peak_rss)
 		m->peak_rss = file->peak_rss;
-
-	/* per process: match the k-th record of a pid with the k-th there (pid reuse) */
-	for (uint32_t i = 0; i < nr; i++) {
-		uint32_t k = 0;
-
-		for (uint32_t j = 0; j < i; j++)
-			k += procs[j].pid == procs[i].pid;
-		for (uint32_t j = 0; j < file->nr_procs; j++) {
-			const struct manifest_proc *f = &file->procs[j];
-
-			if (f->pid != procs[i].pid || k--)
-				continue;
-			memcpy(procs[i].comm, f->comm, sizeof(procs[i].comm));
-			procs[i].comm[sizeof(procs[i].comm) - 1] = 0;
-			if (f->peak_rss > procs[i].peak_rss)
-				procs[i].peak_rss = f->peak_rss;
-			if (!procs[i].ppid)
-				procs[i].ppid = f->ppid;
-			break;
-		}
-	}
+	return merge_procs(m, file);
 }
 
 static FILE *out_open(const char *path)
@@ -288,8 +329,8 @@ static int report_load(const struct report_opts *o, struct report_input *in)
 		goto cleanup;
 	heap_acct__stats(in->acct, &in->st);
 	report_load_manifest(o, in);
-	if (in->have_manifest)
-		merge_manifest(&in->m, &in->file);
+	if (in->have_manifest && merge_manifest(&in->m, &in->file))
+		goto cleanup;
 	err = 0;
 cleanup:
 	if (err == -ENOMEM)
@@ -330,17 +371,13 @@ static int report_render(const struct report_opts *o, struct report_input *in)
 		return err;
 	}
 	if (o->json) {
-		json_t *doc = report__json(&v, in->tl);
-
-		if (!doc) {
+		err = report__json_write(out, &v, in->tl);
+		if (err == -ENOMEM) {
 			log__error("out of memory");
 			if (out != stdout)
 				fclose(out);
-			return -ENOMEM;
+			return err;
 		}
-		err = json_dumpf(doc, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER) ? -EIO : 0;
-		fputc('\n', out);
-		json_decref(doc);
 	} else {
 		err = report__summary_view(out, &v);
 	}
