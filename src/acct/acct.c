@@ -21,6 +21,18 @@
 #include "acct/blocks.h"
 #include "common/records.h"
 
+/*
+ * Byte sums are 128-bit: sizes come from the artifact, and crafted ones (2^64 - 1) would wrap a
+ * 64-bit sum silently ("peak heap 10 B"). They stay exact here, and what does not fit the
+ * 64-bit outputs is shown as UINT64_MAX with heap_stats.saturated set.
+ */
+typedef unsigned __int128 u128;
+
+static inline uint64_t sat64(u128 v)
+{
+	return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v;
+}
+
 #define PID_MIN_CAP 64
 #define IMG_NONE UINT32_MAX /* proc.img after Exit: owns no slot */
 #ifndef HEAP_IMG_MAX
@@ -31,12 +43,13 @@ struct proc {
 	int32_t pid, ppid;
 	uint32_t img; /* current image id; older images' slots are dead; IMG_NONE after Exit */
 	bool exited;
-	uint64_t live, live_count, peak_heap; /* bytes, blocks, bytes */
+	u128 live, peak_heap; /* bytes */
+	uint64_t live_count;
 	uint64_t allocs, frees, execs;
-	uint64_t leaked_bytes, leaked_count; /* live at Exit */
-	uint64_t lost_bytes, lost_count; /* live at Exec */
+	u128 leaked_bytes, lost_bytes; /* live at Exit, at Exec */
+	uint64_t leaked_count, lost_count;
 	uint64_t rss[MT_RSS_NR]; /* bytes, last absolute value per member */
-	uint64_t rss_sum, peak_rss; /* file + anon + shmem */
+	u128 rss_sum, peak_rss; /* file + anon + shmem */
 };
 
 struct pid_slot {
@@ -57,11 +70,13 @@ struct heap_acct {
 	uint32_t last_idx;
 	bool last_valid;
 
-	uint64_t live, live_count, peak_heap; /* tree-wide, bytes */
-	uint64_t rss, peak_rss; /* tree-wide, bytes: sum over live processes */
+	u128 live, peak_heap; /* tree-wide, bytes */
+	u128 rss, peak_rss; /* tree-wide, bytes: sum over live processes */
+	uint64_t live_count;
 	uint64_t allocs, frees;
 	uint64_t counts[MT_EV_TYPE_MAX], events;
-	uint64_t unmatched_frees, replaced, lost_bytes, lost_count, ignored, nomem;
+	u128 lost_bytes;
+	uint64_t unmatched_frees, replaced, lost_count, ignored, nomem;
 	uint64_t first_ts, last_ts;
 	bool warned;
 };
@@ -281,8 +296,8 @@ static void rss_set(struct heap_acct *a, struct proc *p, uint32_t member, uint64
 		return;
 	if (member != MT_RSS_SWAP) {
 		/* unsigned wrap-around makes the delta right in both directions */
-		p->rss_sum += val - p->rss[member];
-		a->rss += val - p->rss[member];
+		p->rss_sum += (u128)val - p->rss[member];
+		a->rss += (u128)val - p->rss[member];
 		if (p->rss_sum > p->peak_rss)
 			p->peak_rss = p->rss_sum;
 		if (a->rss > a->peak_rss)
@@ -438,6 +453,16 @@ void heap_acct__events(struct heap_acct *a, const struct mt_event *ev, size_t n)
 	}
 }
 
+/* Leaked at exit, and live at the end, over every process. */
+static u128 leaked_total(const struct heap_acct *a)
+{
+	u128 sum = 0;
+
+	for (uint32_t i = 0; i < a->nr_procs; i++)
+		sum += a->procs[i].leaked_bytes + a->procs[i].live;
+	return sum;
+}
+
 int heap_acct__fill(const struct heap_acct *a, struct manifest *m)
 {
 	struct manifest_proc *procs = NULL;
@@ -450,7 +475,6 @@ int heap_acct__fill(const struct heap_acct *a, struct manifest *m)
 	free(m->procs);
 	m->procs = procs;
 	m->nr_procs = a->nr_procs;
-	m->leaked_bytes = 0;
 	m->leaked_count = 0;
 	for (uint32_t i = 0; i < a->nr_procs; i++) {
 		const struct proc *p = &a->procs[i];
@@ -458,19 +482,19 @@ int heap_acct__fill(const struct heap_acct *a, struct manifest *m)
 
 		mp->pid = p->pid;
 		mp->ppid = p->ppid;
-		mp->peak_heap = p->peak_heap;
-		mp->peak_rss = p->peak_rss;
+		mp->peak_heap = sat64(p->peak_heap);
+		mp->peak_rss = sat64(p->peak_rss);
 		mp->allocs = p->allocs;
 		mp->frees = p->frees;
 		/* p->live is 0 after Exit: this is what leaked at exit, or is live at the end */
-		mp->leaked_bytes = p->leaked_bytes + p->live;
+		mp->leaked_bytes = sat64(p->leaked_bytes + p->live);
 		mp->leaked_count = p->leaked_count + p->live_count;
 		mp->execs = p->execs;
-		m->leaked_bytes += mp->leaked_bytes;
 		m->leaked_count += mp->leaked_count;
 	}
-	m->peak_heap = a->peak_heap;
-	m->peak_rss = a->peak_rss;
+	m->leaked_bytes = sat64(leaked_total(a));
+	m->peak_heap = sat64(a->peak_heap);
+	m->peak_rss = sat64(a->peak_rss);
 	m->allocs = a->allocs;
 	m->frees = a->frees;
 	memcpy(m->counts, a->counts, sizeof(m->counts));
@@ -481,28 +505,31 @@ int heap_acct__fill(const struct heap_acct *a, struct manifest *m)
 void heap_acct__stats(const struct heap_acct *a, struct heap_stats *s)
 {
 	memset(s, 0, sizeof(*s));
-	s->live_bytes = a->live;
+	s->live_bytes = sat64(a->live);
 	s->live_count = a->live_count;
-	s->rss = a->rss;
+	s->rss = sat64(a->rss);
 	s->unmatched_frees = a->unmatched_frees;
 	s->replaced_allocs = a->replaced;
-	s->lost_at_exec_bytes = a->lost_bytes;
+	s->lost_at_exec_bytes = sat64(a->lost_bytes);
 	s->lost_at_exec_count = a->lost_count;
 	s->ignored_after_exit = a->ignored;
 	s->nomem = a->nomem;
 	s->first_ts = a->first_ts;
 	s->last_ts = a->last_ts;
 	s->nr_procs = a->nr_procs;
+	/* every per-process figure is bounded by one of these tree-wide ones */
+	s->saturated = a->peak_heap > UINT64_MAX || a->peak_rss > UINT64_MAX ||
+		       a->lost_bytes > UINT64_MAX || leaked_total(a) > UINT64_MAX;
 }
 
 uint64_t heap_acct__live_heap(const struct heap_acct *a)
 {
-	return a->live;
+	return sat64(a->live);
 }
 
 uint64_t heap_acct__live_rss(const struct heap_acct *a)
 {
-	return a->rss;
+	return sat64(a->rss);
 }
 
 int heap_acct__proc_lost(const struct heap_acct *a, uint32_t idx, uint64_t *bytes,
@@ -510,7 +537,7 @@ int heap_acct__proc_lost(const struct heap_acct *a, uint32_t idx, uint64_t *byte
 {
 	if (idx >= a->nr_procs)
 		return -ENOENT;
-	*bytes = a->procs[idx].lost_bytes;
+	*bytes = sat64(a->procs[idx].lost_bytes);
 	*count = a->procs[idx].lost_count;
 	return 0;
 }

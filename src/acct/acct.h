@@ -26,11 +26,13 @@
  *   (swap excluded); the tree RSS is the sum over live processes.
  * - Mmap, Munmap, Brk, Rmap are only counted. Control records (>= MT_EV_CTL_EXEC_STOPPED) and
  *   unknown types are ignored entirely.
+ * - Byte sums never wrap: past 2^64 - 1 they show as UINT64_MAX and heap_stats.saturated is set.
  * Invariant: allocs - frees == live_count + leaked_count + lost_at_exec_count + replaced_allocs.
  */
 #ifndef MEMTRACK_ACCT_H
 #define MEMTRACK_ACCT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "bpf/events.h"
@@ -49,6 +51,8 @@ struct heap_stats {
 	uint64_t nomem; /* blocks not recorded: the table could not grow */
 	uint64_t first_ts, last_ts; /* ns, over accounted records; 0 when none */
 	uint32_t nr_procs;
+	/* a byte figure passed 2^64 - 1 (crafted or corrupt sizes): it is shown as UINT64_MAX */
+	bool saturated;
 };
 
 int heap_acct__new(struct heap_acct **a);

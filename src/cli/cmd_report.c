@@ -65,9 +65,9 @@ static const char report_usage[] =
 	"EXIT STATUS\n"
 	"    0  the artifact was read to its end and every output written\n"
 	"    1  usage error\n"
-	"    2  bad input: ARTIFACT cannot be opened, is truncated or holds an undecodable\n"
-	"       record (what was read before it is still reported), or an output cannot be\n"
-	"       written. An unreadable manifest is only a warning.\n"
+	"    2  bad input: ARTIFACT cannot be opened, is empty or truncated, or holds an\n"
+	"       undecodable record (what was read before it is still reported), or an output\n"
+	"       cannot be written. An unreadable manifest is only a warning.\n"
 	"\n"
 	"EXAMPLES\n"
 	"    memtrack report out/1234.MemtrackArtifact.msgpack\n"
@@ -324,6 +324,10 @@ static int report_load(const struct report_opts *o, struct report_input *in)
 		const char *e = artifact_reader__error(rd);
 
 		in->decode_error = strdup(e && *e ? e : strerror(-n));
+	} else if (!artifact_reader__frames(rd)) {
+		/* memtrack writes at least one frame, even for no event: nothing at all is what a
+		 * run killed before its end leaves */
+		in->decode_error = strdup("no zstd frame (an empty file: was the run killed?)");
 	}
 	if (heap_acct__fill(in->acct, &in->m))
 		goto cleanup;

@@ -155,6 +155,7 @@ static json_t *report__json_doc(const struct report_view *v, struct timeline *tl
 		set(res, "lost_at_exec_bytes", u64(v->stats->lost_at_exec_bytes), &bad);
 		set(res, "lost_at_exec_count", u64(v->stats->lost_at_exec_count), &bad);
 		set(res, "duration_ns", u64(v->stats->last_ts - v->stats->first_ts), &bad);
+		set(res, "saturated", json_boolean(v->stats->saturated), &bad);
 	}
 	set(root, "results", res, &bad);
 	res = NULL;

@@ -113,6 +113,9 @@ int report__summary_view(FILE *out, const struct report_view *v)
 			"(not counted as leaks)\n",
 			report__bytes(v->stats->lost_at_exec_bytes, a, sizeof(a)),
 			v->stats->lost_at_exec_count);
+	if (v->stats && v->stats->saturated)
+		fprintf(out, "memtrack: *** SATURATED: a byte total passed 2^64 - 1 (corrupt or "
+			"crafted sizes); such figures show as %" PRIu64 " ***\n", UINT64_MAX);
 	if (v->have_manifest)
 		summary__drops(out, m);
 	else

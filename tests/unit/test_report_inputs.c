@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * memtrack report on generated inputs with many processes: the streamed JSON document is the
- * one report__json builds, byte for byte; with a manifest, the k-th process record of a pid
- * takes the k-th manifest entry of that pid (pid reuse), through 20,000 processes (200,000 in the numbers of the report). Speed is
- * in the report's numbers, not asserted here.
+ * memtrack report on generated and hostile inputs. Many processes: the streamed JSON document
+ * is the one report__json builds, byte for byte; with a manifest, the k-th process record of a
+ * pid takes the k-th manifest entry of that pid (pid reuse), through 20,000 processes (speed
+ * is measured outside tests). A 0-byte artifact (what a killed run leaves) is bad input.
+ * Sizes of 2^64 - 1 saturate the byte figures, flagged, instead of wrapping.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 #include <jansson.h>
 #include "acct/acct.h"
@@ -152,11 +155,125 @@ static void test_stream_equals_tree(void **state)
 	}
 }
 
+/* Runs cmd_report with stderr silenced (the expected error messages). */
+static int report_quiet(int argc, char **argv)
+{
+	int err_fd = dup(2), null_fd = open("/dev/null", O_WRONLY), rc;
+
+	dup2(null_fd, 2);
+	rc = cmd_report(argc, argv);
+	dup2(err_fd, 2);
+	close(err_fd);
+	close(null_fd);
+	return rc;
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = calloc(1, 1 << 16);
+
+	assert_non_null(f);
+	assert_non_null(buf);
+	assert_true(fread(buf, 1, (1 << 16) - 1, f) > 0);
+	fclose(f);
+	return buf;
+}
+
+static void test_empty_file_is_bad_input(void **state)
+{
+	struct fix *f = *state;
+	char empty[160], *text;
+	char *json_argv[] = {"report", "--json", "-o", f->out, empty, NULL};
+	char *text_argv[] = {"report", "-o", f->out, empty, NULL};
+	json_t *doc;
+	int fd;
+
+	snprintf(empty, sizeof(empty), "%s/killed.msgpack", f->dir);
+	fd = open(empty, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(report_quiet(5, json_argv), 2);
+	doc = json_load_file(f->out, 0, NULL);
+	assert_non_null(doc);
+	assert_true(json_is_false(json_object_get(doc, "decoded_completely")));
+	assert_non_null(strstr(json_string_value(json_object_get(doc, "decode_error")), "empty"));
+	json_decref(doc);
+	assert_int_equal(report_quiet(4, text_argv), 2);
+	text = slurp(f->out);
+	assert_non_null(strstr(text, "ARTIFACT CUT SHORT after 0 events"));
+	free(text);
+}
+
+/* 2^64 - 1 bytes and 11 bytes live at once: the peak would wrap to 10 bytes in 64 bits. */
+static void test_huge_sizes_saturate(void **state)
+{
+	struct fix *f = *state;
+	char path[160], *text;
+	char *json_argv[] = {"report", "--json", "--no-manifest", "-o", f->out, path, NULL};
+	char *text_argv[] = {"report", "--no-manifest", "-o", f->out, path, NULL};
+	struct mt_event ev[] = {
+		{.type = MT_EV_MALLOC, .pid = 5, .tid = 5, .ts = 1, .addr = 0x1000, .size = UINT64_MAX},
+		{.type = MT_EV_MALLOC, .pid = 5, .tid = 5, .ts = 2, .addr = 0x2000, .size = 11},
+		{.type = MT_EV_RSS, .pid = 5, .tid = 5, .ts = 3, .aux = MT_RSS_ANON, .size = UINT64_MAX},
+		{.type = MT_EV_RSS, .pid = 5, .tid = 5, .ts = 4, .aux = MT_RSS_FILE, .size = 7},
+		{.type = MT_EV_FREE, .pid = 5, .tid = 5, .ts = 5, .addr = 0x1000},
+	};
+	struct artifact_writer *w;
+	struct heap_acct *a;
+	struct heap_stats st;
+	json_t *doc, *res;
+
+	/* the accounting stays exact underneath: once the huge block is freed, 11 bytes live */
+	assert_int_equal(heap_acct__new(&a), 0);
+	heap_acct__events(a, ev, 2);
+	assert_int_equal(heap_acct__live_heap(a), UINT64_MAX);
+	heap_acct__events(a, ev + 2, 3);
+	assert_int_equal(heap_acct__live_heap(a), 11);
+	assert_int_equal(heap_acct__live_rss(a), UINT64_MAX);
+	heap_acct__stats(a, &st);
+	assert_true(st.saturated);
+	heap_acct__free(a);
+
+	snprintf(path, sizeof(path), "%s/huge.msgpack", f->dir);
+	assert_int_equal(artifact_writer__open(&w, path, 3, 0), 0);
+	for (size_t i = 0; i < sizeof(ev) / sizeof(ev[0]); i++)
+		assert_int_equal(artifact_writer__write(w, &ev[i]), 0);
+	assert_int_equal(artifact_writer__close(w), 0);
+
+	assert_int_equal(report_quiet(6, json_argv), 0);
+	doc = json_load_file(f->out, 0, NULL);
+	assert_non_null(doc);
+	res = json_object_get(doc, "results");
+	assert_true(json_is_true(json_object_get(res, "saturated")));
+	/* JSON integers are signed 64-bit: the largest one */
+	assert_int_equal(json_integer_value(json_object_get(res, "peak_heap")), INT64_MAX);
+	assert_int_equal(json_integer_value(json_object_get(res, "peak_rss")), INT64_MAX);
+	assert_int_equal(json_integer_value(json_object_get(res, "leaked_bytes")), 11);
+	json_decref(doc);
+	assert_int_equal(report_quiet(5, text_argv), 0);
+	text = slurp(f->out);
+	assert_non_null(strstr(text, "SATURATED"));
+	assert_null(strstr(text, "peak heap 10 B"));
+	free(text);
+
+	/* ordinary sizes: not flagged */
+	ev[0].size = 1 << 20;
+	ev[2].size = 1 << 20;
+	assert_int_equal(heap_acct__new(&a), 0);
+	heap_acct__events(a, ev, 5);
+	heap_acct__stats(a, &st);
+	assert_false(st.saturated);
+	heap_acct__free(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_json_many_procs, setup, teardown),
 		cmocka_unit_test(test_stream_equals_tree),
+		cmocka_unit_test_setup_teardown(test_empty_file_is_bad_input, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_huge_sizes_saturate, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
