@@ -24,7 +24,7 @@
  *   Processes still running at the end of the stream leak what is live then.
  * - Rss{member, size} is the absolute value of one counter; process RSS = file + anon + shmem
  *   (swap excluded); the tree RSS is the sum over live processes.
- * - Mmap, Munmap, Brk, Rmap are only counted. Control records (>= MT_EV_CTL_EXEC_STOPPED) and
+ * - Mmap, Munmap, Brk, Rmap are only counted. Control records (REC_CONTROL, records.h) and
  *   unknown types are ignored entirely.
  * - Byte sums never wrap: past 2^64 - 1 they show as UINT64_MAX and heap_stats.saturated is set.
  * Invariant: allocs - frees == live_count + leaked_count + lost_at_exec_count + replaced_allocs.

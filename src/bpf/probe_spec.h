@@ -12,6 +12,8 @@
 #ifndef MEMTRACK_PROBE_SPEC_H
 #define MEMTRACK_PROBE_SPEC_H
 
+#include "bpf/events.h"
+
 #define MT_SPEC_TYPE(s)	  ((s)&0xff)
 #define MT_SPEC_SIZE(s)	  (((s) >> 8) & 3)
 #define MT_SPEC_NMEMB(s)  (((s) >> 10) & 3)
@@ -27,5 +29,19 @@
 #define MT_SPEC(type, size_arg, nmemb_arg, ptr_arg, flags)                                          \
 	((unsigned)(type) | ((unsigned)(size_arg) << 8) | ((unsigned)(nmemb_arg) << 10) |          \
 	 ((unsigned)(ptr_arg) << 12) | (unsigned)(flags))
+
+/* The shapes of allocator calls, for the rows of src/track/alloc_table.c. The return-value-based
+ * cases (realloc(p, 0) freeing, NULL on failure) are decided in the BPF return program. */
+#define S_MALLOC0  MT_SPEC(MT_EV_MALLOC, 0, 0, 0, MT_SPEC_HAS_SIZE) /* f(size) */
+#define S_CALLOC   MT_SPEC(MT_EV_CALLOC, 1, 0, 0, MT_SPEC_HAS_SIZE | MT_SPEC_PRODUCT)
+#define S_ZALLOC0  MT_SPEC(MT_EV_CALLOC, 0, 0, 0, MT_SPEC_HAS_SIZE) /* zeroed f(size) */
+#define S_REALLOC  MT_SPEC(MT_EV_REALLOC, 1, 0, 0, MT_SPEC_HAS_SIZE | MT_SPEC_OLD)
+#define S_REALLOCA MT_SPEC(MT_EV_REALLOC, 2, 1, 0, MT_SPEC_HAS_SIZE | MT_SPEC_OLD | MT_SPEC_PRODUCT)
+#define S_ALIGNED1 MT_SPEC(MT_EV_ALIGNED_ALLOC, 1, 0, 0, MT_SPEC_HAS_SIZE) /* f(align, size) */
+#define S_ALIGNED0 MT_SPEC(MT_EV_ALIGNED_ALLOC, 0, 0, 0, MT_SPEC_HAS_SIZE) /* f(size, ...) */
+#define S_MEMALIGN MT_SPEC(MT_EV_ALIGNED_ALLOC, 2, 0, 0, MT_SPEC_HAS_SIZE | MT_SPEC_MEMPTR)
+#define S_FREE	   MT_SPEC(0, 0, 0, 0, MT_SPEC_FREE)
+#define S_FREELEAF MT_SPEC(0, 0, 0, 0, MT_SPEC_FREE | MT_SPEC_LEAF)
+#define S_DLOPEN   MT_SPEC(0, 0, 0, 0, MT_SPEC_DLOPEN)
 
 #endif
