@@ -31,6 +31,8 @@ struct mt_drops_map drops SEC(".maps");
 
 struct mt_global_map global SEC(".maps");
 
+struct mt_stop_ctl_map stop_ctl SEC(".maps");
+
 struct mt_pcpu_map pcpu_probe SEC(".maps");
 
 /* Executables user space has inspected: key = (s_dev << 32) ^ i_ino, value unused. */
@@ -126,8 +128,7 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 		e->addr = key;
 		/* SIGSTOP is taken on the way back to user space: no instruction of the new image
 		 * runs before the consumer answers with SIGCONT. */
-		bpf_send_signal(19 /* SIGSTOP */);
-		mt_submit(e, true);
+		mt_stop_submit(e);
 	}
 	return 0;
 }

@@ -41,6 +41,7 @@
 #include "track/sinks.h"
 #include "track/spawn.h"
 #include "track/tracker.h"
+#include "track/watchdog.h"
 
 struct tracker {
 	const struct tracker_opts *o;
@@ -56,6 +57,7 @@ struct tracker {
 	struct consumer cons;
 	struct record_sinks sinks; /* the writer and acct above, behind the consumer */
 	struct spawn sp;
+	struct watchdog wd; /* resumes the stopped tasks if we die (watchdog.c) */
 	struct manifest m;
 	int epfd, sigfd;
 	uint64_t ctl_stops;
@@ -113,6 +115,19 @@ static int control_exec_stopped(void *ctx, const struct mt_event *ev)
 	kill(ev->pid, SIGCONT);
 	log__debug(2, "exec stop of %d: %.2f ms after the exec, handled in %.2f ms", ev->pid,
 		   (t0 - ev->ts) / 1e6, (now_ns(CLOCK_MONOTONIC) - t0) / 1e6);
+	return 0;
+}
+
+/* Allows or ends the BPF side's stops (stop_ctl, maps.bpf.h). Allowed only once the watchdog
+ * holds the ring, so that no stop outlives us unanswered; ended before the last drain, which
+ * answers those still in the ring. */
+static int tracker__set_stops(struct tracker *t, bool on)
+{
+	__u32 zero = 0;
+	__u64 v = on;
+
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.stop_ctl), &zero, &v, BPF_ANY))
+		return -errno;
 	return 0;
 }
 
@@ -431,6 +446,7 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 
 	t->m.t_run = now_ns(CLOCK_MONOTONIC) - t_run0;
 	t0 = now_ns(CLOCK_MONOTONIC);
+	tracker__set_stops(t, false);
 	while (consumer__drain(&t->cons) > 0)
 		;
 	t->m.t_drain = now_ns(CLOCK_MONOTONIC) - t0;
@@ -542,6 +558,7 @@ static void tracker__destroy(struct tracker *t)
 	if (t->epfd >= 0)
 		close(t->epfd);
 	spawn__close(&t->sp);
+	watchdog__close(&t->wd);
 	btf_cache__close(&t->btf);
 	free(t->m.kernel_release);
 	free(t->m.rmap_reason);
@@ -582,6 +599,7 @@ int tracker__run(const struct tracker_opts *o)
 	int ret = MT_EXIT_FAILED, err, status;
 
 	t.sp.go_fd = t.sp.err_fd = t.sp.pidfd = -1;
+	t.wd.sock = -1;
 	t.m.memtrack_version = MEMTRACK_VERSION;
 	t.m.command = (char *)o->command;
 	t.m.argv = o->argv;
@@ -603,6 +621,11 @@ int tracker__run(const struct tracker_opts *o)
 		goto cleanup;
 	}
 	t.m.root_pid = t.sp.pid;
+	err = watchdog__start(&t.wd);
+	if (err) {
+		log__error("cannot start the watchdog process: %s", strerror(-err));
+		goto cleanup;
+	}
 	if (libs__new(&t.libs, NULL) || root_prep__start(&t.root, t.libs, o->argv[0]))
 		goto cleanup;
 
@@ -611,6 +634,15 @@ int tracker__run(const struct tracker_opts *o)
 	t.m.t_load = now_ns(CLOCK_MONOTONIC) - t0;
 	if (ret)
 		goto cleanup;
+	ret = MT_EXIT_FAILED;
+	err = watchdog__arm(&t.wd, bpf_map__fd(t.skel->maps.events),
+			    bpf_map__fd(t.skel->maps.stop_ctl));
+	if (!err)
+		err = tracker__set_stops(&t, true);
+	if (err) {
+		log__error("cannot arm the watchdog process: %s", strerror(-err));
+		goto cleanup;
+	}
 	t0 = now_ns(CLOCK_MONOTONIC);
 	ret = tracker__attach_tracepoints(&t);
 	if (ret)
