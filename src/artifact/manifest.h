@@ -33,7 +33,7 @@ struct manifest_library {
 struct manifest {
 	/* identity */
 	const char *memtrack_version;
-	char *command; /* the shell string, or NULL with --/argv */
+	char *command; /* the shell string; with --, argv shell-quoted (older manifests: NULL) */
 	char **argv; /* NULL-terminated, what was exec'd (bash -c CMD, or PROG ARGS) */
 	int32_t root_pid;
 	int exit_status; /* what memtrack exits with for the command: status, 128+sig, 127 */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "artifact/artifact.h"
+#include "common/shquote.h"
 #include "report/report.h"
 
 #define SUMMARY_TOP 10 /* processes listed, by peak RSS */
@@ -107,7 +108,11 @@ int report__summary_view(FILE *out, const struct report_view *v)
 	int err = 0;
 
 	if (v->have_manifest && (m->command || (m->argv && m->argv[0]))) {
-		fprintf(out, "memtrack: command: %s", m->command ? m->command : m->argv[0]);
+		/* manifests of older memtracks have no command with -- */
+		char *q = m->command ? NULL : shquote__argv(m->argv);
+
+		fprintf(out, "memtrack: command: %s", m->command ? m->command : q ? q : m->argv[0]);
+		free(q);
 		if (m->term_signal)
 			fprintf(out, " (killed by signal %d, exit status %d)\n", m->term_signal,
 				m->exit_status);

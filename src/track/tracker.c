@@ -13,6 +13,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@
 #include "artifact/artifact.h"
 #include "artifact/manifest.h"
 #include "common/log.h"
+#include "common/shquote.h"
 #include "report/heap.h"
 #include "report/report.h"
 #include "track/btf_cache.h"
@@ -88,7 +90,8 @@ static void tracker__detach(struct tracker *t);
 static void tracker__detach_background(struct tracker *t);
 
 /* A tracked task stopped itself at the exec of an executable not inspected yet, or at the
- * return of a dlopen. */
+ * return of a dlopen; or a process' name (after its Fork or Exec record, which the accounting
+ * has seen: the consumer flushes before a control record). */
 static int control_exec_stopped(void *ctx, const struct mt_event *ev)
 {
 	struct tracker *t = ctx;
@@ -97,6 +100,15 @@ static int control_exec_stopped(void *ctx, const struct mt_event *ev)
 
 	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
 
+	if (ev->type == MT_EV_CTL_COMM) {
+		char comm[16];
+
+		_Static_assert(offsetof(struct mt_event, size) == offsetof(struct mt_event, addr) + 8,
+			       "a name spans addr and size");
+		memcpy(comm, (const char *)ev + offsetof(struct mt_event, addr), sizeof(comm));
+		heap_acct__set_comm(t->acct, ev->pid, comm);
+		return 0;
+	}
 	t->ctl_stops++;
 	if (ev->type == MT_EV_CTL_DLOPEN_STOPPED) {
 		err = libs__inspect_maps(t->libs, ev->pid);
@@ -601,7 +613,8 @@ int tracker__run(const struct tracker_opts *o)
 	t.sp.go_fd = t.sp.err_fd = t.sp.pidfd = -1;
 	t.wd.sock = -1;
 	t.m.memtrack_version = MEMTRACK_VERSION;
-	t.m.command = (char *)o->command;
+	/* with --, the words as a shell command that runs them again */
+	t.m.command = o->command ? (char *)o->command : shquote__argv(o->argv);
 	t.m.argv = o->argv;
 	t.m.start_unix_ns = now_ns(CLOCK_REALTIME);
 	t.m.start_mono_ns = t_start;
@@ -700,6 +713,8 @@ int tracker__run(const struct tracker_opts *o)
 cleanup:
 	root_prep__join(&t.root);
 	spawn__abort(&t.sp); /* a child never released, or one we cannot follow */
+	if (!o->command)
+		free(t.m.command);
 	t.m.command = NULL;
 	t.m.argv = NULL;
 	tracker__destroy(&t);
