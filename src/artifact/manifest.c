@@ -145,6 +145,16 @@ static json_t *build(const struct manifest *m)
 		rc |= set(o, "total", u64(drops));
 	}
 	rc |= set(root, "complete", json_boolean(m->complete));
+	a = json_array();
+	for (uint32_t i = 0; a && i < m->nr_running; i++) {
+		json_t *p = json_object();
+		const char *c = m->running[i].comm;
+
+		rc |= set(p, "pid", json_integer(m->running[i].pid));
+		rc |= set(p, "comm", json_stringn(c, strnlen(c, sizeof(m->running[i].comm))));
+		rc |= p ? json_array_append_new(a, p) : -1;
+	}
+	rc |= set(root, "still_running", a);
 
 	o = json_object();
 	rc |= set(root, "timings_ms", o);
@@ -437,6 +447,32 @@ static int read_procs(struct manifest *m, json_t *root)
 	return err;
 }
 
+static int read_running(struct manifest *m, json_t *root)
+{
+	int err = 0;
+	json_t *a = get(root, "still_running", JSON_ARRAY, &err);
+	size_t n = json_array_size(a);
+
+	if (err || !n)
+		return err;
+	m->running = calloc(n, sizeof(*m->running));
+	if (!m->running)
+		return -ENOMEM;
+	m->nr_running = (uint32_t)n;
+	for (size_t i = 0; i < n && !err; i++) {
+		json_t *o = json_array_get(a, i), *comm;
+
+		if (!json_is_object(o))
+			return -EBADMSG;
+		m->running[i].pid = (int32_t)get_i64(o, "pid", &err);
+		comm = get(o, "comm", JSON_STRING, &err);
+		if (comm)
+			snprintf(m->running[i].comm, sizeof(m->running[i].comm), "%s",
+				 json_string_value(comm));
+	}
+	return err;
+}
+
 static int parse(struct manifest *m, json_t *root)
 {
 	json_t *v, *o;
@@ -507,6 +543,8 @@ static int parse(struct manifest *m, json_t *root)
 		err = read_libraries(m, root);
 	if (!err)
 		err = read_procs(m, root);
+	if (!err)
+		err = read_running(m, root);
 	return err;
 }
 
@@ -566,5 +604,6 @@ void manifest__free(struct manifest *m)
 	}
 	free(m->libraries);
 	free(m->procs);
+	free(m->running);
 	memset(m, 0, sizeof(*m));
 }

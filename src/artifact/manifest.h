@@ -24,6 +24,13 @@ struct manifest_proc {
 	uint64_t execs;
 };
 
+/* A process of the tree still running when memtrack stopped waiting for the tree (a signal
+ * after the root exited): its records end there, with no Exit. */
+struct manifest_running {
+	int32_t pid;
+	char comm[16];
+};
+
 struct manifest_library {
 	char *path;
 	char *kind; /* "libc", "libstdc++", "jemalloc", "mimalloc", "tcmalloc", "static" */
@@ -60,7 +67,9 @@ struct manifest {
 	uint64_t events_total;
 	uint64_t drops[MT_DROP_NR]; /* BPF side */
 	uint64_t consumer_drops; /* user side: records rejected (bad type, write failure) */
-	bool complete; /* no drop anywhere */
+	bool complete; /* no drop anywhere, no process still running */
+	struct manifest_running *running; /* "still_running" */
+	uint32_t nr_running;
 
 	/* phase timings, ns */
 	uint64_t t_load, t_attach, t_run, t_drain, t_detach, t_total;

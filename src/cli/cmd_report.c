@@ -110,6 +110,8 @@ static void merge_manifest(struct manifest *m, const struct manifest *file)
 	memcpy(m->drops, file->drops, sizeof(m->drops));
 	m->consumer_drops = file->consumer_drops;
 	m->complete = file->complete;
+	m->running = file->running;
+	m->nr_running = file->nr_running;
 	/* the kernel saw every page; the artifact's Rss records are decimated */
 	if (file->peak_rss > m->peak_rss)
 		m->peak_rss = file->peak_rss;

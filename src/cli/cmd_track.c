@@ -29,7 +29,8 @@ static const char track_usage[] =
 	"  -h, --help            this text\n"
 	"\n"
 	"Exit status: the command's own; 128+N when signal N killed it; 127 when it cannot be\n"
-	"executed; 123 when events were lost (the artifact is incomplete); 125 when memtrack itself\n"
+	"executed; 123 when events were lost, or a signal after the command's exit ended the wait\n"
+	"for processes still running (the artifact is incomplete); 125 when memtrack itself\n"
 	"failed. Signals INT, TERM, HUP and QUIT sent to memtrack are forwarded to the command.\n"
 	"Under sudo the command runs as the invoking user.\n";
 

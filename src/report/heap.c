@@ -702,8 +702,17 @@ void heap_acct__set_comm(struct heap_acct *a, int32_t pid, const char comm[16])
 
 	if (idx < 0 || a->procs[idx].exited)
 		return; /* its Fork was lost: the name has no process to go to */
-	memcpy(a->procs[idx].comm, comm, sizeof(a->procs[idx].comm));
-	a->procs[idx].comm[sizeof(a->procs[idx].comm) - 1] = 0;
+	heap_acct__comm_copy(a->procs[idx].comm, comm);
+}
+
+void heap_acct__comm_copy(char out[16], const char comm[16])
+{
+	/* any byte but NUL may be in a name (PR_SET_NAME), and 15 bytes may cut a UTF-8
+	 * sequence: printable ASCII only, so that the JSON written from it stays valid */
+	for (int i = 0; i < 16; i++)
+		out[i] = i == 15 || !comm[i] ? 0 : comm[i] < 0x20 || comm[i] > 0x7e ? '?' : comm[i];
+	for (int i = (int)strnlen(out, 16); i < 16; i++)
+		out[i] = 0;
 }
 
 void heap_acct__stats(const struct heap_acct *a, struct heap_stats *s)

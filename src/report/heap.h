@@ -67,6 +67,8 @@ void heap_acct__stats(const struct heap_acct *a, struct heap_stats *s);
 /* Names pid's current process (the tracker's MT_EV_CTL_COMM records, which follow the Fork or
  * Exec they name); ignored when pid has no live process. comm: up to 16 bytes, NUL-padded. */
 void heap_acct__set_comm(struct heap_acct *a, int32_t pid, const char comm[16]);
+/* A kernel name as the outputs keep it: NUL-terminated, bytes outside printable ASCII as '?'. */
+void heap_acct__comm_copy(char out[16], const char comm[16]);
 /* Tree-wide values now, cheap enough to sample after every event (timelines). */
 uint64_t heap_acct__live_heap(const struct heap_acct *a);
 uint64_t heap_acct__live_rss(const struct heap_acct *a);

@@ -58,6 +58,17 @@ static void summary__drops(FILE *out, const struct manifest *m)
 	for (int i = 0; i < MT_DROP_NR; i++)
 		total += m->drops[i];
 	fprintf(out, "memtrack: %" PRIu64 " events, %" PRIu64 " dropped\n", m->events_total, total);
+	if (m->nr_running) {
+		fprintf(out, "memtrack: *** INCOMPLETE: %u process%s still running when memtrack "
+			"stopped waiting, %s records end there:", m->nr_running,
+			m->nr_running == 1 ? "" : "es", m->nr_running == 1 ? "its" : "their");
+		for (uint32_t i = 0; i < m->nr_running && i < SUMMARY_TOP; i++)
+			fprintf(out, "%s %d (%s)", i ? "," : "", m->running[i].pid,
+				m->running[i].comm[0] ? m->running[i].comm : "-");
+		fprintf(out, "%s ***\n", m->nr_running > SUMMARY_TOP ? ", ..." : "");
+		if (!total)
+			return;
+	}
 	if (!total && m->complete)
 		return;
 	fprintf(out, "memtrack: *** INCOMPLETE: %" PRIu64 " records lost (", total);

@@ -420,6 +420,66 @@ static int tracker__loop(struct tracker *t)
 	}
 }
 
+/*
+ * When the wait ended with processes of the tree still running (a signal after the root
+ * exited): records them for the manifest (pid, name) and stops tracking them, so that the last
+ * drain ends (a process allocating nonstop would feed it forever) and no new child of theirs is
+ * tracked. Rounds until the map is empty: a child forked while we delete is added once more.
+ */
+static int tracker__untrack_running(struct tracker *t)
+{
+	int fd = bpf_map__fd(t->skel->maps.procs);
+	__u32 key;
+
+	for (int round = 0; round < 64 && !bpf_map_get_next_key(fd, NULL, &key); round++) {
+		__u32 *pids = NULL, n = 0, cap = 0;
+		int err = 0;
+
+		do {
+			if (n == cap) {
+				__u32 *p = realloc(pids, (cap = cap ? cap * 2 : 16) * sizeof(*p));
+
+				if (!p) {
+					err = -ENOMEM;
+					break;
+				}
+				pids = p;
+			}
+			pids[n++] = key;
+		} while (!bpf_map_get_next_key(fd, &pids[n - 1], &key));
+		for (__u32 i = 0; !err && i < n; i++) {
+			struct manifest_running *r, *v;
+			char path[64], comm[16] = "";
+			int cfd;
+
+			if (bpf_map_delete_elem(fd, &pids[i]))
+				continue; /* it exited meanwhile: its Exit record is in the ring */
+			v = realloc(t->m.running, (t->m.nr_running + 1) * sizeof(*v));
+			if (!v) {
+				err = -ENOMEM;
+				break;
+			}
+			t->m.running = v;
+			r = &v[t->m.nr_running++];
+			r->pid = (int32_t)pids[i];
+			snprintf(path, sizeof(path), "/proc/%u/comm", pids[i]);
+			cfd = open(path, O_RDONLY | O_CLOEXEC);
+			if (cfd >= 0) {
+				ssize_t len = read(cfd, comm, sizeof(comm) - 1);
+
+				comm[len > 0 ? len : 0] = 0;
+				comm[strcspn(comm, "\n")] = 0;
+				close(cfd);
+			}
+			heap_acct__comm_copy(r->comm, comm);
+		}
+		free(pids);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
 static uint64_t tracker__read_drops(struct tracker *t, uint64_t *drops)
 {
 	int ncpu = libbpf_num_possible_cpus(), fd = bpf_map__fd(t->skel->maps.drops);
@@ -435,6 +495,23 @@ static uint64_t tracker__read_drops(struct tracker *t, uint64_t *drops)
 	}
 	free(vals);
 	return total;
+}
+
+/* "3 processes were still running ...: 1234 (sleep), ..." */
+static void tracker__explain_running(const struct manifest *m)
+{
+	char list[512];
+	size_t len = 0;
+
+	list[0] = 0;
+	for (uint32_t i = 0; i < m->nr_running && len < sizeof(list) - 32; i++)
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%d (%s)", i ? ", " : "",
+					m->running[i].pid, m->running[i].comm);
+	log__error("%u process%s of the tree %s still running when memtrack stopped waiting (a "
+		   "signal after the command exited): %s%s. Untracked from then on, with no Exit "
+		   "record: the artifact is incomplete",
+		   m->nr_running, m->nr_running == 1 ? "" : "es", m->nr_running == 1 ? "was" : "were",
+		   list, len >= sizeof(list) - 32 ? ", ..." : "");
 }
 
 static int tracker__status(int status)
@@ -459,6 +536,8 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 	t->m.t_run = now_ns(CLOCK_MONOTONIC) - t_run0;
 	t0 = now_ns(CLOCK_MONOTONIC);
 	tracker__set_stops(t, false);
+	if (tracker__untrack_running(t))
+		log__warn("cannot list the processes still running: out of memory");
 	while (consumer__drain(&t->cons) > 0)
 		;
 	t->m.t_drain = now_ns(CLOCK_MONOTONIC) - t0;
@@ -479,7 +558,8 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 	for (int i = 0; i < MT_EV_TYPE_MAX; i++)
 		t->m.events_total += t->sinks.counts[i];
 	t->m.consumer_drops = t->cons.rejected;
-	t->m.complete = drops_total == 0 && t->cons.rejected == 0 && !t->sinks.write_err;
+	t->m.complete = drops_total == 0 && t->cons.rejected == 0 && !t->sinks.write_err &&
+			!t->m.nr_running;
 	t->m.exit_status = exit_code;
 	t->m.term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 	uname(&un);
@@ -509,6 +589,10 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 		report__summary(stderr, &t->m);
 		fprintf(stderr, "memtrack: artifact: %s/%s\n", t->o->outdir, t->m.artifact);
 	}
+	if (t->m.nr_running)
+		tracker__explain_running(&t->m);
+	if (!t->m.complete && drops_total + t->cons.rejected == 0)
+		return MT_EXIT_LOST;
 	if (!t->m.complete) {
 		log__error("%" PRIu64 " events were lost (ring buffer %" PRIu64 ", thread map %" PRIu64
 			   ", process map %" PRIu64 ", unmatched returns %" PRIu64
@@ -581,6 +665,7 @@ static void tracker__destroy(struct tracker *t)
 	}
 	free(t->m.libraries);
 	free(t->m.procs);
+	free(t->m.running);
 }
 
 
