@@ -103,7 +103,8 @@ static int control_exec_stopped(void *ctx, const struct mt_event *ev)
 	if (ev->type == MT_EV_CTL_COMM) {
 		char comm[16];
 
-		_Static_assert(offsetof(struct mt_event, size) == offsetof(struct mt_event, addr) + 8,
+		_Static_assert(offsetof(struct mt_event, size) ==
+				       offsetof(struct mt_event, addr) + 8,
 			       "a name spans addr and size");
 		memcpy(comm, (const char *)ev + offsetof(struct mt_event, addr), sizeof(comm));
 		heap_acct__set_comm(t->acct, ev->pid, comm);
@@ -510,8 +511,9 @@ static void tracker__explain_running(const struct manifest *m)
 	log__error("%u process%s of the tree %s still running when memtrack stopped waiting (a "
 		   "signal after the command exited): %s%s. Untracked from then on, with no Exit "
 		   "record: the artifact is incomplete",
-		   m->nr_running, m->nr_running == 1 ? "" : "es", m->nr_running == 1 ? "was" : "were",
-		   list, len >= sizeof(list) - 32 ? ", ..." : "");
+		   m->nr_running, m->nr_running == 1 ? "" : "es",
+		   m->nr_running == 1 ? "was" : "were", list,
+		   len >= sizeof(list) - 32 ? ", ..." : "");
 }
 
 static int tracker__status(int status)
