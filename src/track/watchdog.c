@@ -100,25 +100,41 @@ static void watchdog__resume(int ring_fd, int ctl_fd)
 }
 
 /* Receives the two map fds; -1 when memtrack closed the socket first. */
-static int watchdog__recv(int sock, int fds[2])
-{
+/* One byte of data and room for the two fds: what memtrack sends and the watchdog receives. */
+struct watchdog_msg {
 	char data;
 	union {
 		struct cmsghdr h;
 		char buf[CMSG_SPACE(2 * sizeof(int))];
 	} ctl;
-	struct iovec iov = {&data, 1};
-	struct msghdr msg = {.msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = ctl.buf,
-			     .msg_controllen = sizeof(ctl.buf)};
+	struct iovec iov;
+	struct msghdr msg;
+};
+
+static struct msghdr *watchdog__msg(struct watchdog_msg *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->data = 1;
+	m->iov.iov_base = &m->data;
+	m->iov.iov_len = 1;
+	m->msg.msg_iov = &m->iov;
+	m->msg.msg_iovlen = 1;
+	m->msg.msg_control = m->ctl.buf;
+	m->msg.msg_controllen = sizeof(m->ctl.buf);
+	return &m->msg;
+}
+
+static int watchdog__recv(int sock, int fds[2])
+{
+	struct watchdog_msg m;
+	struct msghdr *msg = watchdog__msg(&m);
 	struct cmsghdr *h;
 	ssize_t n;
 
 	do
-		n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+		n = recvmsg(sock, msg, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
-	h = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL;
+	h = n > 0 ? CMSG_FIRSTHDR(msg) : NULL;
 	if (!h || h->cmsg_type != SCM_RIGHTS || h->cmsg_len != CMSG_LEN(2 * sizeof(int)))
 		return -1;
 	memcpy(fds, CMSG_DATA(h), 2 * sizeof(int));
@@ -183,29 +199,20 @@ int watchdog__start(struct watchdog *w)
 
 int watchdog__arm(struct watchdog *w, int ring_fd, int stop_ctl_fd)
 {
-	char data = 1;
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(2 * sizeof(int))];
-	} ctl;
-	struct iovec iov = {&data, 1};
-	struct msghdr msg = {.msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = ctl.buf,
-			     .msg_controllen = sizeof(ctl.buf)};
-	struct cmsghdr *h = CMSG_FIRSTHDR(&msg);
+	struct watchdog_msg m;
+	struct msghdr *msg = watchdog__msg(&m);
+	struct cmsghdr *h = CMSG_FIRSTHDR(msg);
 	int fds[2] = {ring_fd, stop_ctl_fd};
 	ssize_t n;
 
 	if (w->sock < 0)
 		return -EBADF;
-	memset(ctl.buf, 0, sizeof(ctl.buf));
 	h->cmsg_level = SOL_SOCKET;
 	h->cmsg_type = SCM_RIGHTS;
 	h->cmsg_len = CMSG_LEN(sizeof(fds));
 	memcpy(CMSG_DATA(h), fds, sizeof(fds));
 	do
-		n = sendmsg(w->sock, &msg, MSG_NOSIGNAL);
+		n = sendmsg(w->sock, msg, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
 	return n == 1 ? 0 : n < 0 ? -errno : -EIO;
 }

@@ -16,23 +16,6 @@
 #include <cmocka.h>
 #include "../lib/mt_check.h"
 
-/* `memtrack report ARTIFACT` (the summary), into buf; its exit status. */
-static int report_summary(const struct mt_run *r, char *buf, size_t cap)
-{
-	char cmd[PATH_MAX + 256];
-	size_t len = 0, n;
-	FILE *f;
-
-	snprintf(cmd, sizeof(cmd), "'%s' report '%s' 2>&1", mt_memtrack(), r->artifact_path);
-	f = popen(cmd, "r");
-	if (!f)
-		return -1;
-	while (len + 1 < cap && (n = fread(buf + len, 1, cap - 1 - len, f)) > 0)
-		len += n;
-	buf[len] = 0;
-	return pclose(f);
-}
-
 /* The manifest's processes[] entry of pid (the last one if the pid was reused). */
 static json_t *proc_of(const struct mt_run *r, int64_t pid)
 {
@@ -84,7 +67,7 @@ static void test_process_names(void **state)
 		 "children named bash %d and true %d times, want once each", have_bash,
 		 have_true);
 
-	rc = report_summary(r, out, sizeof(out));
+	rc = mt_report_summary(r, out, sizeof(out));
 	fprintf(stderr, "%s", out);
 	MT_CHECK(r, rc == 0, "memtrack report exited %d", rc);
 	MT_CHECK(r, strstr(out, " exit_code ") && strstr(out, " bash ") && strstr(out, " true "),
@@ -134,7 +117,7 @@ static void test_command_quoted(void **state)
 	MT_CHECK(r, json_is_string(cmd) && !strcmp(json_string_value(cmd), want),
 		 "manifest command %s, want %s",
 		 json_is_string(cmd) ? json_string_value(cmd) : "(not a string)", want);
-	rc = report_summary(r, out, sizeof(out));
+	rc = mt_report_summary(r, out, sizeof(out));
 	fprintf(stderr, "%s", out);
 	snprintf(line, sizeof(line), "memtrack: command: %s (exit status 0)\n", want);
 	MT_CHECK(r, rc == 0 && strstr(out, line), "the summary does not show the command whole");

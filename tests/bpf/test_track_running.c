@@ -29,7 +29,7 @@ static void check_still_running(void **state, const char *shell, const char *op,
 				const char *target)
 {
 	struct mt_run *r = mt_new_run(state);
-	char cmd[2 * PATH_MAX], out[8192], want[128];
+	char out[8192], want[128];
 	struct mt_run_opts o = {.shell = shell,
 				.signal = SIGTERM,
 				.signal_after_ms = 500,
@@ -38,8 +38,6 @@ static void check_still_running(void **state, const char *shell, const char *op,
 	struct mt_filter f = {.type = MT_EV_EXIT};
 	const struct mt_expect *p;
 	json_t *run, *e;
-	size_t len = 0, n;
-	FILE *rep;
 	int rc;
 
 	rc = mt_track(r, &o, NULL);
@@ -72,13 +70,7 @@ static void check_still_running(void **state, const char *shell, const char *op,
 	MT_CHECK(r, strstr(r->log, "still running") && strstr(r->log, want),
 		 "memtrack's error does not name the process still running");
 
-	snprintf(cmd, sizeof(cmd), "'%s' report '%s' 2>&1", mt_memtrack(), r->artifact_path);
-	rep = popen(cmd, "r");
-	MT_CHECK(r, rep, "cannot run memtrack report");
-	while (len + 1 < sizeof(out) && (n = fread(out + len, 1, sizeof(out) - 1 - len, rep)) > 0)
-		len += n;
-	out[len] = 0;
-	rc = pclose(rep);
+	rc = mt_report_summary(r, out, sizeof(out));
 	fprintf(stderr, "%s", out);
 	MT_CHECK(r, rc == 0, "memtrack report exited %d", rc);
 	MT_CHECK(r, strstr(out, "INCOMPLETE") && strstr(out, "still running") && strstr(out, want),

@@ -835,3 +835,19 @@ int mt_json_u64(const struct mt_run *r, const char *path, uint64_t *out)
 	*out = (uint64_t)json_integer_value(j);
 	return 0;
 }
+
+int mt_report_summary(const struct mt_run *r, char *buf, size_t cap)
+{
+	char cmd[2 * PATH_MAX];
+	size_t len = 0, n;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "'%s' report '%s' 2>&1", mt_memtrack(), r->artifact_path);
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	while (len + 1 < cap && (n = fread(buf + len, 1, cap - 1 - len, f)) > 0)
+		len += n;
+	buf[len] = 0;
+	return pclose(f);
+}
