@@ -294,11 +294,66 @@ static void test_kill_at_dlopen_stop(void **state)
 	check_killed_at_stop("dlopen");
 }
 
+/*
+ * A normal run leaves nothing behind: once memtrack has exited, its watchdog (woken by EOF,
+ * then WATCHDOG_SETTLE_MS of empty ring) and its detacher (SIGKILL at memtrack's exit, then
+ * the links' grace periods, tens of ms) exit too. Both are reparented to us, the subreaper:
+ * we must run out of children within RESUME_TIMEOUT_MS.
+ */
+static void test_nothing_lingers(void **state)
+{
+	char dir[64], out[96];
+	uint64_t end;
+	pid_t pid, w;
+	int status, others = 0;
+
+	(void)state;
+	MT_REQUIRE_ROOT();
+	mt_need_file(mt_memtrack());
+	mt_need_file(mt_target("exit_code"));
+	assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		; /* what earlier tests left */
+	snprintf(dir, sizeof(dir), "/tmp/mt_stop.XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	snprintf(out, sizeof(out), "%s/out", dir);
+	fflush(NULL);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		dup2(null, 1);
+		dup2(null, 2);
+		execl(mt_memtrack(), "memtrack", "track", "-q", "-o", out, "--",
+		      mt_target("exit_code"), "0", (char *)NULL);
+		_exit(126);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	for (end = now_ms() + RESUME_TIMEOUT_MS;; usleep(5000)) {
+		w = waitpid(-1, NULL, WNOHANG);
+		if (w > 0)
+			others++;
+		else if (w < 0 && errno == ECHILD)
+			break;
+		if (now_ms() >= end)
+			fail_msg("a process of memtrack's still runs %d ms after its exit",
+				 RESUME_TIMEOUT_MS);
+	}
+	snprintf(out, sizeof(out), "rm -rf '%s'", dir);
+	if (system(out))
+		fprintf(stderr, "cannot remove %s\n", dir);
+	/* the watchdog at least (the detacher too, unless it was gone before memtrack) */
+	assert_true(others >= 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kill_at_exec_stop),
 		cmocka_unit_test(test_kill_at_dlopen_stop),
+		cmocka_unit_test(test_nothing_lingers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
