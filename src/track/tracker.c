@@ -120,8 +120,7 @@ static int tracker__explain_load_error(int err)
 {
 	if (err == -EPERM || (err == -EACCES && geteuid() != 0))
 		log__error("cannot load BPF programs: %s. Run as root, or grant the binary its "
-			   "capabilities: sudo setcap cap_bpf,cap_perfmon,cap_sys_resource,"
-			   "cap_sys_admin+ep $(command -v memtrack)",
+			   "capabilities: sudo setcap cap_bpf,cap_perfmon+ep $(command -v memtrack)",
 			   strerror(-err));
 	else
 		log__error("cannot load BPF programs: %s (run with -vv for the verifier log)",
@@ -213,9 +212,24 @@ static int tracker__load_backend(struct tracker *t, bool multi)
 	return err;
 }
 
+/* One load against t->btf's current path, for btf_cache__load. */
+struct load_try {
+	struct tracker *t;
+	struct rmap_choice chosen;
+	bool multi;
+};
+
+static int tracker__load_try(void *ctx)
+{
+	struct load_try *l = ctx;
+
+	l->t->rmap = l->chosen; /* an earlier try's fentry fallback may have been the BTF's fault */
+	return tracker__load_backend(l->t, l->multi);
+}
+
 static int tracker__load(struct tracker *t)
 {
-	struct rmap_choice chosen;
+	struct load_try try = {.t = t};
 	const void *obj;
 	size_t obj_sz;
 	bool multi;
@@ -230,25 +244,14 @@ static int tracker__load(struct tracker *t)
 	libbpf_set_print(libbpf_quiet);
 	if (t->o->rmap && rmap_backend__select(&t->rmap, getenv("MEMTRACK_RMAP_BACKEND")))
 		return MT_EXIT_FAILED;
-	chosen = t->rmap;
-	multi = attach__probe_uprobe_multi();
+	try.chosen = t->rmap;
+	try.multi = multi = attach__probe_uprobe_multi();
 	t->m.uprobe_mechanism = multi ? "uprobe_multi" : "perf_uprobe";
 	t->m.tracepoint_mechanism = "raw_tracepoint";
 	/* CO-RE against a minimal BTF for this kernel: no parse of the whole vmlinux BTF. */
 	obj = memtrack_bpf__elf_bytes(&obj_sz);
 	btf_cache__prepare(&t->btf, obj, obj_sz);
-	err = tracker__load_backend(t, multi);
-	if (err && t->btf.path[0]) {
-		char why[128];
-
-		libbpf_strerror(err, why, sizeof(why));
-		log__warn("cannot load with the cached BTF '%s' (%s): removed; loading with the "
-			  "full vmlinux BTF",
-			  t->btf.path, why);
-		btf_cache__invalidate(&t->btf);
-		t->rmap = chosen; /* a fentry fallback above may have been the BTF's fault */
-		err = tracker__load_backend(t, multi);
-	}
+	err = btf_cache__load(&t->btf, tracker__load_try, &try);
 	t->m.btf_source = t->btf.source;
 	if (err)
 		return tracker__explain_load_error(err);
@@ -578,7 +581,6 @@ int tracker__run(const struct tracker_opts *o)
 	};
 	char path[PATH_MAX], name[64];
 	uint64_t t_start = now_ns(CLOCK_MONOTONIC), t0;
-	struct rlimit rl = {RLIM_INFINITY, RLIM_INFINITY};
 	int ret = MT_EXIT_FAILED, err, status;
 
 	t.sp.go_fd = t.sp.err_fd = t.sp.pidfd = -1;
@@ -588,7 +590,8 @@ int tracker__run(const struct tracker_opts *o)
 	t.m.start_unix_ns = now_ns(CLOCK_REALTIME);
 	t.m.start_mono_ns = t_start;
 	t.m.rmap_backend = "off";
-	setrlimit(RLIMIT_MEMLOCK, &rl); /* kernels before 5.11 charge maps to it */
+	/* No RLIMIT_MEMLOCK raise (it needed CAP_SYS_RESOURCE): since 5.11 BPF memory is charged
+	 * to the memory cgroup, and memtrack needs 5.15; libbpf raises it itself on older kernels. */
 	if (mkdir(o->outdir, 0755) && errno != EEXIST) {
 		log__error("cannot create '%s': %s", o->outdir, strerror(errno));
 		return MT_EXIT_FAILED;
