@@ -276,26 +276,28 @@ static int flush_frame(struct artifact_writer *w)
 	return 0;
 }
 
-int artifact_writer__open(struct artifact_writer **wp, const char *path, int level,
-			  unsigned frame_events)
+int artifact_writer__open_fd(struct artifact_writer **wp, int fd, int level,
+			     unsigned frame_events)
 {
 	struct artifact_writer *w;
 	size_t zr;
 	int rc;
 
-	if (!wp || !path)
+	if (!wp || fd < 0) {
+		if (fd >= 0)
+			close(fd);
 		return -EINVAL;
+	}
 	*wp = NULL;
 	if (!frame_events)
 		frame_events = ARTIFACT_DEFAULT_FRAME_EVENTS;
 	/* The frame buffer is frame_events * 128 bytes; 1M events (128 MiB) is plenty. */
-	if (frame_events > (1u << 20))
-		return -EINVAL;
-
-	w = calloc(1, sizeof(*w));
-	if (!w)
-		return -ENOMEM;
-	w->fd = -1;
+	w = frame_events <= (1u << 20) ? calloc(1, sizeof(*w)) : NULL;
+	if (!w) {
+		close(fd);
+		return frame_events > (1u << 20) ? -EINVAL : -ENOMEM;
+	}
+	w->fd = fd;
 	w->frame_events = frame_events;
 	w->cap = (size_t)frame_events * ARTIFACT_MAX_EVENT;
 	w->zcap = ZSTD_compressBound(w->cap);
@@ -312,17 +314,27 @@ int artifact_writer__open(struct artifact_writer **wp, const char *path, int lev
 		rc = -EINVAL;
 		goto cleanup;
 	}
-	w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (w->fd < 0) {
-		rc = -errno;
-		goto cleanup;
-	}
 	*wp = w;
 	return 0;
 
 cleanup:
+	w->err = rc; /* nothing to flush: close only closes */
 	artifact_writer__close(w);
 	return rc;
+}
+
+int artifact_writer__open(struct artifact_writer **wp, const char *path, int level,
+			  unsigned frame_events)
+{
+	int fd;
+
+	if (!wp || !path)
+		return -EINVAL;
+	*wp = NULL;
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	return artifact_writer__open_fd(wp, fd, level, frame_events);
 }
 
 int artifact_writer__write(struct artifact_writer *w, const struct mt_event *ev)

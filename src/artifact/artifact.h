@@ -31,6 +31,9 @@ struct artifact_writer;
 /* Creates (truncates) path. level: zstd level; frame_events: events per frame (0 = default). */
 int artifact_writer__open(struct artifact_writer **w, const char *path, int level,
 			  unsigned frame_events);
+/* The same on a file the caller created (outdir__create); the writer owns fd, even on error. */
+int artifact_writer__open_fd(struct artifact_writer **w, int fd, int level,
+			     unsigned frame_events);
 int artifact_writer__write(struct artifact_writer *w, const struct mt_event *ev);
 /* Bytes written so far and events accepted. */
 uint64_t artifact_writer__events(const struct artifact_writer *w);

@@ -29,6 +29,7 @@
 #include "memtrack.skel.h"
 #include "artifact/artifact.h"
 #include "artifact/manifest.h"
+#include "artifact/outdir.h"
 #include "common/log.h"
 #include "report/heap.h"
 #include "report/report.h"
@@ -57,6 +58,8 @@ struct tracker {
 	struct record_sinks sinks; /* the writer and acct above, behind the consumer */
 	struct spawn sp;
 	struct manifest m;
+	struct outdir out; /* -o DIR: the artifact and the manifest are created in it */
+	char manifest_name[32];
 	int epfd, sigfd;
 	uint64_t ctl_stops;
 	bool handed_off; /* a detacher holds every BPF fd and our address space (detach below) */
@@ -422,7 +425,6 @@ static int tracker__status(int status)
 
 static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_start)
 {
-	char path[PATH_MAX];
 	struct utsname un;
 	struct rusage ru;
 	uint64_t drops_total, t0;
@@ -463,18 +465,21 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 	getrusage(RUSAGE_SELF, &ru);
 	t->m.memtrack_max_rss = (uint64_t)ru.ru_maxrss * 1024;
 	t->m.ringbuf_bytes = t->o->ring_bytes;
+	/* The detacher outlives us with a copy of our descriptors: the folder's would keep its
+	 * file system busy (no umount right after memtrack). Reopened below, checked to be the
+	 * same folder. */
+	outdir__close(&t->out);
 	if (t->o->sync_detach)
 		tracker__detach(t);
 	else
 		tracker__detach_background(t);
 	t->m.t_total = now_ns(CLOCK_MONOTONIC) - t_start;
 
-	snprintf(path, sizeof(path), "%s/%d%s", t->o->outdir, t->m.root_pid, MANIFEST_SUFFIX);
-	err = manifest__write(&t->m, path);
-	if (err) {
-		log__error("cannot write '%s': %s", path, strerror(-err));
+	err = outdir__reopen(&t->out);
+	if (!err) /* both log their failures */
+		err = manifest__write_new(&t->m, &t->out, t->manifest_name);
+	if (err)
 		return MT_EXIT_FAILED;
-	}
 	if (t->sinks.write_err) {
 		log__error("cannot write the artifact in '%s': %s", t->o->outdir,
 			   strerror(-t->sinks.write_err));
@@ -545,6 +550,7 @@ static void tracker__destroy(struct tracker *t)
 	if (t->epfd >= 0)
 		close(t->epfd);
 	spawn__close(&t->sp);
+	outdir__close(&t->out);
 	btf_cache__close(&t->btf);
 	free(t->m.kernel_release);
 	free(t->m.rmap_reason);
@@ -575,13 +581,13 @@ static int tracker__attach_root(struct tracker *t)
 
 int tracker__run(const struct tracker_opts *o)
 {
-	struct tracker t = {.o = o, .epfd = -1, .sigfd = -1, .btf.memfd = -1};
+	struct tracker t = {.o = o, .epfd = -1, .sigfd = -1, .btf.memfd = -1, .out.fd = -1};
 	struct mt_proc_init {
 		__u8 raw[256];
 	};
-	char path[PATH_MAX], name[64];
+	char name[32];
 	uint64_t t_start = now_ns(CLOCK_MONOTONIC), t0;
-	int ret = MT_EXIT_FAILED, err, status;
+	int ret = MT_EXIT_FAILED, err, status, art_fd = -1;
 
 	t.sp.go_fd = t.sp.err_fd = t.sp.pidfd = -1;
 	t.m.memtrack_version = MEMTRACK_VERSION;
@@ -592,12 +598,10 @@ int tracker__run(const struct tracker_opts *o)
 	t.m.rmap_backend = "off";
 	/* No RLIMIT_MEMLOCK raise (it needed CAP_SYS_RESOURCE): since 5.11 BPF memory is charged
 	 * to the memory cgroup, and memtrack needs 5.15; libbpf raises it itself on older kernels. */
-	if (mkdir(o->outdir, 0755) && errno != EEXIST) {
-		log__error("cannot create '%s': %s", o->outdir, strerror(errno));
-		return MT_EXIT_FAILED;
-	}
-	if (heap_acct__new(&t.acct))
-		return MT_EXIT_FAILED;
+	/* names are "<pid><suffix>", a pid at most 10 digits: the longest is the artifact's */
+	if (outdir__open(&t.out, o->outdir, 10 + strlen(ARTIFACT_SUFFIX)) ||
+	    heap_acct__new(&t.acct))
+		goto cleanup;
 	/* The command is forked first, held before its exec: from a small process (no BPF maps
 	 * or ring mapped yet) the fork copies little, and its exec has little to tear down. */
 	err = spawn__start(&t.sp, o->argv, true);
@@ -606,6 +610,15 @@ int tracker__run(const struct tracker_opts *o)
 		goto cleanup;
 	}
 	t.m.root_pid = t.sp.pid;
+	/* Both names are claimed while the command is still held: a refusal runs nothing. */
+	snprintf(name, sizeof(name), "%d%s", t.sp.pid, ARTIFACT_SUFFIX);
+	snprintf(t.manifest_name, sizeof(t.manifest_name), "%d%s", t.sp.pid, MANIFEST_SUFFIX);
+	t.m.artifact = strdup(name);
+	if (!t.m.artifact || outdir__check_free(&t.out, t.manifest_name))
+		goto cleanup;
+	art_fd = outdir__create(&t.out, name);
+	if (art_fd < 0)
+		goto cleanup;
 	if (libs__new(&t.libs, NULL) || root_prep__start(&t.root, t.libs, o->argv[0]))
 		goto cleanup;
 
@@ -646,12 +659,10 @@ int tracker__run(const struct tracker_opts *o)
 		goto cleanup;
 	}
 	/* While the command execs: nothing is read from the ring before the loop below. */
-	snprintf(name, sizeof(name), "%d%s", t.sp.pid, ARTIFACT_SUFFIX);
-	t.m.artifact = strdup(name);
-	snprintf(path, sizeof(path), "%s/%s", o->outdir, name);
-	err = artifact_writer__open(&t.writer, path, ARTIFACT_DEFAULT_LEVEL, 0);
+	err = artifact_writer__open_fd(&t.writer, art_fd, ARTIFACT_DEFAULT_LEVEL, 0);
+	art_fd = -1; /* the writer's now, even on error */
 	if (err) {
-		log__error("cannot open '%s': %s", path, strerror(-err));
+		log__error("cannot write '%s/%s': %s", o->outdir, t.m.artifact, strerror(-err));
 		goto cleanup;
 	}
 	t.sinks.writer = t.writer;
@@ -671,6 +682,10 @@ int tracker__run(const struct tracker_opts *o)
 cleanup:
 	root_prep__join(&t.root);
 	spawn__abort(&t.sp); /* a child never released, or one we cannot follow */
+	if (art_fd >= 0) { /* created, the command never ran: no empty artifact left behind */
+		close(art_fd);
+		unlinkat(t.out.fd, t.m.artifact, 0);
+	}
 	t.m.command = NULL;
 	t.m.argv = NULL;
 	tracker__destroy(&t);

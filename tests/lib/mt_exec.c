@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,22 @@ static void mt_exec__child(const struct mt_exec_opts *o, const char *const argv[
 	if (o->as_user && (setgroups(0, NULL) || setresgid(o->gid, o->gid, o->gid) ||
 			   setresuid(o->uid, o->uid, o->uid)))
 		_exit(126);
+	if (o->new_pid_ns) {
+		int status;
+		pid_t pid;
+
+		/* the namespace takes our next child; we pass its status on */
+		if (unshare(CLONE_NEWPID))
+			_exit(126);
+		pid = fork();
+		if (pid < 0)
+			_exit(126);
+		if (pid > 0) {
+			if (waitpid(pid, &status, 0) < 0)
+				_exit(126);
+			_exit(WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status));
+		}
+	}
 	execv(argv[0], (char *const *)argv);
 	_exit(127);
 }
