@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <zstd.h>
 #include "artifact/artifact.h"
+#include "common/log.h"
 
 /*
  * Worst case of one encoded event: Realloc with every integer in its widest form is 97 bytes
@@ -227,7 +228,8 @@ struct artifact_writer {
 	unsigned in_frame; /* events in buf */
 	uint64_t frames; /* frames written */
 	uint64_t events; /* events accepted */
-	uint64_t bytes; /* compressed bytes written to fd */
+	uint64_t events_written; /* events in the frames written whole */
+	uint64_t bytes; /* compressed bytes written to fd: whole frames only */
 	uint8_t *buf; /* msgpack bytes of the current frame */
 	size_t len, cap;
 	uint8_t *zbuf; /* compressed frame, ZSTD_compressBound(cap) bytes */
@@ -266,10 +268,16 @@ static int flush_frame(struct artifact_writer *w)
 	}
 	rc = write_all(w->fd, w->zbuf, z);
 	if (rc) {
+		/* A full disk: cut the partial frame off, so that the file holds whole frames,
+		 * all readable, and events_written says how many events (shrinking needs no
+		 * space; a file that cannot shrink, /dev/full, keeps its bytes). */
+		if (ftruncate(w->fd, (off_t)w->bytes))
+			log__debug(2, "artifact: cannot cut the partial frame: %s", strerror(errno));
 		w->err = rc;
 		return rc;
 	}
 	w->bytes += z;
+	w->events_written += w->in_frame;
 	w->frames++;
 	w->len = 0;
 	w->in_frame = 0;
@@ -360,9 +368,22 @@ uint64_t artifact_writer__events(const struct artifact_writer *w)
 	return w ? w->events : 0;
 }
 
+uint64_t artifact_writer__events_written(const struct artifact_writer *w)
+{
+	return w ? w->events_written : 0;
+}
+
 uint64_t artifact_writer__bytes(const struct artifact_writer *w)
 {
 	return w ? w->bytes : 0;
+}
+
+int artifact_writer__flush(struct artifact_writer *w)
+{
+	/* The last partial frame; an empty artifact still gets one (empty) frame. */
+	if (w->fd >= 0 && (w->in_frame || !w->frames))
+		return flush_frame(w);
+	return w->err;
 }
 
 int artifact_writer__close(struct artifact_writer *w)
@@ -371,9 +392,7 @@ int artifact_writer__close(struct artifact_writer *w)
 
 	if (!w)
 		return 0;
-	/* The last partial frame; an empty artifact still gets one (empty) frame. */
-	if (w->fd >= 0 && (w->in_frame || !w->frames))
-		flush_frame(w);
+	artifact_writer__flush(w);
 	if (w->fd >= 0 && close(w->fd) && !w->err)
 		w->err = -errno;
 	rc = w->err;

@@ -427,7 +427,7 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 {
 	struct utsname un;
 	struct rusage ru;
-	uint64_t drops_total, t0;
+	uint64_t drops_total, t0, in_file, arrived;
 	int exit_code = tracker__status(status), err;
 	__u32 zero = 0;
 	struct {
@@ -439,6 +439,10 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 	while (consumer__drain(&t->cons) > 0)
 		;
 	t->m.t_drain = now_ns(CLOCK_MONOTONIC) - t0;
+	artifact_writer__flush(t->writer);
+	in_file = artifact_writer__events_written(t->writer);
+	/* what the writer took, and what it refused once it had failed */
+	arrived = artifact_writer__events(t->writer) + t->cons.rejected;
 	err = artifact_writer__close(t->writer);
 	t->writer = t->sinks.writer = NULL;
 	if (err && !t->sinks.write_err)
@@ -475,16 +479,17 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 		tracker__detach_background(t);
 	t->m.t_total = now_ns(CLOCK_MONOTONIC) - t_start;
 
+	/* A cut artifact is said first: with a full disk the manifest fails too. */
+	if (t->sinks.write_err)
+		log__error("cannot write '%s/%s': %s: the artifact is cut, it holds the first %" PRIu64
+			   " of the %" PRIu64 " events that arrived",
+			   t->o->outdir, t->m.artifact, strerror(-t->sinks.write_err), in_file,
+			   arrived);
 	err = outdir__reopen(&t->out);
 	if (!err) /* both log their failures */
 		err = manifest__write_new(&t->m, &t->out, t->manifest_name);
-	if (err)
+	if (err || t->sinks.write_err)
 		return MT_EXIT_FAILED;
-	if (t->sinks.write_err) {
-		log__error("cannot write the artifact in '%s': %s", t->o->outdir,
-			   strerror(-t->sinks.write_err));
-		return MT_EXIT_FAILED;
-	}
 	if (!t->o->quiet) {
 		report__summary(stderr, &t->m);
 		fprintf(stderr, "memtrack: artifact: %s/%s\n", t->o->outdir, t->m.artifact);

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
- * Root tests: where memtrack writes (issue 10, items 2, 5b and 6).
+ * Root tests: where memtrack writes (issue 10, items 2, 5b, 5c and 6).
  * - Links planted by another user at the output names for the next pid (the artifact's, the
  *   manifest's and the old `.tmp` one) are neither followed nor replaced: memtrack refuses
  *   before the command runs, the files they point to stay as they were.
  * - Under sudo the folders created and the files belong to the invoking user; -o creates
  *   missing parents (mkdir -p).
  * - An output path that cannot fit PATH_MAX is refused before the command runs, naming it.
+ * - On a full disk (a small tmpfs) the artifact is cut at a frame boundary and memtrack says
+ *   how many events it holds: exactly what a reader decodes from it.
  * Planting uses a new pid namespace, where memtrack is pid 1 and its command pid 2: the next
  * pid is known, so the test is deterministic on a busy machine.
  */
@@ -316,6 +318,64 @@ static void test_path_max(void **state)
 	free(out);
 }
 
+/* A full disk: the artifact holds whole frames, and the count memtrack gives is what a reader
+ * decodes. 400k events make ~3.4 MB of artifact (~550 KB per 65536-event frame); the tmpfs
+ * holds 1 MiB: one frame, not two. */
+static void test_full_disk(void **state)
+{
+	struct out_env *e = *state;
+	char out[128], path[256], *p;
+	const char *argv[] = {
+	    mt_memtrack(), "track", "-q", "-o", out, "--", mt_target("alloc_storm"),
+	    "200000",	   NULL};
+	unsigned long long held = 0, arrived = 0;
+	struct artifact_reader *rd;
+	struct mt_event ev;
+	struct mt_exec_result r;
+	uint64_t n = 0;
+	int rc;
+
+	MT_REQUIRE_ROOT();
+	mt_need_file(mt_memtrack());
+	mt_need_file(mt_target("alloc_storm"));
+	assert_int_equal(mkdir(e->full, 0755), 0);
+	if (mount("memtrack-test", e->full, "tmpfs", 0, "size=1m,mode=0755")) {
+		print_message("[ SKIP     ] cannot mount a tmpfs: %s\n", strerror(errno));
+		skip();
+	}
+	e->mounted = true;
+	snprintf(out, sizeof(out), "%s/out", e->full);
+	assert_int_equal(mt_exec(NULL, argv, &r), 0);
+	p = strstr(r.output, "the artifact is cut, it holds the first ");
+	if (r.status != 125 || !strstr(r.output, "No space left on device") || !p ||
+	    sscanf(p, "the artifact is cut, it holds the first %llu of the %llu events", &held,
+		   &arrived) != 2) {
+		fprintf(stderr, "%s", r.output);
+		fail_msg("memtrack on a full disk exited %d, want 125 saying how much the "
+			 "artifact holds",
+			 r.status);
+	}
+	mt_exec_free(&r);
+	/* whole frames only, fewer than arrived (400k pairs' events at least) */
+	assert_true(held > 0 && held % ARTIFACT_DEFAULT_FRAME_EVENTS == 0);
+	assert_true(arrived >= 400000 && held < arrived);
+	snprintf(path, sizeof(path), "ls %s/*.MemtrackArtifact.msgpack", out);
+	{
+		FILE *ls = popen(path, "r");
+
+		assert_non_null(ls);
+		assert_non_null(fgets(path, sizeof(path), ls));
+		pclose(ls);
+		path[strcspn(path, "\n")] = 0;
+	}
+	assert_int_equal(artifact_reader__open(&rd, path), 0);
+	while ((rc = artifact_reader__next(rd, &ev)) == 1)
+		n++;
+	assert_int_equal(rc, 0); /* decodes to a clean end: no partial frame */
+	artifact_reader__free(rd);
+	assert_int_equal(n, held);
+}
+
 /* Nothing of memtrack's (its detacher outlives it) keeps the output's file system busy. */
 static void test_umount_right_after(void **state)
 {
@@ -352,6 +412,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_sudo_owns_outputs, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_mkdir_p_as_root, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_path_max, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_full_disk, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_umount_right_after, setup, teardown),
 	};
 
