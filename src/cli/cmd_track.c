@@ -71,12 +71,17 @@ static bool env_flag(const char *name, bool *val)
 
 int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_argv[4])
 {
+	enum { OPT_RMAP = 256, OPT_NO_RMAP, OPT_RING_SIZE, OPT_RSS_STEP, OPT_SYNC_DETACH };
 	static const struct option longopts[] = {
-		{"output", required_argument, NULL, 'o'}, {"rmap", no_argument, NULL, 'R'},
-		{"no-rmap", no_argument, NULL, 'N'},	  {"ring-size", required_argument, NULL, 'r'},
-		{"rss-step", required_argument, NULL, 's'}, {"quiet", no_argument, NULL, 'q'},
-		{"sync-detach", no_argument, NULL, 'S'},
-		{"verbose", no_argument, NULL, 'v'},	  {"help", no_argument, NULL, 'h'},
+		{"output", required_argument, NULL, 'o'},
+		{"rmap", no_argument, NULL, OPT_RMAP},
+		{"no-rmap", no_argument, NULL, OPT_NO_RMAP},
+		{"ring-size", required_argument, NULL, OPT_RING_SIZE},
+		{"rss-step", required_argument, NULL, OPT_RSS_STEP},
+		{"sync-detach", no_argument, NULL, OPT_SYNC_DETACH},
+		{"quiet", no_argument, NULL, 'q'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	int c, rmap_flag = -1;
@@ -88,18 +93,18 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 	 * doubling costs ~2 ms of start-up (map creation, mmap, exit) */
 	o->ring_bytes = 8 << 20;
 	o->rss_step = 64 << 10;
-	optind = 1;
+	optind = 0; /* full re-initialisation: the parser may run more than once (tests) */
 	/* '+': stop at the first non-option, so the command's own options stay its own */
 	while ((c = getopt_long(argc, argv, "+o:qvh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			o->outdir = optarg;
 			break;
-		case 'R':
-		case 'N':
-			rmap_flag = c == 'R';
+		case OPT_RMAP:
+		case OPT_NO_RMAP:
+			rmap_flag = c == OPT_RMAP;
 			break;
-		case 'r':
+		case OPT_RING_SIZE:
 			if (parse_size(optarg, &v) || v < 4096 || v > (1ull << 32)) {
 				log__error("invalid --ring-size '%s': use 4K to 4G, e.g. 64M", optarg);
 				return -EINVAL;
@@ -108,14 +113,14 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 			while (o->ring_bytes < v)
 				o->ring_bytes <<= 1;
 			break;
-		case 's':
+		case OPT_RSS_STEP:
 			if (parse_size(optarg, &v) || v > (1ull << 40)) {
 				log__error("invalid --rss-step '%s': a size such as 0, 4K, 1M", optarg);
 				return -EINVAL;
 			}
 			o->rss_step = (int64_t)v;
 			break;
-		case 'S':
+		case OPT_SYNC_DETACH:
 			o->sync_detach = true;
 			break;
 		case 'q':
