@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cmd_track.h"
+#include "cli/exit_status.h"
 #include "common/log.h"
 
 static const char track_usage[] =
@@ -30,7 +31,8 @@ static const char track_usage[] =
 	"\n"
 	"Exit status: the command's own; 128+N when signal N killed it; 127 when it cannot be\n"
 	"executed; 123 when events were lost (the artifact is incomplete); 125 when memtrack itself\n"
-	"failed. Signals INT, TERM, HUP and QUIT sent to memtrack are forwarded to the command.\n"
+	"failed; 2 on a usage error (nothing run). Signals INT, TERM, HUP and QUIT sent to memtrack\n"
+	"are forwarded to the command.\n"
 	"Under sudo the command runs as the invoking user.\n";
 
 /* "32M", "64K", "1G", "4096" -> bytes */
@@ -178,6 +180,6 @@ int cmd_track(int argc, char **argv)
 	int err = cmd_track__parse(argc, argv, &o, shell_argv);
 
 	if (err)
-		return err > 0 ? 0 : 2;
+		return err > 0 ? MT_EXIT_OK : MT_EXIT_USAGE;
 	return tracker__run(&o);
 }

@@ -321,10 +321,11 @@ static void test_usage_and_bad_input(void **state)
 
 	/* getopt's complaints go to stderr: keep the test output clean */
 	dup2(null_fd, 2);
-	assert_int_equal(report(1, none), 1);
-	assert_int_equal(report(3, two), 1);
-	assert_int_equal(report(3, bad_opt), 1);
-	assert_int_equal(report(5, both), 1);
+	/* one convention in every command: usage errors exit 2 (issue 10, item 6) */
+	assert_int_equal(report(1, none), 2);
+	assert_int_equal(report(3, two), 2);
+	assert_int_equal(report(3, bad_opt), 2);
+	assert_int_equal(report(5, both), 2);
 	assert_int_equal(report(2, missing), 2);
 	assert_int_equal(report(4, bad_out), 2);
 	dup2(err_fd, 2);
