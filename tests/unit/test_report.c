@@ -253,7 +253,8 @@ static void test_summary_text(void **state)
 	txt = slurp(f->out);
 	assert_non_null(strstr(txt, "command: ./work (exit status 3)"));
 	assert_non_null(strstr(txt, "peak heap 16.0 MiB, peak RSS 33.0 MiB (tree)"));
-	assert_non_null(strstr(txt, "202 allocations, 201 frees, leaked at exit 6.0 MiB in 1"));
+	assert_non_null(strstr(txt, "202 blocks allocated, 201 freed (reallocs count in both), "
+				    "leaked at exit 6.0 MiB in 1"));
 	assert_non_null(strstr(txt, "INCOMPLETE: 5 records lost (ring buffer 5)"));
 	assert_non_null(strstr(txt, "2 processes"));
 	assert_non_null(strstr(txt, "work"));
