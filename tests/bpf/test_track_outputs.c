@@ -116,11 +116,15 @@ static void plant(struct out_env *e, const char *const *links, size_t n)
 	assert_int_equal(chown(e->planted, NOBODY, NOBODY), 0);
 }
 
+/* Runs not about sudo go without its variables: under `sudo make check` the command would
+ * run as the invoking user, who cannot write in the folders these tests make. */
+static const char *const no_sudo[] = {"SUDO_UID", "SUDO_GID", NULL};
+static const struct mt_exec_opts as_root = {.env = no_sudo};
+
 static void track_in_pid_ns(const char *out, const char *cmd, struct mt_exec_result *r)
 {
 	const char *argv[] = {mt_memtrack(), "track", "-q", "-o", out, cmd, NULL};
-	const char *env[] = {"SUDO_UID", "SUDO_GID", NULL};
-	struct mt_exec_opts o = {.new_pid_ns = true, .env = env};
+	struct mt_exec_opts o = {.new_pid_ns = true, .env = no_sudo};
 
 	assert_int_equal(mt_exec(&o, argv, r), 0);
 }
@@ -201,7 +205,7 @@ static void test_manifest_name_taken_during_run(void **state)
 	/* bash -c is the root process: $$ is the pid the outputs are named after */
 	snprintf(cmd, sizeof(cmd), "ln -s '%s' '%s'/$$.memtrack.json; echo pid $$", e->victim[1],
 		 e->planted);
-	assert_int_equal(mt_exec(NULL, argv, &r), 0);
+	assert_int_equal(mt_exec(&as_root, argv, &r), 0);
 	if (r.status != 125 || !strstr(r.output, ".memtrack.json': File exists")) {
 		fprintf(stderr, "%s", r.output);
 		fail_msg("memtrack exited %d, want 125 refusing the taken manifest name", r.status);
@@ -228,8 +232,7 @@ static void run_mkdir_p(struct out_env *e, bool sudo)
 	char out[160], path[256], sub[128];
 	const char *argv[] = {mt_memtrack(), "track", "-q", "-o", out, "--", "/bin/true", NULL};
 	const char *sudo_env[] = {"SUDO_UID=65534", "SUDO_GID=65534", NULL};
-	const char *plain_env[] = {"SUDO_UID", "SUDO_GID", NULL};
-	struct mt_exec_opts o = {.env = sudo ? sudo_env : plain_env};
+	struct mt_exec_opts o = {.env = sudo ? sudo_env : no_sudo};
 	uid_t want = sudo ? NOBODY : 0;
 	struct mt_exec_result r;
 	struct stat st;
@@ -305,7 +308,7 @@ static void test_path_max(void **state)
 	snprintf(out, PATH_MAX, "%s/", e->base);
 	memset(out + strlen(out), 'x', len - strlen(out));
 	out[len] = 0;
-	assert_int_equal(mt_exec(NULL, argv, &r), 0);
+	assert_int_equal(mt_exec(&as_root, argv, &r), 0);
 	if (r.status != 125 || !strstr(r.output, "output path too long") ||
 	    !strstr(r.output, out)) {
 		fprintf(stderr, "%.300s\n", r.output);
@@ -345,7 +348,7 @@ static void test_full_disk(void **state)
 	}
 	e->mounted = true;
 	snprintf(out, sizeof(out), "%s/out", e->full);
-	assert_int_equal(mt_exec(NULL, argv, &r), 0);
+	assert_int_equal(mt_exec(&as_root, argv, &r), 0);
 	p = strstr(r.output, "the artifact is cut, it holds the first ");
 	if (r.status != 125 || !strstr(r.output, "No space left on device") || !p ||
 	    sscanf(p, "the artifact is cut, it holds the first %llu of the %llu events", &held,
@@ -391,7 +394,7 @@ static void test_umount_right_after(void **state)
 		skip();
 	}
 	e->mounted = true;
-	assert_int_equal(mt_exec(NULL, argv, &r), 0);
+	assert_int_equal(mt_exec(&as_root, argv, &r), 0);
 	if (r.status != 0) {
 		fprintf(stderr, "%s", r.output);
 		fail_msg("memtrack exited %d", r.status);
