@@ -89,7 +89,11 @@ struct manifest {
 	bool read_allocated;
 };
 
-/* Writes the JSON atomically (path.tmp then rename). */
+struct outdir;
+/* Writes the JSON as d/name in one step (a new hidden file, then renamed), never replacing or
+ * following anything already named name there (-EEXIST). Failures are logged. */
+int manifest__write_new(const struct manifest *m, const struct outdir *d, const char *name);
+/* The same at path, replacing a file (or link: not followed) already there. */
 int manifest__write(const struct manifest *m, const char *path);
 /* Parses a manifest written by manifest__write (any version <= ours); allocates strings and
  * arrays; free with manifest__free. Returns -EPROTO for a newer format version. */

@@ -132,9 +132,10 @@ int report__summary_view(FILE *out, const struct report_view *v)
 	}
 	fprintf(out, "memtrack: peak heap %s, peak RSS %s (tree)\n",
 		report__bytes(m->peak_heap, a, sizeof(a)), report__bytes(m->peak_rss, b, sizeof(b)));
+	/* what heap_acct counts: see SUMMARY in docs/memtrack.1 */
 	fprintf(out,
-		"memtrack: %" PRIu64 " allocations, %" PRIu64 " frees, leaked at exit %s in %" PRIu64
-		" blocks\n",
+		"memtrack: %" PRIu64 " blocks allocated, %" PRIu64 " freed (reallocs count in both), "
+		"leaked at exit %s in %" PRIu64 " blocks\n",
 		m->allocs, m->frees, report__bytes(m->leaked_bytes, a, sizeof(a)), m->leaked_count);
 	if (v->stats && v->stats->unmatched_frees)
 		fprintf(out, "memtrack: %" PRIu64 " frees of blocks never seen allocated (before "

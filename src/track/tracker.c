@@ -30,6 +30,7 @@
 #include "memtrack.skel.h"
 #include "artifact/artifact.h"
 #include "artifact/manifest.h"
+#include "artifact/outdir.h"
 #include "common/log.h"
 #include "common/shquote.h"
 #include "report/heap.h"
@@ -61,6 +62,8 @@ struct tracker {
 	struct spawn sp;
 	struct watchdog wd; /* resumes the stopped tasks if we die (watchdog.c) */
 	struct manifest m;
+	struct outdir out; /* -o DIR: the artifact and the manifest are created in it */
+	char manifest_name[32];
 	int epfd, sigfd;
 	uint64_t ctl_stops;
 	bool handed_off; /* a detacher holds every BPF fd and our address space (detach below) */
@@ -148,8 +151,7 @@ static int tracker__explain_load_error(int err)
 {
 	if (err == -EPERM || (err == -EACCES && geteuid() != 0))
 		log__error("cannot load BPF programs: %s. Run as root, or grant the binary its "
-			   "capabilities: sudo setcap cap_bpf,cap_perfmon,cap_sys_resource,"
-			   "cap_sys_admin+ep $(command -v memtrack)",
+			   "capabilities: sudo setcap cap_bpf,cap_perfmon+ep $(command -v memtrack)",
 			   strerror(-err));
 	else
 		log__error("cannot load BPF programs: %s (run with -vv for the verifier log)",
@@ -241,9 +243,24 @@ static int tracker__load_backend(struct tracker *t, bool multi)
 	return err;
 }
 
+/* One load against t->btf's current path, for btf_cache__load. */
+struct load_try {
+	struct tracker *t;
+	struct rmap_choice chosen;
+	bool multi;
+};
+
+static int tracker__load_try(void *ctx)
+{
+	struct load_try *l = ctx;
+
+	l->t->rmap = l->chosen; /* an earlier try's fentry fallback may have been the BTF's fault */
+	return tracker__load_backend(l->t, l->multi);
+}
+
 static int tracker__load(struct tracker *t)
 {
-	struct rmap_choice chosen;
+	struct load_try try = {.t = t};
 	const void *obj;
 	size_t obj_sz;
 	bool multi;
@@ -258,25 +275,14 @@ static int tracker__load(struct tracker *t)
 	libbpf_set_print(libbpf_quiet);
 	if (t->o->rmap && rmap_backend__select(&t->rmap, getenv("MEMTRACK_RMAP_BACKEND")))
 		return MT_EXIT_FAILED;
-	chosen = t->rmap;
-	multi = attach__probe_uprobe_multi();
+	try.chosen = t->rmap;
+	try.multi = multi = attach__probe_uprobe_multi();
 	t->m.uprobe_mechanism = multi ? "uprobe_multi" : "perf_uprobe";
 	t->m.tracepoint_mechanism = "raw_tracepoint";
 	/* CO-RE against a minimal BTF for this kernel: no parse of the whole vmlinux BTF. */
 	obj = memtrack_bpf__elf_bytes(&obj_sz);
 	btf_cache__prepare(&t->btf, obj, obj_sz);
-	err = tracker__load_backend(t, multi);
-	if (err && t->btf.path[0]) {
-		char why[128];
-
-		libbpf_strerror(err, why, sizeof(why));
-		log__warn("cannot load with the cached BTF '%s' (%s): removed; loading with the "
-			  "full vmlinux BTF",
-			  t->btf.path, why);
-		btf_cache__invalidate(&t->btf);
-		t->rmap = chosen; /* a fentry fallback above may have been the BTF's fault */
-		err = tracker__load_backend(t, multi);
-	}
+	err = btf_cache__load(&t->btf, tracker__load_try, &try);
 	t->m.btf_source = t->btf.source;
 	if (err)
 		return tracker__explain_load_error(err);
@@ -525,10 +531,9 @@ static int tracker__status(int status)
 
 static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_start)
 {
-	char path[PATH_MAX];
 	struct utsname un;
 	struct rusage ru;
-	uint64_t drops_total, t0;
+	uint64_t drops_total, t0, in_file, arrived;
 	int exit_code = tracker__status(status), err;
 	__u32 zero = 0;
 	struct {
@@ -543,6 +548,10 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 	while (consumer__drain(&t->cons) > 0)
 		;
 	t->m.t_drain = now_ns(CLOCK_MONOTONIC) - t0;
+	artifact_writer__flush(t->writer);
+	in_file = artifact_writer__events_written(t->writer);
+	/* what the writer took, and what it refused once it had failed */
+	arrived = artifact_writer__events(t->writer) + t->cons.rejected;
 	err = artifact_writer__close(t->writer);
 	t->writer = t->sinks.writer = NULL;
 	if (err && !t->sinks.write_err)
@@ -570,23 +579,27 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 	getrusage(RUSAGE_SELF, &ru);
 	t->m.memtrack_max_rss = (uint64_t)ru.ru_maxrss * 1024;
 	t->m.ringbuf_bytes = t->o->ring_bytes;
+	/* The detacher outlives us with a copy of our descriptors: the folder's would keep its
+	 * file system busy (no umount right after memtrack). Reopened below, checked to be the
+	 * same folder. */
+	outdir__close(&t->out);
 	if (t->o->sync_detach)
 		tracker__detach(t);
 	else
 		tracker__detach_background(t);
 	t->m.t_total = now_ns(CLOCK_MONOTONIC) - t_start;
 
-	snprintf(path, sizeof(path), "%s/%d%s", t->o->outdir, t->m.root_pid, MANIFEST_SUFFIX);
-	err = manifest__write(&t->m, path);
-	if (err) {
-		log__error("cannot write '%s': %s", path, strerror(-err));
+	/* A cut artifact is said first: with a full disk the manifest fails too. */
+	if (t->sinks.write_err)
+		log__error("cannot write '%s/%s': %s: the artifact is cut, it holds the first %" PRIu64
+			   " of the %" PRIu64 " events that arrived",
+			   t->o->outdir, t->m.artifact, strerror(-t->sinks.write_err), in_file,
+			   arrived);
+	err = outdir__reopen(&t->out);
+	if (!err) /* both log their failures */
+		err = manifest__write_new(&t->m, &t->out, t->manifest_name);
+	if (err || t->sinks.write_err)
 		return MT_EXIT_FAILED;
-	}
-	if (t->sinks.write_err) {
-		log__error("cannot write the artifact in '%s': %s", t->o->outdir,
-			   strerror(-t->sinks.write_err));
-		return MT_EXIT_FAILED;
-	}
 	if (!t->o->quiet) {
 		report__summary(stderr, &t->m);
 		fprintf(stderr, "memtrack: artifact: %s/%s\n", t->o->outdir, t->m.artifact);
@@ -657,6 +670,7 @@ static void tracker__destroy(struct tracker *t)
 		close(t->epfd);
 	spawn__close(&t->sp);
 	watchdog__close(&t->wd);
+	outdir__close(&t->out);
 	btf_cache__close(&t->btf);
 	free(t->m.kernel_release);
 	free(t->m.rmap_reason);
@@ -688,14 +702,13 @@ static int tracker__attach_root(struct tracker *t)
 
 int tracker__run(const struct tracker_opts *o)
 {
-	struct tracker t = {.o = o, .epfd = -1, .sigfd = -1, .btf.memfd = -1};
+	struct tracker t = {.o = o, .epfd = -1, .sigfd = -1, .btf.memfd = -1, .out.fd = -1};
 	struct mt_proc_init {
 		__u8 raw[256];
 	};
-	char path[PATH_MAX], name[64];
+	char name[32];
 	uint64_t t_start = now_ns(CLOCK_MONOTONIC), t0;
-	struct rlimit rl = {RLIM_INFINITY, RLIM_INFINITY};
-	int ret = MT_EXIT_FAILED, err, status;
+	int ret = MT_EXIT_FAILED, err, status, art_fd = -1;
 
 	t.sp.go_fd = t.sp.err_fd = t.sp.pidfd = -1;
 	t.wd.sock = -1;
@@ -706,13 +719,12 @@ int tracker__run(const struct tracker_opts *o)
 	t.m.start_unix_ns = now_ns(CLOCK_REALTIME);
 	t.m.start_mono_ns = t_start;
 	t.m.rmap_backend = "off";
-	setrlimit(RLIMIT_MEMLOCK, &rl); /* kernels before 5.11 charge maps to it */
-	if (mkdir(o->outdir, 0755) && errno != EEXIST) {
-		log__error("cannot create '%s': %s", o->outdir, strerror(errno));
-		return MT_EXIT_FAILED;
-	}
-	if (heap_acct__new(&t.acct))
-		return MT_EXIT_FAILED;
+	/* No RLIMIT_MEMLOCK raise (it needed CAP_SYS_RESOURCE): since 5.11 BPF memory is charged
+	 * to the memory cgroup, and memtrack needs 5.15; libbpf raises it itself on older kernels. */
+	/* names are "<pid><suffix>", a pid at most 10 digits: the longest is the artifact's */
+	if (outdir__open(&t.out, o->outdir, 10 + strlen(ARTIFACT_SUFFIX)) ||
+	    heap_acct__new(&t.acct))
+		goto cleanup;
 	/* The command is forked first, held before its exec: from a small process (no BPF maps
 	 * or ring mapped yet) the fork copies little, and its exec has little to tear down. */
 	err = spawn__start(&t.sp, o->argv, true);
@@ -721,6 +733,15 @@ int tracker__run(const struct tracker_opts *o)
 		goto cleanup;
 	}
 	t.m.root_pid = t.sp.pid;
+	/* Both names are claimed while the command is still held: a refusal runs nothing. */
+	snprintf(name, sizeof(name), "%d%s", t.sp.pid, ARTIFACT_SUFFIX);
+	snprintf(t.manifest_name, sizeof(t.manifest_name), "%d%s", t.sp.pid, MANIFEST_SUFFIX);
+	t.m.artifact = strdup(name);
+	if (!t.m.artifact || outdir__check_free(&t.out, t.manifest_name))
+		goto cleanup;
+	art_fd = outdir__create(&t.out, name);
+	if (art_fd < 0)
+		goto cleanup;
 	err = watchdog__start(&t.wd);
 	if (err) {
 		log__error("cannot start the watchdog process: %s", strerror(-err));
@@ -775,12 +796,10 @@ int tracker__run(const struct tracker_opts *o)
 		goto cleanup;
 	}
 	/* While the command execs: nothing is read from the ring before the loop below. */
-	snprintf(name, sizeof(name), "%d%s", t.sp.pid, ARTIFACT_SUFFIX);
-	t.m.artifact = strdup(name);
-	snprintf(path, sizeof(path), "%s/%s", o->outdir, name);
-	err = artifact_writer__open(&t.writer, path, ARTIFACT_DEFAULT_LEVEL, 0);
+	err = artifact_writer__open_fd(&t.writer, art_fd, ARTIFACT_DEFAULT_LEVEL, 0);
+	art_fd = -1; /* the writer's now, even on error */
 	if (err) {
-		log__error("cannot open '%s': %s", path, strerror(-err));
+		log__error("cannot write '%s/%s': %s", o->outdir, t.m.artifact, strerror(-err));
 		goto cleanup;
 	}
 	t.sinks.writer = t.writer;
@@ -802,6 +821,10 @@ cleanup:
 	spawn__abort(&t.sp); /* a child never released, or one we cannot follow */
 	if (!o->command)
 		free(t.m.command);
+	if (art_fd >= 0) { /* created, the command never ran: no empty artifact left behind */
+		close(art_fd);
+		unlinkat(t.out.fd, t.m.artifact, 0);
+	}
 	t.m.command = NULL;
 	t.m.argv = NULL;
 	tracker__destroy(&t);
