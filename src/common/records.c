@@ -32,6 +32,7 @@ const struct record_type records__types[MT_EV_TYPE_MAX] = {
 	[MT_EV_RMAP] = {ART("Rmap"), .fields = {RF_MEMBER, RF_DELTA}},
 	[MT_EV_CTL_EXEC_STOPPED] = {.flags = REC_CONTROL},
 	[MT_EV_CTL_DLOPEN_STOPPED] = {.flags = REC_CONTROL},
+	[MT_EV_CTL_COMM] = {.flags = REC_CONTROL},
 };
 
 uint32_t records__from_name(const char *name, size_t len)
