@@ -59,7 +59,10 @@ struct bench_config {
 	size_t nr_benchmarks;
 };
 
-/* Loads and validates a config; every error is logged as "FILE:LINE: ..." and returns -EINVAL
+/* Mappings and sequences nested deeper than this are refused (a config uses 4). */
+#define BENCH_CONFIG_MAX_DEPTH 64
+
+/* Loads and validates a config (one YAML document); every error is logged as "FILE:LINE: ..." and returns -EINVAL
  * (or -errno when the file cannot be read). Free with bench_config__free even on failure. */
 int bench_config__load(struct bench_config *cfg, const char *path);
 /* Same from memory; `path` is only used in messages. */
