@@ -230,7 +230,7 @@ static int flush_frame(struct artifact_writer *w)
 		 * all readable, and events_written says how many events (shrinking needs no
 		 * space; a file that cannot shrink, /dev/full, keeps its bytes). */
 		if (ftruncate(w->fd, (off_t)w->bytes))
-			log__debug(2, "artifact: cannot cut the partial frame: %s", strerror(errno));
+			log__debug(LOG_VERBOSE, "artifact: cannot cut the partial frame: %s", strerror(errno));
 		w->err = rc;
 		return rc;
 	}

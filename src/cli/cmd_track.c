@@ -143,7 +143,7 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 		}
 	}
 	if (o->quiet)
-		log__level = 0;
+		log__level = LOG_QUIET;
 	/* The flag wins over the environment; ours over codspeed-memtrack's names. */
 	if (rmap_flag >= 0)
 		o->rmap = rmap_flag;

@@ -94,10 +94,10 @@ static int libs__attach_sites(struct libs *l, struct lib_entry *e, const struct 
 		log__error("cannot attach uprobes to '%s': %s", e->path, strerror(-err));
 		return err;
 	}
-	log__debug(2, "attached %d %s sites in %s", e->sites, alloc_kind__name(e->kind), e->path);
+	log__debug(LOG_VERBOSE, "attached %d %s sites in %s", e->sites, alloc_kind__name(e->kind), e->path);
 	for (int i = 0; i < e->sites; i++)
 		if (sites[i].probe != sites[i].offset)
-			log__debug(3, "  %s: entry probe at +%" PRIu64 " (an emulated instruction)",
+			log__debug(LOG_DEBUG, "  %s: entry probe at +%" PRIu64 " (an emulated instruction)",
 				   sites[i].name, sites[i].probe - sites[i].offset);
 	return 0;
 }

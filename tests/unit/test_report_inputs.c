@@ -79,7 +79,7 @@ static int setup(void **state)
 	snprintf(f->man, sizeof(f->man), "%s/1000%s", f->dir, MANIFEST_SUFFIX);
 	snprintf(f->out, sizeof(f->out), "%s/out.json", f->dir);
 	write_inputs(f);
-	log__level = 0;
+	log__level = LOG_QUIET;
 	*state = f;
 	return 0;
 }
