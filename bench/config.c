@@ -508,7 +508,7 @@ int bench_config__load(struct bench_config *cfg, const char *path)
 	f = fopen(path, "r");
 	if (!f) {
 		err = -errno;
-		log__error("%s: %s", path, strerror(errno));
+		log__error("cannot open '%s': %s", path, strerror(errno));
 		goto cleanup;
 	}
 	/* Slurp it: configs are small and libyaml then reports exact lines. */
@@ -527,7 +527,7 @@ int bench_config__load(struct bench_config *cfg, const char *path)
 	}
 	if (ferror(f)) {
 		err = -EIO;
-		log__error("%s: read error", path);
+		log__error("cannot read '%s': %s", path, strerror(EIO));
 		goto cleanup;
 	}
 	text[len] = '\0';

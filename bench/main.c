@@ -267,12 +267,12 @@ static int main__compare(int argc, char **argv)
 	if (markdown) {
 		FILE *f = fopen(markdown, "w");
 		if (!f) {
-			log__error("%s: %s", markdown, strerror(errno));
+			log__error("cannot write '%s': %s", markdown, strerror(errno));
 			goto cleanup;
 		}
 		bench_compare__markdown(f, &rep);
 		if (fclose(f)) {
-			log__error("%s: %s", markdown, strerror(errno));
+			log__error("cannot write '%s': %s", markdown, strerror(errno));
 			goto cleanup;
 		}
 	}

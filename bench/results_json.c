@@ -110,7 +110,7 @@ int bench_json__write(const struct bench_results *res, const char *path)
 	if (json_dump_file(root, tmp, JSON_INDENT(2) | JSON_REAL_PRECISION(12)) ||
 	    rename(tmp, path)) {
 		err = errno ? -errno : -EIO;
-		log__error("cannot write %s: %s", path, strerror(-err));
+		log__error("cannot write '%s': %s", path, strerror(-err));
 		unlink(tmp);
 	}
 cleanup:

@@ -182,8 +182,8 @@ static int bench_runner__command(struct runner_state *st, const struct bench_ent
 	err = bench_runner__round(argv, opts->working_directory, st->o->show_output, st->errfd,
 				  round);
 	if (err) {
-		log__error("%s: cannot start%s: %s", b->name,
-			   conclude ? " its conclude command" : "", strerror(-err));
+		log__error("cannot start %s '%s': %s", conclude ? "the conclude command of" : "benchmark",
+			   b->name, strerror(-err));
 		return err;
 	}
 	if (round->exit_code == 0)
@@ -379,7 +379,7 @@ int bench_runner__run(const struct bench_config *cfg, const struct runner_opts *
 		}
 		if (!mkdtemp(st.memdir)) {
 			err = -errno;
-			log__error("mkdtemp %s: %s", st.memdir, strerror(errno));
+			log__error("cannot create '%s': %s", st.memdir, strerror(errno));
 			goto cleanup;
 		}
 	}

@@ -286,9 +286,10 @@ int main(int argc, char **argv)
 		return 2;
 	rc = o.replay ? load_replay(o.replay, &ev, &nr) : synth__generate(&o.synth, &ev);
 	if (rc) {
-		log__error("cannot %s: %s",
-			   o.replay ? "read the replay artifact" : "generate records",
-			   strerror(-rc));
+		if (o.replay)
+			log__error("cannot read '%s': %s", o.replay, strerror(-rc));
+		else
+			log__error("cannot generate records: %s", strerror(-rc));
 		return 1;
 	}
 	if (!o.replay)
