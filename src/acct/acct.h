@@ -61,8 +61,8 @@ void heap_acct__free(struct heap_acct *a);
  * a block that cannot be recorded for lack of memory is counted in heap_stats.nomem. */
 void heap_acct__event(struct heap_acct *a, const struct mt_event *ev);
 /* Fills the results part of the manifest: peak_heap, peak_rss, allocs, frees, leaked_*,
- * counts[], events_total and procs[] (allocated; manifest__free releases them; a procs[]
- * already there is released first). comm is what heap_acct__set_comm said, else empty: the
+ * counts[], events_total and procs[] (allocated, the caller's to free: manifest__free only
+ * frees what manifest__read allocated; a procs[] already there is released first). comm is what heap_acct__set_comm said, else empty: the
  * artifact does not carry names. */
 /* The same over n records in order; faster on big tables (it prefetches the slots ahead). */
 void heap_acct__events(struct heap_acct *a, const struct mt_event *ev, size_t n);
