@@ -9,6 +9,7 @@
 #include <yaml.h>
 #include "common/log.h"
 #include "config.h"
+#include "yaml_check.h"
 #include "duration.h"
 
 struct config_ctx {
@@ -399,60 +400,6 @@ static void bench_config__top_pair(struct config_ctx *ctx, const char *key, yaml
 		bench_config__unknown_key(ctx, ctx->key_line, key, bench_config__top_keys);
 }
 
-/*
- * A streaming pass before the load, which keeps the load's cost bounded: libyaml's parser does
- * work per token proportional to the nesting depth (20k levels took 2 s, 100k over 20 s), and
- * a config never needs more than a few levels. It also refuses a second document, which the
- * load would silently ignore. Returns 0, or -EINVAL with the error reported.
- */
-static int bench_config__precheck(struct config_ctx *ctx, const char *text, size_t len)
-{
-	yaml_parser_t parser;
-	yaml_event_t ev;
-	int depth = 0, docs = 0, err = 0;
-	bool done = false;
-
-	if (!yaml_parser_initialize(&parser))
-		return -ENOMEM;
-	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-	while (!done && !err) {
-		if (!yaml_parser_parse(&parser, &ev))
-			break; /* the load reports the syntax error, with its line */
-		switch (ev.type) {
-		case YAML_DOCUMENT_START_EVENT:
-			if (++docs > 1) {
-				bench_config__error(ctx, (int)ev.start_mark.line + 1,
-						    "a second YAML document: a config is one "
-						    "document (remove this '---' and what follows, "
-						    "or merge them)");
-				err = -EINVAL;
-			}
-			break;
-		case YAML_SEQUENCE_START_EVENT:
-		case YAML_MAPPING_START_EVENT:
-			if (++depth > BENCH_CONFIG_MAX_DEPTH) {
-				bench_config__error(ctx, (int)ev.start_mark.line + 1,
-						    "nested deeper than %d levels: a config needs a "
-						    "few", BENCH_CONFIG_MAX_DEPTH);
-				err = -EINVAL;
-			}
-			break;
-		case YAML_SEQUENCE_END_EVENT:
-		case YAML_MAPPING_END_EVENT:
-			depth--;
-			break;
-		case YAML_STREAM_END_EVENT:
-			done = true;
-			break;
-		default:
-			break;
-		}
-		yaml_event_delete(&ev);
-	}
-	yaml_parser_delete(&parser);
-	return err;
-}
-
 int bench_config__parse(struct bench_config *cfg, const char *path, const char *text, size_t len)
 {
 	struct config_ctx ctx = {.cfg = cfg};
@@ -466,9 +413,16 @@ int bench_config__parse(struct bench_config *cfg, const char *path, const char *
 	cfg->path = strdup(path);
 	if (!cfg->path)
 		return -ENOMEM;
-	err = bench_config__precheck(&ctx, text, len);
-	if (err)
-		return err;
+	{
+		char msg[160];
+		int line = 0;
+
+		err = yaml_check__shape(text, len, BENCH_CONFIG_MAX_DEPTH, &line, msg, sizeof(msg));
+		if (err == -EINVAL)
+			bench_config__error(&ctx, line, "%s", msg);
+		if (err)
+			return err;
+	}
 	if (!yaml_parser_initialize(&parser))
 		return -ENOMEM;
 	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
