@@ -16,6 +16,7 @@
 #include "artifact/artifact.h"
 #include "mt_harness.h"
 #include "mt_tmpdir.h"
+#include "common/records.h"
 
 /* The fd number the targets get their side channel on: high, so nothing else takes it. */
 #define EXPECT_FD 200
@@ -525,7 +526,7 @@ uint32_t mt_op_type(const char *op)
 
 bool mt_is_heap_type(uint32_t type)
 {
-	return type >= MT_EV_MALLOC && type <= MT_EV_FREE;
+	return records__has(type, REC_HEAP);
 }
 
 const char *mt_type_name(uint32_t type)
