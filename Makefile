@@ -94,8 +94,10 @@ $(OUTPUT)/%.o: %.c | $(OUTPUT)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
-# Files under src/track include the skeleton.
-$(patsubst %.c,$(OUTPUT)/%.o,$(wildcard src/track/*.c src/cli/*.c)): $(SKEL)
+# Files under src/track include the skeleton, and so do some tests (test_btf, test_btf_core): without
+# this, `make -j2 check` in a fresh clone could compile them before the skeleton exists.
+$(patsubst %.c,$(OUTPUT)/%.o,$(wildcard src/track/*.c src/cli/*.c) $(UNIT_SRCS) $(ROOT_SRCS) \
+	$(TESTLIB_SRCS)): $(SKEL)
 
 $(LIB): $(LIB_OBJS)
 	$(call msg,AR,$@)
