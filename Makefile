@@ -53,7 +53,8 @@ TARGET_CC := $(sort $(wildcard tests/targets/*.cc))
 TARGETS   := $(patsubst tests/targets/%.c,$(BUILD)/targets/%,$(TARGET_C)) \
 	     $(patsubst tests/targets/%.cc,$(BUILD)/targets/%,$(TARGET_CC))
 
-.PHONY: all clean deps demo check check-unit check-root check-vm bench bench-consumer install format
+.PHONY: all clean deps demo check check-unit check-root check-repeat check-vm bench bench-consumer install \
+	format
 all: $(BUILD)/memtrack $(BUILD)/memtrack-bench $(BUILD)/memtrack-floor $(BUILD)/memtrack-bench-consumer \
 	$(TARGETS)
 
@@ -169,6 +170,13 @@ check-unit: deps
 check-root: deps
 	$(Q)$(MAKE) --no-print-directory all $(ROOT_BINS)
 	$(Q)scripts/run-tests.sh $(BUILD) -- $(ROOT_BINS)
+
+# The unit and root tests N times in a row (default 20), stopping at the first failure: a test that
+# fails one run in ten is a defect (DEVGUIDE). Prints a line per round and the usual closing line.
+N ?= 20
+check-repeat: deps
+	$(Q)$(MAKE) --no-print-directory all $(UNIT_BINS) $(ROOT_BINS)
+	$(Q)scripts/run-tests.sh --repeat $(N) $(BUILD) $(UNIT_BINS) -- $(ROOT_BINS)
 
 # --- root tests in other kernels (scripts/vm): Debian cloud kernels under qemu ---------------------
 VM_KERNELS ?= 6.12 6.1
