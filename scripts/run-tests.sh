@@ -23,7 +23,8 @@ for a in "$@"; do
 	if [ $side = unit ]; then unit+=("$a"); else root+=("$a"); fi
 done
 passed=0; failed=0; skipped=0; broken=()
-# quiet=1 (repeat rounds): a binary's line and output only when it fails
+# quiet=1 (repeat rounds): a binary's line and output only when it fails, and the names of
+# skipped tests in the first round
 run_one() {
 	local bin=$1 quiet=${2:-0} out rc
 	out=$(CMOCKA_MESSAGE_OUTPUT=stdout "$bin" 2>&1); rc=$?
@@ -37,6 +38,9 @@ run_one() {
 	passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
 	if [ "$quiet" = 0 ] || [ "$f" -ne 0 ]; then
 		printf '%-40s %3d passed, %d failed, %d skipped\n' "$(basename "$bin")" "$p" "$f" "$s"
+	elif [ "$s" -ne 0 ] && [ "$round" -le 1 ]; then
+		printf '%-40s skipped: %s\n' "$(basename "$bin")" "$(printf '%s\n' "$out" |
+			grep -E '^\[  SKIPPED \] [^0-9]' | sort -u | sed 's/^\[  SKIPPED \] //' | paste -sd ' ')"
 	fi
 	if [ "$f" -ne 0 ]; then
 		broken+=("$bin")
