@@ -121,8 +121,19 @@ enum alloc_kind alloc_table__classify(const struct elf_info *info, bool is_execu
 	return has_malloc ? ALLOC_LIBC : ALLOC_NONE;
 }
 
+/* What a site's cookie says beyond its table row: where the entry probe sits, and whether a
+ * direct call from the file's own code is internal (probe_spec.h, MT_SPEC_SELF). */
+static uint32_t alloc_table__cookie(const struct alloc_site *s, bool shared)
+{
+	uint64_t at = s->probe - s->offset;
+
+	if (!shared || !s->entry || at > MT_SPEC_AT_MAX)
+		return s->spec;
+	return MT_SPEC_WITH_AT(s->spec | MT_SPEC_SELF, at);
+}
+
 static int alloc_table__add(const struct elf_info *info, const struct alloc_entry *t, bool leaf_free,
-			    struct alloc_site *sites, int n, int cap)
+			    bool shared, struct alloc_site *sites, int n, int cap)
 {
 	for (; t->name && n < cap; t++) {
 		uint64_t off = elf_info__find(info, t->name);
@@ -145,29 +156,31 @@ static int alloc_table__add(const struct elf_info *info, const struct alloc_entr
 		sites[n].probe = off;
 		if (sites[n].entry && !sites[n].ret)
 			sites[n].probe = probe_place__entry(info, off, MT_SPEC_PTR(spec));
+		sites[n].spec = alloc_table__cookie(&sites[n], shared);
 		n++;
 	}
 	return n;
 }
 
-int alloc_table__sites(const struct elf_info *info, enum alloc_kind kind, struct alloc_site *sites,
-		       int cap)
+int alloc_table__sites(const struct elf_info *info, enum alloc_kind kind, bool is_executable,
+		       struct alloc_site *sites, int cap)
 {
+	bool so = !is_executable;
 	int n = 0;
 
 	switch (kind) {
 	case ALLOC_LIBC:
-		return alloc_table__add(info, libc_names, true, sites, 0, cap);
+		return alloc_table__add(info, libc_names, true, so, sites, 0, cap);
 	case ALLOC_CXX:
-		return alloc_table__add(info, cxx_names, false, sites, 0, cap);
+		return alloc_table__add(info, cxx_names, false, so, sites, 0, cap);
 	case ALLOC_JEMALLOC:
-		n = alloc_table__add(info, jemalloc_names, false, sites, n, cap);
+		n = alloc_table__add(info, jemalloc_names, false, so, sites, n, cap);
 		break;
 	case ALLOC_MIMALLOC:
-		n = alloc_table__add(info, mimalloc_names, false, sites, n, cap);
+		n = alloc_table__add(info, mimalloc_names, false, so, sites, n, cap);
 		break;
 	case ALLOC_TCMALLOC:
-		n = alloc_table__add(info, tcmalloc_names, false, sites, n, cap);
+		n = alloc_table__add(info, tcmalloc_names, false, so, sites, n, cap);
 		break;
 	case ALLOC_STATIC:
 		break;
@@ -176,6 +189,6 @@ int alloc_table__sites(const struct elf_info *info, enum alloc_kind kind, struct
 	}
 	/* Replacement allocators export the standard and C++ names too. A static executable's
 	 * free may be glibc's own leaf free, but we cannot tell: track its depth. */
-	n = alloc_table__add(info, libc_names, false, sites, n, cap);
-	return alloc_table__add(info, cxx_names, false, sites, n, cap);
+	n = alloc_table__add(info, libc_names, false, so, sites, n, cap);
+	return alloc_table__add(info, cxx_names, false, so, sites, n, cap);
 }
