@@ -27,7 +27,8 @@
 /* A direct call (call rel32) from this file's own code to this entry is the library's business,
  * not a user's call: an LD_PRELOAD interposer never sees it (glibc flushing a thread's cache
  * at thread exit calls __libc_free, the address of free). Shared libraries only: in an
- * executable with a linked-in allocator the program's own calls are direct. */
+ * executable with a linked-in allocator the program's own calls are direct. Set on frees only
+ * (alloc_table.c says why). */
 #define MT_SPEC_SELF	  (1u << 23)
 #define MT_SPEC_AT(s)	  (((s) >> 24) & 31)
 #define MT_SPEC_AT_MAX	  31
