@@ -135,7 +135,7 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 	if (elf_info__load(path, &info))
 		return 0;
 	e->kind = alloc_table__classify(&info, is_exe);
-	n = alloc_table__sites(&info, e->kind, sites, LIBS_MAX_SITES);
+	n = alloc_table__sites(&info, e->kind, is_exe, sites, LIBS_MAX_SITES);
 	elf_info__free(&info);
 	if (n <= 0)
 		return 0;

@@ -69,7 +69,7 @@ static void test_fake_allocator(void **state)
 	assert_int_equal(mi, mal); /* an alias shares the offset */
 	assert_int_equal(elf_info__find(&info, "nope"), 0);
 	assert_int_equal(alloc_table__classify(&info, false), ALLOC_MIMALLOC);
-	n = alloc_table__sites(&info, ALLOC_MIMALLOC, sites, 64);
+	n = alloc_table__sites(&info, ALLOC_MIMALLOC, false, sites, 64);
 	/* mi_malloc (= malloc, attached once), mi_free, free */
 	assert_int_equal(n, 3);
 	for (int i = 0; i < n; i++) {
@@ -97,7 +97,7 @@ static void test_libc(void **state)
 	assert_int_equal(deps__ldcache_lookup("", "libc.so.6", path, sizeof(path)), 0);
 	assert_int_equal(elf_info__load(path, &info), 0);
 	assert_int_equal(alloc_table__classify(&info, false), ALLOC_LIBC);
-	n = alloc_table__sites(&info, ALLOC_LIBC, sites, 64);
+	n = alloc_table__sites(&info, ALLOC_LIBC, false, sites, 64);
 	assert_true(n >= 8);
 	for (int i = 0; i < n; i++) {
 		for (int j = i + 1; j < n; j++)
