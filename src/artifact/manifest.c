@@ -163,6 +163,7 @@ static json_t *build(const struct manifest *m)
 		rc |= set(o, "peak_heap", u64(m->peak_heap));
 		rc |= set(o, "peak_rss", u64(m->peak_rss));
 		rc |= set(o, "allocs", u64(m->allocs));
+		rc |= set(o, "allocated_bytes", u64(m->allocated_bytes));
 		rc |= set(o, "frees", u64(m->frees));
 		rc |= set(o, "leaked_bytes", u64(m->leaked_bytes));
 		rc |= set(o, "leaked_count", u64(m->leaked_count));
@@ -494,6 +495,7 @@ static int parse(struct manifest *m, json_t *root)
 	m->peak_heap = get_u64(o, "peak_heap", &err);
 	m->peak_rss = get_u64(o, "peak_rss", &err);
 	m->allocs = get_u64(o, "allocs", &err);
+	m->allocated_bytes = get_u64(o, "allocated_bytes", &err); /* absent before; reads 0 */
 	m->frees = get_u64(o, "frees", &err);
 	m->leaked_bytes = get_u64(o, "leaked_bytes", &err);
 	m->leaked_count = get_u64(o, "leaked_count", &err);

@@ -85,6 +85,7 @@ struct heap_acct {
 	uint64_t live, live_count, peak_heap; /* tree-wide, bytes */
 	uint64_t rss, peak_rss; /* tree-wide, bytes: sum over live processes */
 	uint64_t allocs, frees;
+	uint64_t allocated; /* bytes, sum of the sizes of every block added */
 	uint64_t counts[MT_EV_TYPE_MAX], events;
 	uint64_t unmatched_frees, replaced, lost_bytes, lost_count, ignored, nomem;
 	uint64_t first_ts, last_ts;
@@ -455,6 +456,7 @@ static void heap_add(struct heap_acct *a, struct proc *p, uint64_t addr, uint64_
 	a->used++;
 	p->allocs++;
 	a->allocs++;
+	a->allocated += size;
 	p->live += size;
 	p->live_count++;
 	a->live += size;
@@ -688,6 +690,7 @@ int heap_acct__fill(const struct heap_acct *a, struct manifest *m)
 	m->peak_heap = a->peak_heap;
 	m->peak_rss = a->peak_rss;
 	m->allocs = a->allocs;
+	m->allocated_bytes = a->allocated;
 	m->frees = a->frees;
 	memcpy(m->counts, a->counts, sizeof(m->counts));
 	m->events_total = a->events;

@@ -26,6 +26,8 @@
  *   (swap excluded); the tree RSS is the sum over live processes.
  * - Mmap, Munmap, Brk, Rmap are only counted. Control records (>= MT_EV_CTL_EXEC_STOPPED) and
  *   unknown types are ignored entirely.
+ * - allocated_bytes sums the sizes of the blocks added (a Realloc adds its whole new size): the
+ *   bytes requested over the run, freed or not.
  * Invariant: allocs - frees == live_count + leaked_count + lost_at_exec_count + replaced_allocs.
  */
 #ifndef MEMTRACK_HEAP_H
@@ -56,7 +58,8 @@ void heap_acct__free(struct heap_acct *a);
 /* Updates the accounting with one artifact event (control records are ignored). Never fails:
  * a block that cannot be recorded for lack of memory is counted in heap_stats.nomem. */
 void heap_acct__event(struct heap_acct *a, const struct mt_event *ev);
-/* Fills the results part of the manifest: peak_heap, peak_rss, allocs, frees, leaked_*,
+/* Fills the results part of the manifest: peak_heap, peak_rss, allocs, allocated_bytes, frees,
+ * leaked_*,
  * counts[], events_total and procs[] (allocated; manifest__free releases them; a procs[]
  * already there is released first). comm is left empty: the stream does not carry it. */
 /* The same over n records in order; faster on big tables (it prefetches the slots ahead). */
