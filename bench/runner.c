@@ -138,10 +138,20 @@ static void bench_runner__progress_clear(struct runner_state *st)
 	st->last_progress = 0;
 }
 
-static int bench_runner__push(struct bench_result *r, const struct bench_round *round, size_t *cap)
+/* Appends a measured round; mem (memory mode: that round's metrics) may be NULL. */
+static int bench_runner__push(struct bench_result *r, const struct bench_round *round,
+			      const double *mem, size_t *cap)
 {
 	if (r->nr_rounds == *cap) {
 		size_t n = *cap ? *cap * 2 : 64;
+		bool mem_ok = true;
+
+		for (int i = 0; mem && i < BENCH_MEM_NR; i++) {
+			double *m = realloc(r->mem[i], n * sizeof(double));
+			if (m)
+				r->mem[i] = m;
+			mem_ok &= m != NULL;
+		}
 		double *t = realloc(r->times, n * sizeof(double));
 		if (t)
 			r->times = t;
@@ -154,7 +164,7 @@ static int bench_runner__push(struct bench_result *r, const struct bench_round *
 		int *e = realloc(r->exit_codes, n * sizeof(int));
 		if (e)
 			r->exit_codes = e;
-		if (!t || !u || !s || !e)
+		if (!t || !u || !s || !e || !mem_ok)
 			return -ENOMEM;
 		*cap = n;
 	}
@@ -162,7 +172,11 @@ static int bench_runner__push(struct bench_result *r, const struct bench_round *
 	r->user[r->nr_rounds] = round->user;
 	r->sys[r->nr_rounds] = round->sys;
 	r->exit_codes[r->nr_rounds] = round->exit_code;
+	for (int i = 0; mem && i < BENCH_MEM_NR; i++)
+		r->mem[i][r->nr_rounds] = mem[i];
 	r->nr_rounds++;
+	if (mem)
+		r->mem_rounds = r->nr_rounds;
 	if (round->max_rss > r->max_rss)
 		r->max_rss = round->max_rss;
 	return 0;
@@ -210,7 +224,7 @@ static int bench_runner__command(struct runner_state *st, const struct bench_ent
  */
 static int bench_runner__one(struct runner_state *st, const struct bench_entry *b,
 			     const struct bench_options *opts, struct bench_result *r,
-			     struct bench_round *round)
+			     struct bench_round *round, double mem[BENCH_MEM_NR])
 {
 	const struct runner_opts *o = st->o;
 	char *bash_argv[] = {"bash", "-c", b->exec, NULL};
@@ -224,7 +238,7 @@ static int bench_runner__one(struct runner_state *st, const struct bench_entry *
 	if (err || r->failed)
 		return err;
 	if (o->mode == BENCH_MODE_MEMORY) {
-		err = bench_runner__read_manifest(st->memdir, r);
+		err = bench_runner__read_manifest(st->memdir, mem);
 		if (err) {
 			log__error("benchmark '%s': no memtrack manifest in %s: %s", b->name,
 				   st->memdir, strerror(-err));
@@ -243,7 +257,8 @@ static int bench_runner__benchmark(struct runner_state *st, const struct bench_c
 	const struct runner_opts *o = st->o;
 	struct bench_options opts;
 	struct bench_round round;
-	double wall_sum = 0;
+	double mem[BENCH_MEM_NR], wall_sum = 0;
+	bool memory = o->mode == BENCH_MODE_MEMORY;
 	size_t cap = 0;
 	int64_t t0;
 	int err;
@@ -258,16 +273,21 @@ static int bench_runner__benchmark(struct runner_state *st, const struct bench_c
 	err = bench_config__resolve(cfg, b, &o->cli, &opts);
 	if (err)
 		return err;
-	if (o->mode == BENCH_MODE_MEMORY) {
-		/* Heap figures are deterministic up to allocator noise: one tracked round. */
-		opts.warmup_ns = 0;
-		opts.min_rounds = opts.max_rounds = 1;
-		opts.min_time_ns = 0;
+	if (memory) {
+		/* Several rounds: only they tell a deterministic figure from a noisy one (RSS,
+		 * GC'd runtimes). A tracked round costs memtrack's set-up, so fewer than for wall
+		 * time, and no warm-up unless asked for. */
+		if (!(opts.set & BENCH_OPT_MIN_ROUNDS))
+			opts.min_rounds = BENCH_MEMORY_MIN_ROUNDS;
+		if (opts.max_rounds && opts.min_rounds > opts.max_rounds)
+			opts.min_rounds = opts.max_rounds;
+		if (!(opts.set & BENCH_OPT_WARMUP))
+			opts.warmup_ns = 0;
 	}
 
 	t0 = bench_runner__now();
 	while (opts.warmup_ns > 0 && bench_runner__now() - t0 < opts.warmup_ns) {
-		err = bench_runner__one(st, b, &opts, r, &round);
+		err = bench_runner__one(st, b, &opts, r, &round, mem);
 		if (err || r->failed)
 			goto cleanup;
 		r->warmup_rounds++;
@@ -285,10 +305,10 @@ static int bench_runner__benchmark(struct runner_state *st, const struct bench_c
 		if ((int64_t)r->nr_rounds >= opts.min_rounds && elapsed >= opts.min_time_ns &&
 		    elapsed + (int64_t)(wall_sum / (double)r->nr_rounds * 1e9) > opts.max_time_ns)
 			break;
-		err = bench_runner__one(st, b, &opts, r, &round);
+		err = bench_runner__one(st, b, &opts, r, &round, mem);
 		if (err || r->failed)
 			goto cleanup;
-		err = bench_runner__push(r, &round, &cap);
+		err = bench_runner__push(r, &round, memory ? mem : NULL, &cap);
 		if (err)
 			goto cleanup;
 		wall_sum += round.wall;
@@ -297,6 +317,8 @@ static int bench_runner__benchmark(struct runner_state *st, const struct bench_c
 	}
 
 	err = bench_stats__compute(r->times, r->nr_rounds, &r->stats);
+	if (!err && memory)
+		err = bench_memory__stats(r);
 	if (err)
 		goto cleanup;
 	for (size_t i = 0; i < r->nr_rounds; i++) {
@@ -421,6 +443,8 @@ void bench_runner__free_results(struct bench_results *res)
 		free(r->user);
 		free(r->sys);
 		free(r->exit_codes);
+		for (int m = 0; m < BENCH_MEM_NR; m++)
+			free(r->mem[m]);
 	}
 	free(res->v);
 	free(res->config);

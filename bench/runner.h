@@ -10,8 +10,30 @@
 
 enum bench_mode {
 	BENCH_MODE_WALLTIME,
-	BENCH_MODE_MEMORY, /* each benchmark once under memtrack; figures from its manifest */
+	BENCH_MODE_MEMORY, /* rounds under memtrack; figures from each round's manifest */
 };
+
+/* Memory mode's per-round figures, in the order tables and reports show them. */
+enum bench_metric {
+	BENCH_MEM_PEAK_HEAP,
+	BENCH_MEM_PEAK_RSS,
+	BENCH_MEM_ALLOCATED,
+	BENCH_MEM_ALLOCS,
+	BENCH_MEM_LEAKED,
+	BENCH_MEM_NR,
+};
+
+struct bench_metric_info {
+	const char *key;      /* manifest results key = our JSON key */
+	const char *title;    /* for tables: "Peak heap" */
+	const char *unit;     /* NULL for bytes; else the counted thing, singular: "allocation" */
+	bool required;	      /* a manifest without it is an error (allocated_bytes is newer) */
+};
+
+extern const struct bench_metric_info bench_metrics[BENCH_MEM_NR];
+
+/* Rounds memory mode runs when neither the config nor the command line sets min-rounds. */
+#define BENCH_MEMORY_MIN_ROUNDS 5
 
 /* Where the numbers were taken. Strings owned; NULL when unknown. */
 struct bench_env {
@@ -37,8 +59,11 @@ struct bench_result {
 	uint64_t max_rss;	  /* bytes, max over the measured rounds */
 	struct bench_stats stats; /* of times */
 	double user_mean, sys_mean;
-	/* --mode memory, from memtrack's manifest results: bytes, bytes, count */
-	uint64_t peak_heap, peak_rss, allocs;
+	/* --mode memory: each metric's value per measured round (bytes or counts, exact in a
+	 * double up to 2^53), and their statistics */
+	double *mem[BENCH_MEM_NR];
+	size_t mem_rounds; /* values in each mem[]: nr_rounds when measured here */
+	struct bench_stats mem_stats[BENCH_MEM_NR];
 	bool failed;
 	int exit_code; /* of the failing round */
 };
@@ -82,8 +107,12 @@ int bench_runner__round(char *const argv[], const char *workdir, bool show_outpu
 /* The memtrack binary: $MEMTRACK, else "memtrack" beside /proc/self/exe. Malloc'ed, or NULL. */
 char *bench_runner__find_memtrack(void);
 
-/* Reads results.{peak_heap,peak_rss,allocs} from the one *.memtrack.json in dir. */
-int bench_runner__read_manifest(const char *dir, struct bench_result *r);
+/* Reads every bench_metrics key of results from the one *.memtrack.json in dir into
+ * values[BENCH_MEM_NR], then empties dir. */
+int bench_runner__read_manifest(const char *dir, double values[BENCH_MEM_NR]);
+
+/* Fills r->mem_stats from r->mem over r->mem_rounds. 0, or -EINVAL (no rounds) / -ENOMEM. */
+int bench_memory__stats(struct bench_result *r);
 
 void bench_env__detect(struct bench_env *env);
 void bench_env__free(struct bench_env *env);
