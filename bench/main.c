@@ -24,7 +24,7 @@
 
 static const char usage[] =
     "usage: memtrack-bench run CONFIG [--json FILE] [--bench ID]... [--skip ID]...\n"
-    "                          [--mode walltime|memory]\n"
+    "                          [--mode walltime|memory] [--no-aslr]\n"
     "                          [--show-output] [--no-progress] [--warmup-time D] [--max-time D]\n"
     "                          [--min-time D] [--min-rounds N] [--max-rounds N]\n"
     "       memtrack-bench compare BASE.json HEAD.json [--threshold 10%]\n"
@@ -47,6 +47,7 @@ enum {
 	OPT_THRESHOLD,
 	OPT_FAIL,
 	OPT_MARKDOWN,
+	OPT_NO_ASLR,
 };
 
 static int main__duration(const char *opt, const char *arg, int64_t *ns)
@@ -87,6 +88,7 @@ static int main__run(int argc, char **argv)
 	    {"min-time", required_argument, NULL, OPT_MIN_TIME},
 	    {"min-rounds", required_argument, NULL, OPT_MIN_ROUNDS},
 	    {"max-rounds", required_argument, NULL, OPT_MAX_ROUNDS},
+	    {"no-aslr", no_argument, NULL, OPT_NO_ASLR},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -148,6 +150,10 @@ static int main__run(int argc, char **argv)
 		case OPT_MAX_ROUNDS:
 			err = main__rounds("max-rounds", optarg, &o.cli.max_rounds);
 			o.cli.set |= BENCH_OPT_MAX_ROUNDS;
+			break;
+		case OPT_NO_ASLR:
+			o.cli.no_aslr = true;
+			o.cli.set |= BENCH_OPT_ASLR;
 			break;
 		case 'h':
 			fputs(usage, stdout);

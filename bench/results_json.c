@@ -73,6 +73,8 @@ static json_t *bench_json__result(const struct bench_result *r)
 		      bench_json__real(s->cv), "max_rss", (json_int_t)r->max_rss);
 	if (o && r->conclude)
 		json_object_set_new(o, "conclude", json_string(r->conclude));
+	if (o && r->no_aslr)
+		json_object_set_new(o, "aslr", json_false());
 	if (o && r->mode == BENCH_MODE_MEMORY && r->mem_rounds) {
 		json_object_set_new(o, "memory", bench_json__memory(r));
 		/* format 1 had one round's figures here: now the medians, for old readers */
@@ -109,14 +111,15 @@ json_t *bench_json__build(const struct bench_results *res)
 			json_array_append_new(results, bench_json__result(r));
 		}
 	}
-	root = json_pack("{s:i, s:s, s:s, s:o, s:o, s:{s:o, s:o, s:o, s:I, s:o, s:I, s:s}}",
+	root = json_pack("{s:i, s:s, s:s, s:o, s:o, s:{s:o, s:o, s:o, s:I, s:o, s:I, s:I, s:s}}",
 			 "format", RESULTS_JSON_FORMAT, "mode",
 			 res->mode == BENCH_MODE_MEMORY ? "memory" : "walltime", "config",
 			 res->config ? res->config : "", "results", results, "failures", failures,
 			 "environment", "kernel", bench_json__str(e->kernel), "machine",
 			 bench_json__str(e->machine), "cpu", bench_json__str(e->cpu), "cpus",
 			 (json_int_t)e->cpus, "governor", bench_json__str(e->governor),
-			 "bench_max_rss", (json_int_t)e->self_max_rss, "date", date);
+			 "bench_max_rss", (json_int_t)e->self_max_rss, "command_env_bytes",
+			 (json_int_t)e->command_env_bytes, "date", date);
 	return root;
 }
 
@@ -237,6 +240,7 @@ static int bench_json__read_one(json_t *o, struct bench_result *r)
 			return err;
 	}
 	r->max_rss = (uint64_t)json_integer_value(json_object_get(o, "max_rss"));
+	r->no_aslr = json_is_false(json_object_get(o, "aslr"));
 	return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/personality.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -32,9 +33,9 @@ static double bench_runner__tv(const struct timeval *tv)
 	return (double)tv->tv_sec + (double)tv->tv_usec / 1e6;
 }
 
-int bench_runner__round(char *const argv[], const char *workdir, bool show_output, int errfd,
-			struct bench_round *r)
+int bench_runner__round(char *const argv[], const struct bench_launch *l, struct bench_round *r)
 {
+	int errfd = l->errfd;
 	struct rusage ru;
 	int64_t t0, t1;
 	int status, devnull, err = 0;
@@ -58,16 +59,23 @@ int bench_runner__round(char *const argv[], const char *workdir, bool show_outpu
 	if (pid == 0) {
 		int efd = errfd >= 0 ? errfd : devnull;
 		dup2(devnull, STDIN_FILENO);
-		if (!show_output) {
+		if (!l->show_output) {
 			dup2(devnull, STDOUT_FILENO);
 			dup2(efd, STDERR_FILENO);
 		}
-		if (workdir && chdir(workdir)) {
-			dprintf(STDERR_FILENO, "memtrack-bench: cd %s: %s\n", workdir,
+		if (l->workdir && chdir(l->workdir)) {
+			dprintf(STDERR_FILENO, "memtrack-bench: cannot change to '%s': %s\n",
+				l->workdir, strerror(errno));
+			_exit(127);
+		}
+		/* query first: keep the persona's other flags */
+		if (l->no_aslr && personality(personality(0xffffffff) | ADDR_NO_RANDOMIZE) < 0) {
+			dprintf(STDERR_FILENO,
+				"memtrack-bench: cannot turn address-space randomisation off: %s\n",
 				strerror(errno));
 			_exit(127);
 		}
-		execvp(argv[0], argv);
+		execvpe(argv[0], argv, l->envp ? l->envp : environ);
 		dprintf(STDERR_FILENO, "memtrack-bench: %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
 	}
@@ -109,6 +117,7 @@ static void bench_runner__show_stderr(int errfd)
 
 struct runner_state {
 	const struct runner_opts *o;
+	char **envp; /* ours, padded to LAYOUT_ENV_BUCKET bytes */
 	size_t index, total; /* for the progress line */
 	int64_t last_progress;
 	int errfd;
@@ -193,8 +202,15 @@ static int bench_runner__command(struct runner_state *st, const struct bench_ent
 	const char *cmd = conclude ? b->conclude : b->exec;
 	int err;
 
-	err = bench_runner__round(argv, opts->working_directory, st->o->show_output, st->errfd,
-				  round);
+	struct bench_launch l = {
+	    .workdir = opts->working_directory,
+	    .envp = st->envp,
+	    .show_output = st->o->show_output,
+	    .no_aslr = opts->no_aslr,
+	    .errfd = st->errfd,
+	};
+
+	err = bench_runner__round(argv, &l, round);
 	if (err) {
 		log__error("%s: cannot start%s: %s", b->name,
 			   conclude ? " its conclude command" : "", strerror(-err));
@@ -273,6 +289,7 @@ static int bench_runner__benchmark(struct runner_state *st, const struct bench_c
 	err = bench_config__resolve(cfg, b, &o->cli, &opts);
 	if (err)
 		return err;
+	r->no_aslr = opts.no_aslr;
 	if (memory) {
 		/* Several rounds: only they tell a deterministic figure from a noisy one (RSS,
 		 * GC'd runtimes). A tracked round costs memtrack's set-up, so fewer than for wall
@@ -385,6 +402,10 @@ int bench_runner__run(const struct bench_config *cfg, const struct runner_opts *
 	out->v = calloc(st.total ? st.total : 1, sizeof(*out->v));
 	if (!out->config || !out->v)
 		return -ENOMEM;
+	err = bench_layout__env(environ, LAYOUT_ENV_BUCKET, &st.envp);
+	if (err)
+		goto cleanup;
+	out->env.command_env_bytes = bench_layout__env_bytes(st.envp);
 	/* stderr of the commands goes to memory so a failure can show its tail */
 	st.errfd = memfd_create("memtrack-bench-stderr", MFD_CLOEXEC);
 	if (st.errfd < 0) {
@@ -420,6 +441,7 @@ int bench_runner__run(const struct bench_config *cfg, const struct runner_opts *
 		st.index++;
 	}
 cleanup:
+	bench_layout__env_free(st.envp);
 	if (st.errfd >= 0)
 		close(st.errfd);
 	if (st.memdir) {

@@ -375,6 +375,55 @@ static void test_memory_bad_manifest(void **state)
 	free(fake);
 }
 
+/* What the command starts with: a padded environment, and no randomisation when asked. */
+static void test_layout(void **state)
+{
+	const char *text =
+	    "benchmarks:\n  - name: l\n    exec: wc -c < /proc/$$/environ >> ${BENCH_TMP}/env-bytes;"
+	    " cat /proc/self/personality >> ${BENCH_TMP}/persona\n";
+	struct runner_opts o = {.mode = BENCH_MODE_WALLTIME};
+	struct bench_results res;
+	char *path, line[64];
+	FILE *f;
+
+	(void)state;
+	o.cli.set = BENCH_OPT_WARMUP | BENCH_OPT_MAX_ROUNDS | BENCH_OPT_MIN_ROUNDS | BENCH_OPT_ASLR;
+	o.cli.max_rounds = o.cli.min_rounds = 2;
+	o.cli.no_aslr = true;
+	setenv("BENCH_LAYOUT_VAR", "one", 1);
+	assert_int_equal(run(text, &o, &res), 0);
+	assert_int_equal(res.env.command_env_bytes % LAYOUT_ENV_BUCKET, 0);
+	assert_true(res.v[0].no_aslr);
+	bench_runner__free_results(&res);
+	/* a longer variable, the same size: the pad took the difference */
+	setenv("BENCH_LAYOUT_VAR", "one two three", 1);
+	o.cli.no_aslr = false;
+	assert_int_equal(run(text, &o, &res), 0);
+	bench_runner__free_results(&res);
+	unsetenv("BENCH_LAYOUT_VAR");
+
+	assert_true(asprintf(&path, "%s/env-bytes", tmpdir) > 0);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	for (int i = 0; i < 4; i++) {
+		assert_non_null(fgets(line, sizeof(line), f));
+		if (atol(line) % LAYOUT_ENV_BUCKET)
+			fail_msg("round %d: the command's environment is %ld bytes", i, atol(line));
+	}
+	fclose(f);
+	free(path);
+	assert_true(asprintf(&path, "%s/persona", tmpdir) > 0);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	for (int i = 0; i < 4; i++) {
+		assert_non_null(fgets(line, sizeof(line), f));
+		/* ADDR_NO_RANDOMIZE (0x0040000) in the first two rounds only */
+		assert_int_equal((strtoul(line, NULL, 16) & 0x0040000) != 0, i < 2);
+	}
+	fclose(f);
+	free(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -387,6 +436,7 @@ int main(void)
 	    cmocka_unit_test(test_conclude_failure),
 	    cmocka_unit_test(test_memory_mode),
 	    cmocka_unit_test(test_memory_bad_manifest),
+	    cmocka_unit_test(test_layout),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
