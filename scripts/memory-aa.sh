@@ -14,34 +14,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build=${1:-build}
-BUILD=$(realpath -m "$build")
-bench=$BUILD/memtrack-bench
-export MEMTRACK=${MEMTRACK:-$BUILD/memtrack}
 pairs=${AA_PAIRS:-20}
 threshold=${AA_THRESHOLD:-2%}
 grow=${AA_GROW:-5}
 read -r -a args <<< "${AA_ARGS:---min-rounds 5 --max-rounds 5}"
-AA=$(realpath -m "${AA_OUT:-$build/memory-aa}")
-export AA
-config=scripts/memory-aa/aa.yml
-names=(python3 sqlite3 perl git clang++)
-
-for f in "$bench" "$MEMTRACK"; do
-	[ -x "$f" ] || { echo "memory-aa: cannot run '$f': not built; run make all" >&2; exit 2; }
-done
+# shellcheck source=scripts/memory-aa/setup.sh
+. scripts/memory-aa/setup.sh
 mkdir -p "$AA/runs"
 rm -f "$AA"/runs/*.json
-cc -O2 -Wall -Werror -shared -fPIC -o "$AA/ballast.so" scripts/memory-aa/ballast.c
-cp scripts/memory-aa/x.cc "$AA/x.cc"
-# A snapshot, so commits landing meanwhile do not change what git reads.
-[ -d "$AA/repo.git" ] || git clone -q --bare . "$AA/repo.git"
-AA_COMMIT=$(git -C "$AA/repo.git" rev-parse HEAD)
-export AA_COMMIT
-
-var() { local v=${1//+/}; echo "AA_BALLAST_$v"; }
-# Zero-padded, so the A side's environment is as long as the B side's.
-side_a() { for n in "${names[@]}"; do export "$(var "$n")=0000000000"; done; }
 
 run() { # NAME: one memtrack-bench run of the config into runs/NAME.json
 	"$bench" run "$config" --mode memory --no-progress "${args[@]}" \
@@ -49,7 +29,6 @@ run() { # NAME: one memtrack-bench run of the config into runs/NAME.json
 }
 
 echo "memory-aa: calibrating (one run) ..." >&2
-side_a
 run calibrate
 declare -A ballast
 for n in "${names[@]}"; do
@@ -71,7 +50,7 @@ for ((i = 1; i <= pairs; i++)); do
 	for side in $( ((i % 2)) && echo "aa grow" || echo "grow aa"); do
 		side_a
 		if [ "$side" = grow ]; then
-			for n in "${names[@]}"; do export "$(var "$n")=${ballast[$n]}"; done
+			for n in "${names[@]}"; do export "$(ballast_var "$n")=${ballast[$n]}"; done
 		fi
 		run "$side-$i"
 	done

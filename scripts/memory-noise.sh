@@ -12,22 +12,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build=${1:-build}
-BUILD=$(realpath -m "$build")
-bench=$BUILD/memtrack-bench
-export MEMTRACK=${MEMTRACK:-$BUILD/memtrack}
 rounds=${NOISE_ROUNDS:-10}
-AA=$(realpath -m "${AA_OUT:-$build/memory-aa}")
-export AA
-config=scripts/memory-aa/aa.yml
+# shellcheck source=scripts/memory-aa/setup.sh
+. scripts/memory-aa/setup.sh
 out=$AA/noise
 mkdir -p "$out"
-cc -O2 -Wall -Werror -shared -fPIC -o "$AA/ballast.so" scripts/memory-aa/ballast.c
-cp scripts/memory-aa/x.cc "$AA/x.cc"
-[ -d "$AA/repo.git" ] || git clone -q --bare . "$AA/repo.git"
-AA_COMMIT=$(git -C "$AA/repo.git" rev-parse HEAD)
-export AA_COMMIT
-for v in python3 sqlite3 perl git clang; do export "AA_BALLAST_$v=0000000000"; done
 
 run() { # OUT FLAGS...
 	local o=$1
@@ -76,7 +65,6 @@ echo "| Program | memtrack alone: peak heap, allocated | through memtrack-bench 
 echo "|---|---|---|"
 short=x
 long=$(printf 'x%.0s' {1..101})
-mapfile -t names < <(awk '/- name:/ { print $3 }' "$config")
 mapfile -t cmds < <(awk -F'exec: "' '/exec:/ { sub(/"$/, "", $2); print $2 }' "$config")
 for i in "${!names[@]}"; do
 	# shellcheck disable=SC2016 # envsubst's list of the variables it may replace

@@ -157,6 +157,20 @@ static void test_read_back(void **state)
 	unlink(path);
 }
 
+/* bench_json__read of text written to a temporary file. */
+static int read_text(const char *text, struct bench_results *back)
+{
+	char path[] = "/tmp/test_bench_json.XXXXXX";
+	int fd = mkstemp(path), err;
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	err = bench_json__read(path, back);
+	unlink(path);
+	return err;
+}
+
 static void test_read_hyperfine(void **state)
 {
 	/* what `hyperfine --export-json` writes: no name, the command is the identity */
@@ -166,13 +180,9 @@ static void test_read_hyperfine(void **state)
 	    "\"max\": 0.102, \"times\": [0.1, 0.099, 0.102], \"exit_codes\": [0, 0, "
 	    "0]}]}";
 	struct bench_results back;
-	char path[] = "/tmp/test_bench_json.XXXXXX";
-	int fd = mkstemp(path);
 
 	(void)state;
-	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-	close(fd);
-	assert_int_equal(bench_json__read(path, &back), 0);
+	assert_int_equal(read_text(text, &back), 0);
 	assert_int_equal(back.nr, 1);
 	assert_string_equal(back.v[0].name, "sleep 0.1");
 	assert_int_equal(back.v[0].nr_rounds, 3);
@@ -180,12 +190,8 @@ static void test_read_hyperfine(void **state)
 	bench_runner__free_results(&back);
 
 	/* not a results file */
-	fd = open(path, O_WRONLY | O_TRUNC);
-	assert_int_equal(write(fd, "{}", 2), 2);
-	close(fd);
-	assert_int_equal(bench_json__read(path, &back), -EPROTO);
+	assert_int_equal(read_text("{}", &back), -EPROTO);
 	bench_runner__free_results(&back);
-	unlink(path);
 }
 
 /* Memory mode, 4 rounds: peak RSS varies, the rest is the same every round. */
@@ -298,20 +304,15 @@ static void test_memory_format1(void **state)
 			   "\"command\": \"h\", \"mode\": \"memory\", \"times\": [0.3], "
 			   "\"peak_heap\": 1000, \"peak_rss\": 5000, \"allocs\": 10}]}";
 	struct bench_results back;
-	char path[] = "/tmp/test_bench_json.XXXXXX";
-	int fd = mkstemp(path);
 
 	(void)state;
-	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-	close(fd);
-	assert_int_equal(bench_json__read(path, &back), 0);
+	assert_int_equal(read_text(text, &back), 0);
 	assert_int_equal(back.v[0].mem_rounds, 1);
 	assert_float_equal(back.v[0].mem[BENCH_MEM_PEAK_HEAP][0], 1000, 0);
 	assert_float_equal(back.v[0].mem[BENCH_MEM_PEAK_RSS][0], 5000, 0);
 	assert_float_equal(back.v[0].mem[BENCH_MEM_ALLOCS][0], 10, 0);
 	assert_float_equal(back.v[0].mem[BENCH_MEM_ALLOCATED][0], 0, 0); /* absent */
 	bench_runner__free_results(&back);
-	unlink(path);
 }
 
 int main(void)
