@@ -267,6 +267,23 @@ static int bench_runner__one(struct runner_state *st, const struct bench_entry *
 	return bench_runner__command(st, b, opts, r, conclude_argv, true, &concluded);
 }
 
+/*
+ * A program whose allocations differ between rounds has a reason (hash seeds, threads, random
+ * data, addresses): say so once, since its changes then need the rounds to agree instead of
+ * being exact.
+ */
+static void bench_runner__memory_hint(const struct bench_result *r)
+{
+	const struct bench_stats *s = &r->mem_stats[BENCH_MEM_ALLOCS];
+
+	if (r->mem_rounds < 2 || s->min == s->max)
+		return;
+	log__warn("'%s': allocations differ between rounds (%.0f to %.0f): hash seeds, threads, "
+		  "random data or addresses (try --no-aslr); see \"Reading memory numbers\" in "
+		  "the README",
+		  r->name, s->min, s->max);
+}
+
 static int bench_runner__benchmark(struct runner_state *st, const struct bench_config *cfg,
 				   const struct bench_entry *b, struct bench_result *r)
 {
@@ -343,6 +360,8 @@ static int bench_runner__benchmark(struct runner_state *st, const struct bench_c
 		r->sys_mean += r->sys[i] / (double)r->nr_rounds;
 	}
 	bench_runner__progress_clear(st);
+	if (memory)
+		bench_runner__memory_hint(r);
 	if (o->mode == BENCH_MODE_WALLTIME && r->stats.cv > RUNNER_NOISY_CV)
 		log__warn("'%s' is too noisy to trust: CV %.1f%% > %.0f%%, %zu outliers in %zu "
 			  "rounds; quiet the machine or raise max-time",

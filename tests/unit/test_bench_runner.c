@@ -290,8 +290,9 @@ static char *fake_memtrack(void)
 	      "echo \"$3\" > \"$BENCH_TMP/memdir\"\n"
 	      "n=$(cat \"$BENCH_TMP/fake-rounds\" 2>/dev/null || echo 0); n=$((n + 1))\n"
 	      "echo $n > \"$BENCH_TMP/fake-rounds\"\n"
+	      "a=7; [ -n \"$FAKE_ALLOCS_VARY\" ] && a=$((7 + n % 2))\n"
 	      "echo \"{\\\"results\\\": {\\\"peak_heap\\\": 4096, \\\"peak_rss\\\": $((1048576 + n * 4096)),"
-	      " \\\"allocs\\\": 7, \\\"allocated_bytes\\\": 9000, \\\"leaked_bytes\\\": 64}}\""
+	      " \\\"allocs\\\": $a, \\\"allocated_bytes\\\": 9000, \\\"leaked_bytes\\\": 64}}\""
 	      " > \"$3/4242.memtrack.json\"\n"
 	      "echo artifact > \"$3/4242.MemtrackArtifact.msgpack\"\n",
 	      f);
@@ -310,14 +311,15 @@ static void test_memory_mode(void **state)
 	struct runner_opts o = {.mode = BENCH_MODE_MEMORY};
 	struct bench_results res;
 	const struct bench_result *r;
-	char *fake = fake_memtrack();
+	char *fake = fake_memtrack(), log[8192];
 
 	(void)state;
 	o.memtrack = fake;
 	/* no time to spare: the default floor of rounds alone decides */
 	o.cli.set = BENCH_OPT_MAX_TIME;
 	o.cli.max_time_ns = 0;
-	assert_int_equal(run(text, &o, &res), 0);
+	assert_int_equal(run_logged(text, &o, &res, log, sizeof(log)), 0);
+	assert_null(strstr(log, "allocations differ")); /* RSS may vary, allocations did not */
 	assert_int_equal(res.nr_failed, 0);
 	r = &res.v[0];
 	assert_int_equal(r->nr_rounds, BENCH_MEMORY_MIN_ROUNDS);
@@ -346,6 +348,14 @@ static void test_memory_mode(void **state)
 	o.cli.max_rounds = 2;
 	assert_int_equal(run(text, &o, &res), 0);
 	assert_int_equal(res.v[0].mem_rounds, 2);
+	bench_runner__free_results(&res);
+
+	/* allocations that differ between rounds get a hint */
+	setenv("FAKE_ALLOCS_VARY", "1", 1);
+	assert_int_equal(run_logged(text, &o, &res, log, sizeof(log)), 0);
+	unsetenv("FAKE_ALLOCS_VARY");
+	if (!strstr(log, "warning: 'm': allocations differ between rounds (7 to 8)"))
+		fail_msg("unexpected log:\n%s", log);
 	bench_runner__free_results(&res);
 	free(fake);
 }
