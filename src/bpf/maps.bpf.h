@@ -24,6 +24,8 @@ struct mt_proc {
 	__u64 peak_rss; /* bytes, max of file + anon + shmem */
 	__s32 ppid;
 	__u32 execs;
+	__u64 lock; /* 1 while a program changes rss[] and writes its records (mt_proc_lock);
+		     * 64 bits: clang 14 makes 32-bit atomics only with -mcpu=v3 */
 };
 
 /* Per-thread allocator call state: nesting depth and the outermost call's arguments. Kept in

@@ -139,6 +139,7 @@ int BPF_PROG(mt_on_exit, struct task_struct *task)
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
 	struct mt_proc *p;
+	bool locked;
 
 	/* the thread's call state (task storage) is freed with its task_struct: nothing to do */
 	p = bpf_map_lookup_elem(&procs, &tgid);
@@ -150,8 +151,11 @@ int BPF_PROG(mt_on_exit, struct task_struct *task)
 		return 0;
 	/* forced: with the fentry rmap backend, what the mm still holds here is torn down after
 	 * this tracepoint (6.16+), where the owner is gone; the close-out carries it */
+	locked = mt_proc_lock(tgid); /* a reclaimer may still change the mm (rss.bpf.h) */
 	for (__u32 m = 0; m < MT_RSS_NR; m++)
 		mt_rss_set(p, tgid, tid, m, 0, true);
+	if (locked)
+		mt_proc_unlock(p);
 	mt_emit(MT_EV_EXIT, tgid, tid, 0, 0, 0);
 	mt_disown_mm(p->mm, tgid);
 	bpf_map_delete_elem(&procs, &tgid);
