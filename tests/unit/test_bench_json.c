@@ -64,6 +64,21 @@ static void sample(struct bench_results *res, struct bench_result v[3])
 	    .kernel = "6.1.0", .machine = "x86_64", .cpu = "Test CPU", .cpus = 2};
 }
 
+/* Writes res to a new temporary file (its name into path) and parses it back. */
+static json_t *write_and_load(const struct bench_results *res, char *path)
+{
+	json_error_t jerr;
+	json_t *root;
+	int fd = mkstemp(path);
+
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(bench_json__write(res, path), 0);
+	root = json_load_file(path, 0, &jerr);
+	assert_non_null(root);
+	return root;
+}
+
 static void test_shape(void **state)
 {
 	static const char *const hyperfine_reals[] = {"mean",	"stddev", "median", "user",
@@ -71,18 +86,11 @@ static void test_shape(void **state)
 	struct bench_result v[3];
 	struct bench_results res;
 	char path[] = "/tmp/test_bench_json.XXXXXX";
-	json_error_t jerr;
 	json_t *root, *results, *r, *env;
-	int fd;
 
 	(void)state;
 	sample(&res, v);
-	fd = mkstemp(path);
-	assert_true(fd >= 0);
-	close(fd);
-	assert_int_equal(bench_json__write(&res, path), 0);
-	root = json_load_file(path, 0, &jerr);
-	assert_non_null(root);
+	root = write_and_load(&res, path);
 
 	results = json_object_get(root, "results");
 	assert_true(json_is_array(results));
@@ -227,18 +235,11 @@ static void test_memory_shape(void **state)
 	struct bench_result v;
 	struct bench_results res;
 	char path[] = "/tmp/test_bench_json.XXXXXX";
-	json_error_t jerr;
 	json_t *root, *r, *mem, *m;
-	int fd;
 
 	(void)state;
 	memory_sample(&res, &v);
-	fd = mkstemp(path);
-	assert_true(fd >= 0);
-	close(fd);
-	assert_int_equal(bench_json__write(&res, path), 0);
-	root = json_load_file(path, 0, &jerr);
-	assert_non_null(root);
+	root = write_and_load(&res, path);
 	r = json_array_get(json_object_get(root, "results"), 0);
 	assert_string_equal(json_string_value(json_object_get(r, "mode")), "memory");
 	assert_int_equal(json_integer_value(json_object_get(r, "rounds")), 4);
