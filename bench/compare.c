@@ -270,8 +270,9 @@ static void bench_compare__memory_moves(FILE *f, const struct compare_report *re
 			if (!c->real && !c->noisy)
 				continue;
 			if (!shown++)
-				fprintf(f, "| Benchmark | Metric | BASE | HEAD | Change | Verdict |\n"
-					   "|---|---|---:|---:|---:|---|\n");
+				fprintf(f,
+					"| Benchmark | Metric | BASE | HEAD | Change | Verdict |\n"
+					"|---|---|---:|---:|---:|---|\n");
 			fprintf(f, "| ");
 			bench_compare__cell(f, row->name);
 			fprintf(f, " | %s | %s | %s | ", bench_metrics[m].title,
@@ -281,9 +282,10 @@ static void bench_compare__memory_moves(FILE *f, const struct compare_report *re
 				fprintf(f, "%s, ",
 					bench_compare__exact(m, c->head - c->base, d, sizeof(d)));
 			bench_compare__pct(f, c->change);
-			fprintf(f, " | %s: ", c->status == COMPARE_UNTOUCHED
-						  ? c->real ? "within the threshold" : "noise"
-						  : bench_compare__status_name(c->status));
+			fprintf(f, " | %s: ",
+				c->status == COMPARE_UNTOUCHED
+				    ? c->real ? "within the threshold" : "noise"
+				    : bench_compare__status_name(c->status));
 			if (c->deterministic)
 				fprintf(f, "identical in every round |\n");
 			else if (isnan(c->p))

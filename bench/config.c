@@ -23,8 +23,8 @@ static const char *const bench_config__bench_keys[] = {
     "name", "id", "exec", "conclude", "options", NULL,
 };
 static const char *const bench_config__option_keys[] = {
-    "warmup-time", "max-time", "min-time", "min-rounds", "max-rounds", "working-directory", "aslr",
-    NULL,
+    "warmup-time", "max-time",		"min-time", "min-rounds",
+    "max-rounds",  "working-directory", "aslr",	    NULL,
 };
 
 __attribute__((format(printf, 3, 4))) static void
@@ -254,8 +254,8 @@ static void bench_config__bool(struct config_ctx *ctx, const char *key, yaml_nod
 			return;
 		}
 	}
-	bench_config__error(ctx, bench_config__line(value), "'%s': expected true or false, got '%s'",
-			    key, s);
+	bench_config__error(ctx, bench_config__line(value),
+			    "'%s': expected true or false, got '%s'", key, s);
 }
 
 /* Walks a mapping, rejecting non-string and duplicate keys; calls fn for each pair. */

@@ -44,7 +44,7 @@ struct bench_options {
 	int64_t min_rounds, max_rounds; /* max_rounds 0 = no cap (only once resolved) */
 	char *working_directory;	/* owned; NULL = the current directory */
 	bool no_aslr; /* `aslr: false`: the command runs with personality(ADDR_NO_RANDOMIZE) */
-	int line; /* where the mapping starts, for errors about combinations */
+	int line;     /* where the mapping starts, for errors about combinations */
 };
 
 struct bench_entry {

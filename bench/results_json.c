@@ -82,8 +82,7 @@ static json_t *bench_json__result(const struct bench_result *r)
 			json_object_set_new(o, bench_metrics[i].key,
 					    json_integer((json_int_t)r->mem_stats[i].median));
 		json_object_set_new(
-		    o, "allocs",
-		    json_integer((json_int_t)r->mem_stats[BENCH_MEM_ALLOCS].median));
+		    o, "allocs", json_integer((json_int_t)r->mem_stats[BENCH_MEM_ALLOCS].median));
 	}
 	return o;
 }
@@ -166,7 +165,8 @@ static int bench_json__read_memory(json_t *o, struct bench_result *r)
 	size_t n = 0;
 
 	for (int i = 0; json_is_object(mem) && i < BENCH_MEM_NR; i++) {
-		json_t *values = json_object_get(json_object_get(mem, bench_metrics[i].key), "values");
+		json_t *values =
+		    json_object_get(json_object_get(mem, bench_metrics[i].key), "values");
 		if (json_is_array(values) && json_array_size(values) > n)
 			n = json_array_size(values);
 	}

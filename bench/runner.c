@@ -35,6 +35,8 @@ static double bench_runner__tv(const struct timeval *tv)
 
 int bench_runner__round(char *const argv[], const struct bench_launch *l, struct bench_round *r)
 {
+	const char *workdir = l->workdir;
+	bool show_output = l->show_output;
 	int errfd = l->errfd;
 	struct rusage ru;
 	int64_t t0, t1;
@@ -59,13 +61,13 @@ int bench_runner__round(char *const argv[], const struct bench_launch *l, struct
 	if (pid == 0) {
 		int efd = errfd >= 0 ? errfd : devnull;
 		dup2(devnull, STDIN_FILENO);
-		if (!l->show_output) {
+		if (!show_output) {
 			dup2(devnull, STDOUT_FILENO);
 			dup2(efd, STDERR_FILENO);
 		}
-		if (l->workdir && chdir(l->workdir)) {
-			dprintf(STDERR_FILENO, "memtrack-bench: cannot change to '%s': %s\n",
-				l->workdir, strerror(errno));
+		if (workdir && chdir(workdir)) {
+			dprintf(STDERR_FILENO, "memtrack-bench: cd %s: %s\n", workdir,
+				strerror(errno));
 			_exit(127);
 		}
 		/* query first: keep the persona's other flags */
@@ -117,7 +119,7 @@ static void bench_runner__show_stderr(int errfd)
 
 struct runner_state {
 	const struct runner_opts *o;
-	char **envp; /* ours, padded to LAYOUT_ENV_BUCKET bytes */
+	char **envp;	     /* ours, padded to LAYOUT_ENV_BUCKET bytes */
 	size_t index, total; /* for the progress line */
 	int64_t last_progress;
 	int errfd;

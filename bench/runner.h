@@ -24,10 +24,10 @@ enum bench_metric {
 };
 
 struct bench_metric_info {
-	const char *key;      /* manifest results key = our JSON key */
-	const char *title;    /* for tables: "Peak heap" */
-	const char *unit;     /* NULL for bytes; else the counted thing, singular: "allocation" */
-	bool required;	      /* a manifest without it is an error (allocated_bytes is newer) */
+	const char *key;   /* manifest results key = our JSON key */
+	const char *title; /* for tables: "Peak heap" */
+	const char *unit;  /* NULL for bytes; else the counted thing, singular: "allocation" */
+	bool required;	   /* a manifest without it is an error (allocated_bytes is newer) */
 };
 
 extern const struct bench_metric_info bench_metrics[BENCH_MEM_NR];

@@ -17,8 +17,8 @@
 #include <unistd.h>
 #include "../lib/mt_harness.h"
 
-#define COUNT 64
-#define BYTES 16384				  /* 1 MiB live: far above bash's heap before exec */
+#define COUNT	    64
+#define BYTES	    16384		 /* 1 MiB live: far above bash's heap before exec */
 #define BYTES_GROWN (BYTES + BYTES / 20) /* +5% */
 
 static char dir[] = "/tmp/test_bench_memory.XXXXXX";
@@ -104,8 +104,9 @@ static void test_rounds_and_verdicts(void **state)
 	m = metric(root, "peak_heap");
 	assert_int_equal(json_array_size(json_object_get(m, "values")), 5);
 	for (size_t i = 0; i < 5; i++)
-		assert_int_equal(json_integer_value(json_array_get(json_object_get(m, "values"), i)),
-				 COUNT * BYTES);
+		assert_int_equal(
+		    json_integer_value(json_array_get(json_object_get(m, "values"), i)),
+		    COUNT * BYTES);
 	assert_true(json_number_value(json_object_get(m, "cv")) == 0);
 	/* every block of ours, plus what bash allocated before it exec'd the target */
 	assert_true(json_number_value(json_object_get(metric(root, "allocated_bytes"), "min")) >=

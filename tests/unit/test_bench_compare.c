@@ -148,7 +148,8 @@ static void test_memory_metrics(void **state)
 	assert_false(m->real);
 	assert_true(m->noisy);
 	assert_int_equal(r->status, COMPARE_UNTOUCHED);
-	assert_float_equal(f->rep.worst_regression, 0.50, 1e-9); /* the leak's infinity is no figure */
+	assert_float_equal(f->rep.worst_regression, 0.50,
+			   1e-9); /* the leak's infinity is no figure */
 }
 
 static void test_exact(void **state)
@@ -156,7 +157,8 @@ static void test_exact(void **state)
 	char b[48];
 
 	(void)state;
-	assert_string_equal(bench_compare__exact(BENCH_MEM_ALLOCS, 1, b, sizeof(b)), "+1 allocation");
+	assert_string_equal(bench_compare__exact(BENCH_MEM_ALLOCS, 1, b, sizeof(b)),
+			    "+1 allocation");
 	assert_string_equal(bench_compare__exact(BENCH_MEM_ALLOCS, -3, b, sizeof(b)),
 			    "-3 allocations");
 	assert_string_equal(bench_compare__exact(BENCH_MEM_PEAK_HEAP, 320 * 1024, b, sizeof(b)),
@@ -216,9 +218,11 @@ static void test_markdown(void **state)
 				   "the threshold: identical in every round |"));
 	assert_non_null(strstr(md, "| leak | Leaked | 0 B | 4.00 KiB | +4 KiB, from 0 | regressed: "
 				   "identical in every round |"));
-	assert_non_null(strstr(md, "| rss noise | Peak RSS | 977 KiB | 1.19 MiB | +25.0% | noise: p = "));
-	assert_non_null(strstr(md, "| once | Peak heap | 977 KiB | 1.43 MiB | +50.0% | noise: too few "
-				   "rounds to tell |"));
+	assert_non_null(
+	    strstr(md, "| rss noise | Peak RSS | 977 KiB | 1.19 MiB | +25.0% | noise: p = "));
+	assert_non_null(strstr(md,
+			       "| once | Peak heap | 977 KiB | 1.43 MiB | +50.0% | noise: too few "
+			       "rounds to tell |"));
 	/* what did not move is not listed */
 	assert_null(strstr(md, "| heap | Peak RSS"));
 	free(md);

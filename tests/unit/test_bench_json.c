@@ -216,9 +216,15 @@ static int mem_codes[] = {0, 0, 0, 0};
 static void memory_sample(struct bench_results *res, struct bench_result *r)
 {
 	memset(res, 0, sizeof(*res));
-	*r = (struct bench_result){.name = "py", .id = "py", .command = "python3 x.py",
-				   .mode = BENCH_MODE_MEMORY, .nr_rounds = 4, .mem_rounds = 4,
-				   .times = mem_times, .user = mem_times, .sys = mem_times,
+	*r = (struct bench_result){.name = "py",
+				   .id = "py",
+				   .command = "python3 x.py",
+				   .mode = BENCH_MODE_MEMORY,
+				   .nr_rounds = 4,
+				   .mem_rounds = 4,
+				   .times = mem_times,
+				   .user = mem_times,
+				   .sys = mem_times,
 				   .exit_codes = mem_codes};
 	for (int m = 0; m < BENCH_MEM_NR; m++)
 		r->mem[m] = mem_values[m];
@@ -319,10 +325,8 @@ static void test_memory_format1(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_shape),
-	    cmocka_unit_test(test_read_back),
-	    cmocka_unit_test(test_read_hyperfine),
-	    cmocka_unit_test(test_memory_shape),
+	    cmocka_unit_test(test_shape),	   cmocka_unit_test(test_read_back),
+	    cmocka_unit_test(test_read_hyperfine), cmocka_unit_test(test_memory_shape),
 	    cmocka_unit_test(test_memory_format1),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

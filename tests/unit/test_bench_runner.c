@@ -291,7 +291,8 @@ static char *fake_memtrack(void)
 	      "n=$(cat \"$BENCH_TMP/fake-rounds\" 2>/dev/null || echo 0); n=$((n + 1))\n"
 	      "echo $n > \"$BENCH_TMP/fake-rounds\"\n"
 	      "a=7; [ -n \"$FAKE_ALLOCS_VARY\" ] && a=$((7 + n % 2))\n"
-	      "echo \"{\\\"results\\\": {\\\"peak_heap\\\": 4096, \\\"peak_rss\\\": $((1048576 + n * 4096)),"
+	      "echo \"{\\\"results\\\": {\\\"peak_heap\\\": 4096, \\\"peak_rss\\\": $((1048576 + n "
+	      "* 4096)),"
 	      " \\\"allocs\\\": $a, \\\"allocated_bytes\\\": 9000, \\\"leaked_bytes\\\": 64}}\""
 	      " > \"$3/4242.memtrack.json\"\n"
 	      "echo artifact > \"$3/4242.MemtrackArtifact.msgpack\"\n",
@@ -388,9 +389,9 @@ static void test_memory_bad_manifest(void **state)
 /* What the command starts with: a padded environment, and no randomisation when asked. */
 static void test_layout(void **state)
 {
-	const char *text =
-	    "benchmarks:\n  - name: l\n    exec: wc -c < /proc/$$/environ >> ${BENCH_TMP}/env-bytes;"
-	    " cat /proc/self/personality >> ${BENCH_TMP}/persona\n";
+	const char *text = "benchmarks:\n  - name: l\n    exec: wc -c < /proc/$$/environ >> "
+			   "${BENCH_TMP}/env-bytes;"
+			   " cat /proc/self/personality >> ${BENCH_TMP}/persona\n";
 	struct runner_opts o = {.mode = BENCH_MODE_WALLTIME};
 	struct bench_results res;
 	char *path, line[64];
