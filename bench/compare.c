@@ -85,7 +85,10 @@ void bench_compare__metric(const struct bench_result *b, const struct bench_resu
 			out->p = NAN;
 		out->real = !isnan(out->p) && out->p < o->alpha;
 	}
-	if (out->base == out->head || fabs(out->change) <= o->threshold)
+	if (out->base == out->head ||
+	    fabs(out->change) <= (m == BENCH_MEM_PEAK_RSS && !isnan(o->rss_threshold)
+				      ? o->rss_threshold
+				      : o->threshold))
 		return;
 	if (!out->real) {
 		out->noisy = true;
@@ -161,6 +164,7 @@ int bench_compare__run(const struct bench_results *base, const struct bench_resu
 {
 	memset(rep, 0, sizeof(*rep));
 	rep->threshold = o->threshold;
+	rep->rss_threshold = isnan(o->rss_threshold) ? o->threshold : o->rss_threshold;
 	rep->alpha = o->alpha;
 	rep->rows = calloc(base->nr + head->nr + 1, sizeof(*rep->rows));
 	if (!rep->rows)
@@ -345,6 +349,8 @@ void bench_compare__markdown(FILE *f, const struct compare_report *rep)
 		c[COMPARE_REMOVED], rep->threshold * 100, rep->alpha,
 		memory ? ", or when a memory metric identical in every round on both sides differs"
 		       : "");
+	if (memory && rep->rss_threshold != rep->threshold)
+		fprintf(f, "Peak RSS counts past %.1f%%.\n\n", rep->rss_threshold * 100);
 	fprintf(f, "| Mode | Benchmark | BASE | HEAD | Change | |\n");
 	fprintf(f, "|---|---|---:|---:|---:|---|\n");
 	for (size_t i = 0; i < rep->nr; i++) {

@@ -16,8 +16,9 @@ enum compare_status {
 };
 
 struct compare_opts {
-	double threshold; /* fraction: 0.10 = a change must pass 10% */
-	double alpha;	  /* significance level of the Mann-Whitney U test */
+	double threshold;     /* fraction: 0.10 = a change must pass 10% */
+	double rss_threshold; /* the same for memory mode's peak RSS; NAN: threshold */
+	double alpha;	      /* significance level of the Mann-Whitney U test */
 };
 
 /*
@@ -54,7 +55,7 @@ struct compare_report {
 	struct compare_row *rows;
 	size_t nr;
 	size_t counts[COMPARE_NR];
-	double threshold, alpha;
+	double threshold, rss_threshold, alpha;	   /* rss_threshold resolved: never NAN */
 	double worst_regression, best_improvement; /* fractions, 0 when none */
 };
 

@@ -2,6 +2,7 @@
 /* memtrack-bench: run benchmark suites and compare their results. See docs/memtrack-bench.1. */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,7 @@ static const char usage[] =
     "                          [--mode walltime|memory] [--no-aslr]\n"
     "                          [--show-output] [--no-progress] [--warmup-time D] [--max-time D]\n"
     "                          [--min-time D] [--min-rounds N] [--max-rounds N]\n"
-    "       memtrack-bench compare BASE.json HEAD.json [--threshold 10%]\n"
+    "       memtrack-bench compare BASE.json HEAD.json [--threshold 10%] [--rss-threshold P]\n"
     "                          [--fail-on-regression] [--markdown FILE]\n"
     "       memtrack-bench --version | --help\n"
     "See memtrack-bench(1).\n";
@@ -48,6 +49,7 @@ enum {
 	OPT_FAIL,
 	OPT_MARKDOWN,
 	OPT_NO_ASLR,
+	OPT_RSS_THRESHOLD,
 };
 
 static int main__duration(const char *opt, const char *arg, int64_t *ns)
@@ -224,12 +226,13 @@ static int main__compare(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 	    {"threshold", required_argument, NULL, OPT_THRESHOLD},
+	    {"rss-threshold", required_argument, NULL, OPT_RSS_THRESHOLD},
 	    {"fail-on-regression", no_argument, NULL, OPT_FAIL},
 	    {"markdown", required_argument, NULL, OPT_MARKDOWN},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	struct compare_opts o = {.threshold = 0.10, .alpha = 0.05};
+	struct compare_opts o = {.threshold = 0.10, .rss_threshold = NAN, .alpha = 0.05};
 	struct bench_results base = {0}, head = {0};
 	struct compare_report rep = {0};
 	const char *markdown = NULL;
@@ -242,6 +245,14 @@ static int main__compare(int argc, char **argv)
 			if (bench_compare__parse_threshold(optarg, &o.threshold)) {
 				log__error("--threshold: expected a percentage like 10%%, got '%s'",
 					   optarg);
+				goto cleanup;
+			}
+			break;
+		case OPT_RSS_THRESHOLD:
+			if (bench_compare__parse_threshold(optarg, &o.rss_threshold)) {
+				log__error(
+				    "--rss-threshold: expected a percentage like 5%%, got '%s'",
+				    optarg);
 				goto cleanup;
 			}
 			break;

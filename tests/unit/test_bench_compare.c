@@ -31,7 +31,7 @@ struct fixture {
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
-	struct compare_opts o = {.threshold = 0.10, .alpha = 0.05};
+	struct compare_opts o = {.threshold = 0.10, .rss_threshold = NAN, .alpha = 0.05};
 
 	if (!f || bench_json__read(fixture("base.json"), &f->base) ||
 	    bench_json__read(fixture("head.json"), &f->head) ||
@@ -231,7 +231,7 @@ static void test_markdown(void **state)
 static void test_no_change_headline(void **state)
 {
 	struct fixture *f = *state;
-	struct compare_opts o = {.threshold = 0.10, .alpha = 0.05};
+	struct compare_opts o = {.threshold = 0.10, .rss_threshold = NAN, .alpha = 0.05};
 	struct compare_report rep;
 	char *md;
 
@@ -260,13 +260,40 @@ static void test_threshold(void **state)
 	assert_int_equal(bench_compare__parse_threshold("", &t), -EINVAL);
 }
 
+/* --rss-threshold: peak RSS has its own bar; the other metrics keep --threshold. */
+static void test_rss_threshold(void **state)
+{
+	struct fixture *f = *state;
+	struct compare_opts o = {.threshold = 0.10, .rss_threshold = 0.25, .alpha = 0.05};
+	struct compare_report rep;
+	const struct compare_row *r;
+	char *md;
+
+	assert_int_equal(bench_compare__run(&f->base, &f->head, &o, &rep), 0);
+	r = row(&rep, "rss real"); /* +20%, real: under a 25% bar */
+	assert_int_equal(r->mem[BENCH_MEM_PEAK_RSS].status, COMPARE_UNTOUCHED);
+	assert_true(r->mem[BENCH_MEM_PEAK_RSS].real);
+	assert_int_equal(r->status, COMPARE_UNTOUCHED);
+	assert_int_equal(row(&rep, "heap")->status, COMPARE_REGRESSED); /* +50% heap, 10% bar */
+	md = markdown(&rep);
+	assert_non_null(strstr(md, "Peak RSS counts past 25.0%."));
+	free(md);
+	bench_compare__free(&rep);
+
+	o.rss_threshold = NAN; /* unset: --threshold for every metric */
+	assert_int_equal(bench_compare__run(&f->base, &f->head, &o, &rep), 0);
+	assert_int_equal(row(&rep, "rss real")->status, COMPARE_REGRESSED);
+	assert_float_equal(rep.rss_threshold, 0.10, 0);
+	bench_compare__free(&rep);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_statuses),  cmocka_unit_test(test_noisy_is_untouched),
 	    cmocka_unit_test(test_markdown),  cmocka_unit_test(test_no_change_headline),
 	    cmocka_unit_test(test_threshold), cmocka_unit_test(test_memory_metrics),
-	    cmocka_unit_test(test_exact),
+	    cmocka_unit_test(test_exact),     cmocka_unit_test(test_rss_threshold),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
