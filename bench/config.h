@@ -2,7 +2,8 @@
 /*
  * The benchmark config: a codspeed.yml-style YAML file.
  *
- *   options: { warmup-time, max-time, min-time, min-rounds, max-rounds, working-directory }
+ *   options: { warmup-time, max-time, min-time, min-rounds, max-rounds, working-directory,
+ *              aslr }
  *   benchmarks:
  *     - { name, id, exec, conclude, options: { ...same keys, override the top level... } }
  *
@@ -17,6 +18,7 @@
 #ifndef BENCH_CONFIG_H
 #define BENCH_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,6 +30,7 @@ enum {
 	BENCH_OPT_MIN_ROUNDS = 1 << 3,
 	BENCH_OPT_MAX_ROUNDS = 1 << 4,
 	BENCH_OPT_WORKDIR = 1 << 5,
+	BENCH_OPT_ASLR = 1 << 6,
 };
 
 /* Defaults, after CodSpeed's wall-time mode (times) and hyperfine (rounds). */
@@ -40,7 +43,8 @@ struct bench_options {
 	int64_t warmup_ns, max_time_ns, min_time_ns;
 	int64_t min_rounds, max_rounds; /* max_rounds 0 = no cap (only once resolved) */
 	char *working_directory;	/* owned; NULL = the current directory */
-	int line; /* where the mapping starts, for errors about combinations */
+	bool no_aslr; /* `aslr: false`: the command runs with personality(ADDR_NO_RANDOMIZE) */
+	int line;     /* where the mapping starts, for errors about combinations */
 };
 
 struct bench_entry {

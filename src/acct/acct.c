@@ -75,6 +75,7 @@ struct heap_acct {
 	u128 rss, peak_rss; /* tree-wide, bytes: sum over live processes */
 	uint64_t live_count;
 	uint64_t allocs, frees;
+	u128 allocated; /* bytes, sum of the sizes of every block added */
 	uint64_t counts[MT_EV_TYPE_MAX], events;
 	u128 lost_bytes;
 	uint64_t unmatched_frees, replaced, lost_count, ignored, nomem;
@@ -255,6 +256,7 @@ static void heap_add(struct heap_acct *a, struct proc *p, uint64_t addr, uint64_
 	}
 	p->allocs++;
 	a->allocs++;
+	a->allocated += size;
 	p->live += size;
 	p->live_count++;
 	a->live += size;
@@ -498,6 +500,7 @@ int heap_acct__fill(const struct heap_acct *a, struct manifest *m)
 	m->peak_heap = sat64(a->peak_heap);
 	m->peak_rss = sat64(a->peak_rss);
 	m->allocs = a->allocs;
+	m->allocated_bytes = sat64(a->allocated);
 	m->frees = a->frees;
 	memcpy(m->counts, a->counts, sizeof(m->counts));
 	m->events_total = a->events;
@@ -540,7 +543,8 @@ void heap_acct__stats(const struct heap_acct *a, struct heap_stats *s)
 	s->nr_procs = a->nr_procs;
 	/* every per-process figure is bounded by one of these tree-wide ones */
 	s->saturated = a->peak_heap > UINT64_MAX || a->peak_rss > UINT64_MAX ||
-		       a->lost_bytes > UINT64_MAX || leaked_total(a) > UINT64_MAX;
+		       a->lost_bytes > UINT64_MAX || leaked_total(a) > UINT64_MAX ||
+		       a->allocated > UINT64_MAX;
 }
 
 uint64_t heap_acct__live_heap(const struct heap_acct *a)

@@ -27,6 +27,8 @@
  * - Mmap, Munmap, Brk, Rmap are only counted. Control records (REC_CONTROL, records.h) and
  *   unknown types are ignored entirely.
  * - Byte sums never wrap: past 2^64 - 1 they show as UINT64_MAX and heap_stats.saturated is set.
+ * - allocated_bytes sums the sizes of the blocks added (a Realloc adds its whole new size): the
+ *   bytes requested over the run, freed or not.
  * Invariant: allocs - frees == live_count + leaked_count + lost_at_exec_count + replaced_allocs.
  */
 #ifndef MEMTRACK_ACCT_H
@@ -60,8 +62,8 @@ void heap_acct__free(struct heap_acct *a);
 /* Updates the accounting with one artifact event (control records are ignored). Never fails:
  * a block that cannot be recorded for lack of memory is counted in heap_stats.nomem. */
 void heap_acct__event(struct heap_acct *a, const struct mt_event *ev);
-/* Fills the results part of the manifest: peak_heap, peak_rss, allocs, frees, leaked_*,
- * counts[], events_total and procs[] (allocated, the caller's to free: manifest__free only
+/* Fills the results part of the manifest: peak_heap, peak_rss, allocs, allocated_bytes, frees,
+ * leaked_*, counts[], events_total and procs[] (allocated, the caller's to free: manifest__free only
  * frees what manifest__read allocated; a procs[] already there is released first). comm is what heap_acct__set_comm said, else empty: the
  * artifact does not carry names. */
 /* The same over n records in order; faster on big tables (it prefetches the slots ahead). */

@@ -249,6 +249,7 @@ static const struct field manifest_rows[] = {
 	{"results", "peak_heap", F_U64, M(peak_heap)},
 	{"results", "peak_rss", F_U64, M(peak_rss)},
 	{"results", "allocs", F_U64, M(allocs)},
+	{"results", "allocated_bytes", F_U64, M(allocated_bytes)},
 	{"results", "frees", F_U64, M(frees)},
 	{"results", "leaked_bytes", F_U64, M(leaked_bytes)},
 	{"results", "leaked_count", F_U64, M(leaked_count)},

@@ -165,6 +165,7 @@ static json_t *report__json_doc(const struct report_view *v, struct timeline *tl
 	set(res, "peak_heap", u64(m->peak_heap), &bad);
 	set(res, "peak_rss", u64(m->peak_rss), &bad);
 	set(res, "allocs", u64(m->allocs), &bad);
+	set(res, "allocated_bytes", u64(m->allocated_bytes), &bad);
 	set(res, "frees", u64(m->frees), &bad);
 	set(res, "leaked_bytes", u64(m->leaked_bytes), &bad);
 	set(res, "leaked_count", u64(m->leaked_count), &bad);

@@ -318,6 +318,38 @@ static void test_nesting_capped(void **state)
 	text[len] = 0;
 	assert_logged(text, "unknown key 'x'");
 	free(text);
+/* `aslr: false` at either level, the benchmark's and then the CLI's winning. */
+static void test_aslr(void **state)
+{
+	const char *text = "options:\n  aslr: false\n"
+			   "benchmarks:\n  - {name: a, exec: 'true'}\n"
+			   "  - {name: b, exec: 'true', options: {aslr: on}}\n";
+	struct bench_options o, cli = {0};
+	struct bench_config cfg;
+
+	(void)state;
+	assert_int_equal(bench_config__parse(&cfg, "x.yml", text, strlen(text)), 0);
+	assert_int_equal(bench_config__resolve(&cfg, &cfg.benchmarks[0], &cli, &o), 0);
+	assert_true(o.no_aslr);
+	assert_int_equal(bench_config__resolve(&cfg, &cfg.benchmarks[1], &cli, &o), 0);
+	assert_false(o.no_aslr);
+	cli.set = BENCH_OPT_ASLR; /* --no-aslr */
+	cli.no_aslr = true;
+	assert_int_equal(bench_config__resolve(&cfg, &cfg.benchmarks[1], &cli, &o), 0);
+	assert_true(o.no_aslr);
+	bench_config__free(&cfg);
+	/* the default: randomised, as the program would run */
+	text = "benchmarks:\n  - {name: a, exec: 'true'}\n";
+	memset(&cli, 0, sizeof(cli));
+	assert_int_equal(bench_config__parse(&cfg, "x.yml", text, strlen(text)), 0);
+	assert_int_equal(bench_config__resolve(&cfg, &cfg.benchmarks[0], &cli, &o), 0);
+	assert_false(o.no_aslr);
+	bench_config__free(&cfg);
+
+	assert_logged("options:\n  aslr: maybe\nbenchmarks:\n  - {name: a, exec: 'true'}\n",
+		      "x.yml:2: 'aslr': expected true or false, got 'maybe'");
+	assert_logged("options:\n  alsr: false\nbenchmarks:\n  - {name: a, exec: 'true'}\n",
+		      "unknown key 'alsr' (did you mean 'aslr'?)");
 }
 
 int main(void)
@@ -332,6 +364,7 @@ int main(void)
 	    cmocka_unit_test(test_expand_env),
 	    cmocka_unit_test(test_second_document),
 	    cmocka_unit_test(test_nesting_capped),
+	    cmocka_unit_test(test_aslr),
 	};
 	log__prog = "memtrack-bench";
 	return cmocka_run_group_tests(tests, NULL, NULL);

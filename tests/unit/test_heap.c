@@ -86,6 +86,7 @@ static void test_malloc_realloc_free(void **state)
 	assert_int_equal(r.m.leaked_bytes, 1050); /* 0x3000 (1000) and 0x4000 (50) */
 	assert_int_equal(r.m.leaked_count, 2);
 	assert_int_equal(r.m.allocs, 4);
+	assert_int_equal(r.m.allocated_bytes, 100 + 200 + 1000 + 50);
 	assert_int_equal(r.m.frees, 2); /* the realloc's old block and 0x2000 */
 	assert_int_equal(r.st.unmatched_frees, 1);
 	assert_int_equal(r.st.live_bytes, 0); /* exited */
@@ -118,6 +119,7 @@ static void test_realloc_variants(void **state)
 	assert_int_equal(r.st.live_bytes, 8);
 	assert_int_equal(r.st.live_count, 1);
 	assert_int_equal(r.m.allocs, 5);
+	assert_int_equal(r.m.allocated_bytes, 64 + 32 + 96 + 500 + 8); /* failures add nothing */
 	assert_int_equal(r.m.frees, 4);
 	assert_int_equal(r.st.unmatched_frees, 1);
 	/* never exited: still live at the end counts as leaked */
@@ -487,7 +489,7 @@ static void test_against_model(void **state)
 	static uint64_t size[MODEL_PIDS][MODEL_ADDRS]; /* 0: not live */
 	static struct mt_event ev[1000];
 	uint64_t live = 0, count = 0, peak = 0, unmatched = 0, replaced = 0, lost = 0;
-	uint64_t allocs = 0, frees = 0;
+	uint64_t allocs = 0, frees = 0, allocated = 0;
 	size_t max_cap = 0;
 	struct heap_acct *a;
 	struct heap_stats st;
@@ -546,6 +548,7 @@ static void test_against_model(void **state)
 			live += sz;
 			count++;
 			allocs++;
+			allocated += sz;
 			if (live > peak)
 				peak = live;
 		}
@@ -561,6 +564,7 @@ static void test_against_model(void **state)
 		assert_int_equal(st.nomem, 0);
 		assert_int_equal(a->peak_heap, peak);
 		assert_int_equal(a->allocs, allocs);
+		assert_int_equal(a->allocated, allocated);
 		assert_int_equal(a->frees, frees);
 	}
 	assert_int_equal(a->nr_imgs, HEAP_IMG_MAX); /* the fallback ran */

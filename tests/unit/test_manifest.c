@@ -86,6 +86,7 @@ static struct manifest sample(void)
 		.peak_heap = 1 << 20,
 		.peak_rss = 6 << 20,
 		.allocs = 13,
+		.allocated_bytes = 3 << 20,
 		.frees = 12,
 		.leaked_bytes = 64,
 		.leaked_count = 1,
@@ -150,6 +151,7 @@ static void test_roundtrip(void **state)
 	assert_int_equal(out.peak_heap, in.peak_heap);
 	assert_int_equal(out.peak_rss, in.peak_rss);
 	assert_int_equal(out.allocs, in.allocs);
+	assert_int_equal(out.allocated_bytes, in.allocated_bytes);
 	assert_int_equal(out.frees, in.frees);
 	assert_int_equal(out.leaked_bytes, in.leaked_bytes);
 	assert_int_equal(out.leaked_count, in.leaked_count);
