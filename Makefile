@@ -50,11 +50,20 @@ TESTLIB_SRCS := $(sort $(wildcard tests/lib/*.c))
 TESTLIB_OBJS := $(patsubst %.c,$(OUTPUT)/%.o,$(TESTLIB_SRCS))
 TARGET_C  := $(sort $(wildcard tests/targets/*.c))
 TARGET_CC := $(sort $(wildcard tests/targets/*.cc))
+# The interposer (LD_PRELOAD): position-independent, no allocation through libc builtins
+# (-fno-builtin: gcc would turn malloc+memset into calloc, i.e. into us), initial-exec TLS,
+# -fexceptions so that operator new can throw through it.
+PRELOAD_SRCS := $(sort $(wildcard src/preload/*.c))
+PRELOAD_OBJS := $(patsubst %.c,$(OUTPUT)/pic/%.o,$(PRELOAD_SRCS))
+PRELOAD      := $(BUILD)/libmemtrack-preload.so
+PRELOAD_CFLAGS := -O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Isrc -MMD -MP -fPIC \
+	    -fvisibility=hidden -fno-builtin -fexceptions -ftls-model=initial-exec \
+	    -fno-stack-protector
 TARGETS   := $(patsubst tests/targets/%.c,$(BUILD)/targets/%,$(TARGET_C)) \
 	     $(patsubst tests/targets/%.cc,$(BUILD)/targets/%,$(TARGET_CC))
 
 .PHONY: all clean deps demo check check-unit check-root check-vm bench bench-consumer install format
-all: $(BUILD)/memtrack $(BUILD)/memtrack-bench $(BUILD)/memtrack-floor $(BUILD)/memtrack-bench-consumer \
+all: $(BUILD)/memtrack $(PRELOAD) $(BUILD)/memtrack-bench $(BUILD)/memtrack-floor $(BUILD)/memtrack-bench-consumer \
 	$(TARGETS)
 
 deps:
@@ -96,6 +105,15 @@ $(OUTPUT)/%.o: %.c | $(OUTPUT)
 
 # Files under src/track include the skeleton.
 $(patsubst %.c,$(OUTPUT)/%.o,$(wildcard src/track/*.c src/cli/*.c)): $(SKEL)
+
+$(OUTPUT)/pic/%.o: %.c | $(OUTPUT)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(PRELOAD_CFLAGS) -c $< -o $@
+
+$(PRELOAD): $(PRELOAD_OBJS) | $(BUILD)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined $^ -o $@ -ldl -lpthread
 
 $(LIB): $(LIB_OBJS)
 	$(call msg,AR,$@)
@@ -186,6 +204,8 @@ bench-consumer: deps
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 0755 $(BUILD)/memtrack $(BUILD)/memtrack-bench $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(PREFIX)/lib/memtrack
+	install -m 0644 $(PRELOAD) $(DESTDIR)$(PREFIX)/lib/memtrack/
 	install -m 0644 docs/memtrack.1 docs/memtrack-bench.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 
 format:

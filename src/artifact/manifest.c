@@ -67,6 +67,13 @@ static json_t *build_procs(const struct manifest *m)
 		rc |= set(o, "leaked_bytes", u64(p->leaked_bytes));
 		rc |= set(o, "leaked_count", u64(p->leaked_count));
 		rc |= set(o, "execs", u64(p->execs));
+		if (p->hooks_libc || p->hooks_cxx) {
+			json_t *h = json_object();
+
+			rc |= set(h, "libc", str_or_null(p->hooks_libc));
+			rc |= set(h, "libstdc++", str_or_null(p->hooks_cxx));
+			rc |= set(o, "alloc_hooks", h);
+		}
 		rc |= o ? json_array_append_new(a, o) : -1;
 	}
 	if (rc) {
@@ -107,6 +114,15 @@ static json_t *build(const struct manifest *m)
 		rc |= set(o, "rmap_backend", str_or_null(m->rmap_backend));
 		rc |= set(o, "rmap_reason", str_or_null(m->rmap_reason));
 		rc |= set(o, "btf", str_or_null(m->btf_source));
+		if (m->alloc_hooks) {
+			json_t *d = json_object();
+
+			rc |= set(o, "alloc_hooks", json_string(m->alloc_hooks));
+			rc |= set(o, "preload_lib", str_or_null(m->preload_lib));
+			rc |= set(d, "no_slot", u64(m->preload_drops[0]));
+			rc |= set(d, "closed", u64(m->preload_drops[1]));
+			rc |= set(o, "preload_drops", d);
+		}
 	}
 
 	a = json_array();

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "cli/cmd_track.h"
 #include "common/log.h"
+#include "track/preload_setup.h"
 
 static const char track_usage[] =
 	"Usage: memtrack track [OPTIONS] \"SHELL COMMAND\"\n"
@@ -22,6 +23,11 @@ static const char track_usage[] =
 	"      --ring-size SIZE  BPF ring buffer size, rounded up to a power of two (default 8M)\n"
 	"      --rss-step SIZE   write an Rss record when a counter moved this much (default 64K;\n"
 	"                        0 = every change); peaks are always kept exactly\n"
+	"      --alloc-hooks MODE  how allocator calls are caught (env MEMTRACK_ALLOC_HOOKS):\n"
+	"                        uprobe (default): eBPF uprobes on every allocator library;\n"
+	"                        preload: an LD_PRELOAD interposer for glibc and libstdc++ (in\n"
+	"                        process, ~10x cheaper per call), uprobes for the rest;\n"
+	"                        auto: preload when it can be set up (for now)\n"
 	"      --sync-detach     detach the probes before exiting (default: a child process does\n"
 	"                        it once the outputs are written, off the command's critical path)\n"
 	"  -q, --quiet           no summary at the end\n"
@@ -75,10 +81,12 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 		{"output", required_argument, NULL, 'o'}, {"rmap", no_argument, NULL, 'R'},
 		{"no-rmap", no_argument, NULL, 'N'},	  {"ring-size", required_argument, NULL, 'r'},
 		{"rss-step", required_argument, NULL, 's'}, {"quiet", no_argument, NULL, 'q'},
-		{"sync-detach", no_argument, NULL, 'S'},
+		{"sync-detach", no_argument, NULL, 'S'}, {"alloc-hooks", required_argument, NULL, 'H'},
 		{"verbose", no_argument, NULL, 'v'},	  {"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
+	const char *hooks = getenv("MEMTRACK_ALLOC_HOOKS");
+	enum alloc_hooks mode = ALLOC_HOOKS_UPROBE;
 	int c, rmap_flag = -1;
 	uint64_t v;
 
@@ -118,6 +126,9 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 		case 'S':
 			o->sync_detach = true;
 			break;
+		case 'H':
+			hooks = optarg;
+			break;
 		case 'q':
 			o->quiet = true;
 			break;
@@ -134,6 +145,11 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 	}
 	if (o->quiet)
 		log__level = 0;
+	if (hooks && *hooks && preload_setup__parse(hooks, &mode)) {
+		log__error("invalid --alloc-hooks '%s': use auto, preload or uprobe", hooks);
+		return -EINVAL;
+	}
+	o->alloc_hooks = mode;
 	/* The flag wins over the environment; ours over codspeed-memtrack's names. */
 	if (rmap_flag >= 0)
 		o->rmap = rmap_flag;

@@ -36,6 +36,7 @@
 #include "track/consumer.h"
 #include "track/detacher.h"
 #include "track/libs.h"
+#include "track/preload_setup.h"
 #include "track/root_prep.h"
 #include "track/rmap_backend.h"
 #include "track/sinks.h"
@@ -61,6 +62,8 @@ struct tracker {
 	uint64_t ctl_stops;
 	bool handed_off; /* a detacher holds every BPF fd and our address space (detach below) */
 	struct root_prep root; /* the root executable, inspected while the programs load */
+	struct preload_setup pre; /* --alloc-hooks preload: the interposer's source */
+	bool pre_added; /* its source belongs to the consumer (destroyed with it) */
 };
 
 static uint64_t now_ns(clockid_t clk)
@@ -315,6 +318,14 @@ static int tracker__setup_loop(struct tracker *t)
 	if (err)
 		return err;
 	consumer__set_control(&t->cons, control_exec_stopped, t);
+	if (t->pre.on) {
+		shm_source__set_ring(t->pre.shm, src);
+		err = consumer__add_source(&t->cons, shm_source__src(t->pre.shm));
+		if (err)
+			return err;
+		t->pre_added = true;
+		shm_source__order(t->pre.shm, &t->cons);
+	}
 
 	/* Signals for memtrack are forwarded to the command; read them from a signalfd. */
 	sigemptyset(&sigs);
@@ -365,7 +376,8 @@ static int tracker__loop(struct tracker *t)
 		/* Records are submitted without wakeup below 256 KiB pending (a quarter of a
 		 * smaller ring): poll every 10 ms so the ring never holds more than that long's
 		 * worth. */
-		int n = epoll_wait(t->epfd, evs, 4, 10);
+		int n = epoll_wait(t->epfd, evs, 4,
+				   t->pre_added ? shm_source__poll_ms(t->pre.shm) : 10);
 
 		if (n < 0 && errno != EINTR)
 			return -errno;
@@ -433,6 +445,11 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 	t0 = now_ns(CLOCK_MONOTONIC);
 	while (consumer__drain(&t->cons) > 0)
 		;
+	if (t->pre_added) {
+		shm_source__drain_all(t->pre.shm, &t->cons);
+		shm_source__close(t->pre.shm);
+		t->m.preload_drops_total = shm_source__drops(t->pre.shm, t->m.preload_drops);
+	}
 	t->m.t_drain = now_ns(CLOCK_MONOTONIC) - t0;
 	err = artifact_writer__close(t->writer);
 	t->writer = t->sinks.writer = NULL;
@@ -442,6 +459,9 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 	drops_total = tracker__read_drops(t, t->m.drops);
 	bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.global), &zero, &g);
 	heap_acct__fill(t->acct, &t->m);
+	t->m.alloc_hooks = t->pre.on ? "preload" : "uprobe";
+	t->m.preload_lib = t->pre.on ? t->pre.lib : NULL;
+	preload_setup__fill(&t->pre, &t->m, !t->pre.on);
 	/* The kernel-side tree peak is exact (every page); the artifact's Rss records are
 	 * decimated, so prefer the larger of the two. */
 	if ((uint64_t)g.tree_peak > t->m.peak_rss)
@@ -451,7 +471,8 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 	for (int i = 0; i < MT_EV_TYPE_MAX; i++)
 		t->m.events_total += t->sinks.counts[i];
 	t->m.consumer_drops = t->cons.rejected;
-	t->m.complete = drops_total == 0 && t->cons.rejected == 0 && !t->sinks.write_err;
+	t->m.complete = drops_total == 0 && t->cons.rejected == 0 && !t->sinks.write_err &&
+			!t->m.preload_drops_total;
 	t->m.exit_status = exit_code;
 	t->m.term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 	uname(&un);
@@ -484,11 +505,12 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 	if (!t->m.complete) {
 		log__error("%" PRIu64 " events were lost (ring buffer %" PRIu64 ", thread map %" PRIu64
 			   ", process map %" PRIu64 ", unmatched returns %" PRIu64
-			   ", consumer %" PRIu64 "): the artifact is incomplete. Try a larger "
-			   "--ring-size, or a larger --rss-step",
-			   drops_total + t->cons.rejected, t->m.drops[MT_DROP_RINGBUF],
-			   t->m.drops[MT_DROP_THREAD_MAP], t->m.drops[MT_DROP_PROC_MAP],
-			   t->m.drops[MT_DROP_UNMATCHED_RET], t->cons.rejected);
+			   ", consumer %" PRIu64 ", preload %" PRIu64 "): the artifact is "
+			   "incomplete. Try a larger --ring-size, or a larger --rss-step",
+			   drops_total + t->cons.rejected + t->m.preload_drops_total,
+			   t->m.drops[MT_DROP_RINGBUF], t->m.drops[MT_DROP_THREAD_MAP],
+			   t->m.drops[MT_DROP_PROC_MAP], t->m.drops[MT_DROP_UNMATCHED_RET],
+			   t->cons.rejected, t->m.preload_drops_total);
 		return MT_EXIT_LOST;
 	}
 	return exit_code;
@@ -534,6 +556,8 @@ static void tracker__destroy(struct tracker *t)
 	if (t->handed_off)
 		return; /* the detacher's exit frees everything at once, off our critical path */
 	tracker__detach(t);
+	if (!t->pre_added && t->pre.shm)
+		shm_source__src(t->pre.shm)->destroy(shm_source__src(t->pre.shm));
 	artifact_writer__close(t->writer);
 	heap_acct__free(t->acct);
 	libs__free(t->libs);
@@ -595,6 +619,9 @@ int tracker__run(const struct tracker_opts *o)
 	}
 	if (heap_acct__new(&t.acct))
 		return MT_EXIT_FAILED;
+	/* before the fork: the command inherits LD_PRELOAD and the shared memory's name */
+	if (preload_setup__start(&t.pre, (enum alloc_hooks)o->alloc_hooks))
+		goto cleanup;
 	/* The command is forked first, held before its exec: from a small process (no BPF maps
 	 * or ring mapped yet) the fork copies little, and its exec has little to tear down. */
 	err = spawn__start(&t.sp, o->argv, true);
@@ -603,7 +630,11 @@ int tracker__run(const struct tracker_opts *o)
 		goto cleanup;
 	}
 	t.m.root_pid = t.sp.pid;
-	if (libs__new(&t.libs, NULL) || root_prep__start(&t.root, t.libs, o->argv[0]))
+	if (libs__new(&t.libs, NULL))
+		goto cleanup;
+	if (t.pre.on)
+		libs__preload(t.libs, t.pre.dev, t.pre.ino);
+	if (root_prep__start(&t.root, t.libs, o->argv[0]))
 		goto cleanup;
 
 	t0 = now_ns(CLOCK_MONOTONIC);

@@ -20,6 +20,7 @@ struct tracker_opts {
 	bool sync_detach; /* detach in the foreground (default: in a child, after our outputs) */
 	uint64_t ring_bytes; /* power of two */
 	int64_t rss_step; /* bytes between Rss records; 0 = every change */
+	int alloc_hooks; /* enum alloc_hooks (preload_setup.h) */
 };
 
 /* Returns the exit status memtrack should exit with. */
