@@ -52,12 +52,13 @@ TARGET_C  := $(sort $(wildcard tests/targets/*.c))
 TARGET_CC := $(sort $(wildcard tests/targets/*.cc))
 # The interposer (LD_PRELOAD): position-independent, no allocation through libc builtins
 # (-fno-builtin: gcc would turn malloc+memset into calloc, i.e. into us), initial-exec TLS,
-# -fexceptions so that operator new can throw through it.
+# unwind tables so that operator new can throw through it (no -fexceptions: no libgcc_s, whose
+# presence would change what pthread_exit loads).
 PRELOAD_SRCS := $(sort $(wildcard src/preload/*.c))
 PRELOAD_OBJS := $(patsubst %.c,$(OUTPUT)/pic/%.o,$(PRELOAD_SRCS))
 PRELOAD      := $(BUILD)/libmemtrack-preload.so
 PRELOAD_CFLAGS := -O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Isrc -MMD -MP -fPIC \
-	    -fvisibility=hidden -fno-builtin -fexceptions -ftls-model=initial-exec \
+	    -fvisibility=hidden -fno-builtin -fasynchronous-unwind-tables -ftls-model=initial-exec \
 	    -fno-stack-protector
 TARGETS   := $(patsubst tests/targets/%.c,$(BUILD)/targets/%,$(TARGET_C)) \
 	     $(patsubst tests/targets/%.cc,$(BUILD)/targets/%,$(TARGET_CC))
@@ -111,9 +112,10 @@ $(OUTPUT)/pic/%.o: %.c | $(OUTPUT)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(PRELOAD_CFLAGS) -c $< -o $@
 
-$(PRELOAD): $(PRELOAD_OBJS) | $(BUILD)
+$(PRELOAD): $(PRELOAD_OBJS) src/preload/preload.map | $(BUILD)
 	$(call msg,LINK,$@)
-	$(Q)$(CC) -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined $^ -o $@ -ldl -lpthread
+	$(Q)$(CC) -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined \
+		-Wl,--version-script=src/preload/preload.map $(PRELOAD_OBJS) -o $@ -ldl -lpthread
 
 $(LIB): $(LIB_OBJS)
 	$(call msg,AR,$@)

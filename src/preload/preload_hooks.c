@@ -6,8 +6,8 @@
  * src/track/alloc_table.c are the reference): calloc size = nmemb x size (saturated),
  * realloc(NULL, n) a Realloc without old_addr, realloc(p, 0) returning NULL a Free of p,
  * posix_memalign only when it returns 0, free(NULL) nothing, failed calls nothing.
- * Built with -fexceptions: operator new may throw through these frames, and the depth is
- * restored by a cleanup.
+ * operator new may throw through these frames (unwound by their .eh_frame, no cleanup needed:
+ * see pl_new).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -37,10 +37,6 @@ static inline void pl_leave(struct pl_thread *t)
 	t->depth--;
 }
 
-static void pl_leave_cleanup(struct pl_thread **t)
-{
-	pl_leave(*t);
-}
 
 /* --- the C family ------------------------------------------------------------------------ */
 
@@ -258,8 +254,10 @@ PL_ALIGNED(memalign, (size_t align, size_t n), (align, n), n, align)
 PL_ALIGNED(valloc, (size_t n), (n), n, 4096)
 PL_ALIGNED(pvalloc, (size_t n), (n), n, 4096)
 
-/* free_sized and free_aligned_sized (C23; glibc 2.39+): forwarded to their next definition, or
- * to free where the C library has none. */
+#if __GLIBC_PREREQ(2, 39)
+/* free_sized and free_aligned_sized (C23; glibc 2.39+). Defined only against a C library that
+ * has them: a definition here would turn a program's weak reference non-NULL and change what
+ * it calls. */
 static void pl_free_common(void *p, void (*fwd)(void *, size_t, size_t), size_t a, size_t b)
 {
 	int m;
@@ -299,6 +297,8 @@ PL_API void free_aligned_sized(void *p, size_t align, size_t size)
 {
 	pl_free_common(p, pl.next.free_aligned_sized, align, size);
 }
+
+#endif
 
 /* cfree: glibc's compatibility alias of free (old binaries). */
 PL_API void cfree(void *p)
@@ -343,31 +343,65 @@ typedef void *(*pl_new1)(size_t);
 typedef void *(*pl_new2)(size_t, uintptr_t);
 typedef void *(*pl_new3)(size_t, uintptr_t, uintptr_t);
 
-/* new(size [, a [, b]]): `type` is MT_EV_MALLOC or MT_EV_ALIGNED_ALLOC; size is argument 0. */
+/* Is the next operator new libstdc++'s (or libc++'s)? Then it is malloc, or aligned_alloc for
+ * the aligned forms, in a loop that calls the new_handler or throws: see pl_new. 1, or 0 when
+ * another library defines it (its calls are forwarded; its mallocs are recorded). */
+static int pl_cxx_std(void)
+{
+	static int known; /* 0 unknown, 1 std, 2 other */
+	int k = __atomic_load_n(&known, __ATOMIC_ACQUIRE);
+
+	if (pl_unlikely(!k)) {
+		Dl_info info;
+
+		k = dladdr(pl_cxx(PL_NWM), &info) && info.dli_fname &&
+				    (strstr(info.dli_fname, "/libstdc++.so") ||
+				     strstr(info.dli_fname, "/libc++.so"))
+			    ? 1
+			    : 2;
+		__atomic_store_n(&known, k, __ATOMIC_RELEASE);
+	}
+	return k == 1;
+}
+
+static inline void *pl_new_fwd(void *f, int nargs, size_t n, uintptr_t a, uintptr_t b)
+{
+	return nargs == 1 ? ((pl_new1)f)(n) : nargs == 2 ? ((pl_new2)f)(n, a) : ((pl_new3)f)(n, a, b);
+}
+
+/*
+ * new(size [, align] [, nothrow]): `type` is MT_EV_MALLOC or MT_EV_ALIGNED_ALLOC, size is
+ * argument 0. The first attempt is the one libstdc++ makes (malloc of at least 1 byte, or
+ * aligned_alloc of the size rounded up to the alignment), made here through the next
+ * definitions; only a failure goes to the next operator new, which calls the new_handler and
+ * retries, or throws. It runs with our depth released, so nothing here has to be undone when
+ * it throws (no unwinding cleanup, no libgcc_s), and its own malloc, outermost then, records
+ * the block it finally gets.
+ */
 static inline void *pl_new(enum pl_cxx i, uint32_t type, int nargs, size_t n, uintptr_t a,
 			   uintptr_t b)
 {
 	int m = pl_mode();
 	struct pl_thread *t = &pl_t;
-	void *f, *p;
+	size_t sz = n ? n : 1;
+	void *p;
 
 	if (pl_unlikely(m == PL_BOOT))
-		return pl_boot_alloc(n, nargs > 1 && type == MT_EV_ALIGNED_ALLOC ? a : 16);
-	f = pl_cxx(i);
-	if (pl_unlikely(m != PL_ON))
-		return nargs == 1 ? ((pl_new1)f)(n)
-		       : nargs == 2 ? ((pl_new2)f)(n, a) : ((pl_new3)f)(n, a, b);
-	{
-		struct pl_thread *guard __attribute__((cleanup(pl_leave_cleanup))) = t;
-		int outer = pl_enter(t);
-
-		p = nargs == 1 ? ((pl_new1)f)(n)
-		    : nargs == 2 ? ((pl_new2)f)(n, a) : ((pl_new3)f)(n, a, b);
-		if (outer && p)
+		return pl_boot_alloc(n, type == MT_EV_ALIGNED_ALLOC ? a : 16);
+	if (pl_unlikely(m != PL_ON || !pl_cxx_std()))
+		return pl_new_fwd(pl_cxx(i), nargs, n, a, b);
+	if (pl_enter(t)) {
+		if (type == MT_EV_ALIGNED_ALLOC)
+			p = pl.next.aligned_alloc(a, (sz + a - 1) & ~(a - 1));
+		else
+			p = pl.next.malloc(sz);
+		if (p)
 			pl_emit(t, type, (uintptr_t)p, n, 0);
-		(void)guard;
+	} else {
+		p = NULL; /* nested (rare): the next operator new, unrecorded */
 	}
-	return p;
+	pl_leave(t);
+	return p ? p : pl_new_fwd(pl_cxx(i), nargs, n, a, b);
 }
 
 typedef void (*pl_del1)(void *);
@@ -386,13 +420,11 @@ static inline void pl_delete(enum pl_cxx i, int nargs, void *p, uintptr_t a, uin
 	if (pl_unlikely(m == PL_BOOT))
 		return;
 	f = pl_cxx(i);
-	if (m == PL_ON && p) {
-		struct pl_thread *guard __attribute__((cleanup(pl_leave_cleanup))) = t;
-
+	if (m == PL_ON && p) { /* operator delete never throws */
 		if (pl_enter(t))
 			pl_emit(t, MT_EV_FREE, (uintptr_t)p, 0, 0);
 		nargs == 1 ? ((pl_del1)f)(p) : nargs == 2 ? ((pl_del2)f)(p, a) : ((pl_del3)f)(p, a, b);
-		(void)guard;
+		pl_leave(t);
 		return;
 	}
 	nargs == 1 ? ((pl_del1)f)(p) : nargs == 2 ? ((pl_del2)f)(p, a) : ((pl_del3)f)(p, a, b);

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <stdio.h>
@@ -277,6 +279,26 @@ struct event_source *shm_source__src(struct shm_source *s)
 	return &s->src;
 }
 
+/* Files of runs whose memtrack was killed (it removes its own at the end): their pid is gone. */
+static void shm__sweep_stale(void)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		char path[300];
+		int pid;
+
+		if (sscanf(de->d_name, "memtrack-%d-", &pid) != 1 || pid <= 0 ||
+		    !(kill(pid, 0) && errno == ESRCH))
+			continue;
+		snprintf(path, sizeof(path), "/dev/shm/%s", de->d_name);
+		unlink(path);
+	}
+	if (d)
+		closedir(d);
+}
+
 int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_records, uid_t uid,
 		    gid_t gid, const struct event_source *ring)
 {
@@ -287,6 +309,7 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 
 	if (!nr_slots || !slot_records || (slot_records & (slot_records - 1)))
 		return -EINVAL;
+	shm__sweep_stale();
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
