@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <zstd.h>
 #include "artifact/artifact.h"
+#include "common/log.h"
 
 /*
  * Worst case of one encoded event: Realloc with every integer in its widest form is 97 bytes
@@ -227,7 +228,8 @@ struct artifact_writer {
 	unsigned in_frame; /* events in buf */
 	uint64_t frames; /* frames written */
 	uint64_t events; /* events accepted */
-	uint64_t bytes; /* compressed bytes written to fd */
+	uint64_t events_written; /* events in the frames written whole */
+	uint64_t bytes; /* compressed bytes written to fd: whole frames only */
 	uint8_t *buf; /* msgpack bytes of the current frame */
 	size_t len, cap;
 	uint8_t *zbuf; /* compressed frame, ZSTD_compressBound(cap) bytes */
@@ -266,36 +268,44 @@ static int flush_frame(struct artifact_writer *w)
 	}
 	rc = write_all(w->fd, w->zbuf, z);
 	if (rc) {
+		/* A full disk: cut the partial frame off, so that the file holds whole frames,
+		 * all readable, and events_written says how many events (shrinking needs no
+		 * space; a file that cannot shrink, /dev/full, keeps its bytes). */
+		if (ftruncate(w->fd, (off_t)w->bytes))
+			log__debug(2, "artifact: cannot cut the partial frame: %s", strerror(errno));
 		w->err = rc;
 		return rc;
 	}
 	w->bytes += z;
+	w->events_written += w->in_frame;
 	w->frames++;
 	w->len = 0;
 	w->in_frame = 0;
 	return 0;
 }
 
-int artifact_writer__open(struct artifact_writer **wp, const char *path, int level,
-			  unsigned frame_events)
+int artifact_writer__open_fd(struct artifact_writer **wp, int fd, int level,
+			     unsigned frame_events)
 {
 	struct artifact_writer *w;
 	size_t zr;
 	int rc;
 
-	if (!wp || !path)
+	if (!wp || fd < 0) {
+		if (fd >= 0)
+			close(fd);
 		return -EINVAL;
+	}
 	*wp = NULL;
 	if (!frame_events)
 		frame_events = ARTIFACT_DEFAULT_FRAME_EVENTS;
 	/* The frame buffer is frame_events * 128 bytes; 1M events (128 MiB) is plenty. */
-	if (frame_events > (1u << 20))
-		return -EINVAL;
-
-	w = calloc(1, sizeof(*w));
-	if (!w)
-		return -ENOMEM;
-	w->fd = -1;
+	w = frame_events <= (1u << 20) ? calloc(1, sizeof(*w)) : NULL;
+	if (!w) {
+		close(fd);
+		return frame_events > (1u << 20) ? -EINVAL : -ENOMEM;
+	}
+	w->fd = fd;
 	w->frame_events = frame_events;
 	w->cap = (size_t)frame_events * ARTIFACT_MAX_EVENT;
 	w->zcap = ZSTD_compressBound(w->cap);
@@ -312,17 +322,27 @@ int artifact_writer__open(struct artifact_writer **wp, const char *path, int lev
 		rc = -EINVAL;
 		goto cleanup;
 	}
-	w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (w->fd < 0) {
-		rc = -errno;
-		goto cleanup;
-	}
 	*wp = w;
 	return 0;
 
 cleanup:
+	w->err = rc; /* nothing to flush: close only closes */
 	artifact_writer__close(w);
 	return rc;
+}
+
+int artifact_writer__open(struct artifact_writer **wp, const char *path, int level,
+			  unsigned frame_events)
+{
+	int fd;
+
+	if (!wp || !path)
+		return -EINVAL;
+	*wp = NULL;
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	return artifact_writer__open_fd(wp, fd, level, frame_events);
 }
 
 int artifact_writer__write(struct artifact_writer *w, const struct mt_event *ev)
@@ -348,9 +368,22 @@ uint64_t artifact_writer__events(const struct artifact_writer *w)
 	return w ? w->events : 0;
 }
 
+uint64_t artifact_writer__events_written(const struct artifact_writer *w)
+{
+	return w ? w->events_written : 0;
+}
+
 uint64_t artifact_writer__bytes(const struct artifact_writer *w)
 {
 	return w ? w->bytes : 0;
+}
+
+int artifact_writer__flush(struct artifact_writer *w)
+{
+	/* The last partial frame; an empty artifact still gets one (empty) frame. */
+	if (w->fd >= 0 && (w->in_frame || !w->frames))
+		return flush_frame(w);
+	return w->err;
 }
 
 int artifact_writer__close(struct artifact_writer *w)
@@ -359,9 +392,7 @@ int artifact_writer__close(struct artifact_writer *w)
 
 	if (!w)
 		return 0;
-	/* The last partial frame; an empty artifact still gets one (empty) frame. */
-	if (w->fd >= 0 && (w->in_frame || !w->frames))
-		flush_frame(w);
+	artifact_writer__flush(w);
 	if (w->fd >= 0 && close(w->fd) && !w->err)
 		w->err = -errno;
 	rc = w->err;
