@@ -341,6 +341,23 @@ static void test_edges_each_call(void **state)
 	}
 }
 
+/* 3000 threads over the run, 64 at a time, against 1024 slots: every thread's pair is recorded,
+ * nothing dropped (released slots are reused), the run complete. */
+static void test_thousands_of_threads(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	struct mt_run_opts o = {.track_opts = preload_opts, .timeout_s = 300};
+	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 777};
+	size_t n;
+
+	MT_REQUIRE_ROOT();
+	mt_track_ok(r, &o, MT_TARGET_ARGV("preload_edges", "threads", "3000"), 0);
+	n = mt_count(r, &f);
+	MT_CHECK(r, n == 3000, "%zu Mallocs of 777 bytes, want 3000 (one per thread)", n);
+	MT_CHECK(r, mt_expect_count(r->exp, r->nr_exp, "malloc", 0) == 3000, "side channel");
+	MT_CHECK(r, json_is_true(mt_json(r, "complete")), "manifest complete is not true");
+}
+
 /* A process killed by abort(): what it wrote before is in the artifact. */
 static void test_abort_keeps_records(void **state)
 {
@@ -428,6 +445,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_same_storm_2x2, mt_teardown),
 		cmocka_unit_test_teardown(test_same_edges, mt_teardown),
 		cmocka_unit_test_teardown(test_edges_each_call, mt_teardown),
+		cmocka_unit_test_teardown(test_thousands_of_threads, mt_teardown),
 		cmocka_unit_test_teardown(test_abort_keeps_records, mt_teardown),
 		cmocka_unit_test_teardown(test_shm_private_and_removed, mt_teardown),
 		cmocka_unit_test_teardown(test_memtrack_killed, mt_teardown),

@@ -5,6 +5,8 @@
  *                          know it forked) allocates; a signal handler allocates; a vfork child
  *                          execs; a thread allocates and exits
  *   preload_edges abort    allocates, then abort()s: what was written before must survive
+ *   preload_edges threads N  N threads in waves of 64 (more than the interposer's slots over
+ *                          the run: slots come back at thread exit), one pair each
  *   preload_edges shm      reports the mode of the shared memory named in the environment and
  *                          the memtrack pid in its name
  */
@@ -76,6 +78,23 @@ static int edges(void)
 	return 0;
 }
 
+static int many_threads(int n)
+{
+	pthread_t th[64];
+
+	for (int done = 0; done < n;) {
+		int k = n - done < 64 ? n - done : 64;
+
+		for (int i = 0; i < k; i++)
+			if (pthread_create(&th[i], NULL, thread_body, NULL))
+				return 1;
+		for (int i = 0; i < k; i++)
+			pthread_join(th[i], NULL);
+		done += k;
+	}
+	return 0;
+}
+
 static int shm(void)
 {
 	const char *path = getenv("MEMTRACK_PRELOAD_SHM");
@@ -100,6 +119,8 @@ int main(int argc, char **argv)
 		mt_say("malloc", MT_P(p), 0, 5555);
 		abort();
 	}
+	if (argc > 2 && !strcmp(argv[1], "threads"))
+		return many_threads(atoi(argv[2]));
 	if (argc > 1 && !strcmp(argv[1], "shm"))
 		return shm();
 	return edges();
