@@ -50,6 +50,8 @@ static int preload_setup__find(struct preload_setup *p)
 	}
 	if (stat(p->lib, &st))
 		return -errno;
+	if (realpath(p->lib, self)) /* bin/../lib/memtrack/x: say it plainly */
+		snprintf(p->lib, sizeof(p->lib), "%s", self);
 	/* LD_PRELOAD separates with spaces and colons */
 	if (p->lib[0] != '/' || strpbrk(p->lib, ": \t"))
 		return -EINVAL;
