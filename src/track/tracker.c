@@ -310,20 +310,23 @@ static int tracker__attach_tracepoints(struct tracker *t)
 	struct {
 		struct bpf_program *prog;
 		const char *tp;
+		bool rmap_tp; /* an address program: serves the tracepoint rmap backend only */
 	} tps[] = {
-		{t->skel->progs.mt_on_fork, "sched_process_fork"},
-		{t->skel->progs.mt_on_exec, "sched_process_exec"},
-		{t->skel->progs.mt_on_exit, "sched_process_exit"},
-		{t->skel->progs.mt_on_rss_stat, "rss_stat"},
-		{t->skel->progs.mt_on_page_fault_user, "page_fault_user"},
-		{t->skel->progs.mt_on_sys_enter, "sys_enter"},
-		{t->skel->progs.mt_on_sys_exit, "sys_exit"},
-		{t->skel->progs.mt_on_page_fault_kernel, "page_fault_kernel"},
+		{t->skel->progs.mt_on_fork, "sched_process_fork", false},
+		{t->skel->progs.mt_on_exec, "sched_process_exec", false},
+		{t->skel->progs.mt_on_exit, "sched_process_exit", false},
+		{t->skel->progs.mt_on_rss_stat, "rss_stat", false},
+		{t->skel->progs.mt_on_page_fault_user, "page_fault_user", true},
+		{t->skel->progs.mt_on_sys_enter, "sys_enter", true},
+		{t->skel->progs.mt_on_sys_exit, "sys_exit", true},
+		{t->skel->progs.mt_on_page_fault_kernel, "page_fault_kernel", true},
 	};
+	_Static_assert(sizeof(tps) / sizeof(tps[0]) <= sizeof(t->tp_links) / sizeof(t->tp_links[0]),
+		       "a link slot per tracepoint");
 
 	for (size_t i = 0; i < sizeof(tps) / sizeof(tps[0]); i++) {
-		if (i >= 4 && t->rmap.backend != MT_RMAP_TRACEPOINT)
-			break; /* the address programs serve the tracepoint backend only */
+		if (tps[i].rmap_tp && t->rmap.backend != MT_RMAP_TRACEPOINT)
+			continue;
 		t->tp_links[i] = bpf_program__attach_raw_tracepoint(tps[i].prog, tps[i].tp);
 		if (!t->tp_links[i]) {
 			log__error("cannot attach to raw tracepoint '%s': %s", tps[i].tp,
