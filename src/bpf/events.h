@@ -15,11 +15,13 @@
 typedef __u32 mt_u32;
 typedef __s32 mt_s32;
 typedef __u64 mt_u64;
+typedef __s64 mt_s64;
 #else
 #include <stdint.h>
 typedef uint32_t mt_u32;
 typedef int32_t mt_s32;
 typedef uint64_t mt_u64;
+typedef int64_t mt_s64;
 #endif
 
 #define MT_ABI_VERSION 1

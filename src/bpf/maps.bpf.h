@@ -11,22 +11,9 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 #include "bpf/events.h"
+#include "bpf/proc.h" /* struct mt_proc, shared with user space */
 
 #define MT_MAX_PROCS 16384
-
-/* One tracked thread group. Written by process.bpf.c (fork/exec/exit) and rss.bpf.c. */
-struct mt_proc {
-	__u64 mm; /* the mm_struct this process owns now; RSS of another mm is never ours */
-	__s64 rss[MT_RSS_NR]; /* bytes, last exact value per member */
-	__s64 emitted[MT_RSS_NR]; /* bytes, last value written to the ring */
-	__s64 top[MT_RSS_NR]; /* bytes, highest value since the last emission (peak keeping) */
-	__u64 top_ts[MT_RSS_NR];
-	__u64 peak_rss; /* bytes, max of file + anon + shmem */
-	__s32 ppid;
-	__u32 execs;
-	__u64 lock; /* 1 while a program changes rss[] and writes its records (mt_proc_lock);
-		     * 64 bits: clang 14 makes 32-bit atomics only with -mcpu=v3 */
-};
 
 /* Per-thread allocator call state: nesting depth and the outermost call's arguments. Kept in
  * task-local storage (the threads map): it belongs to the task_struct, not to a tid. */

@@ -35,7 +35,7 @@ struct mt_stop_ctl_map stop_ctl SEC(".maps");
 
 struct mt_pcpu_map pcpu_probe SEC(".maps");
 
-/* Executables user space has inspected: key = (s_dev << 32) ^ i_ino, value unused. */
+/* Executables user space has inspected: key = mt_exe_key (proc.h), value unused. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -129,7 +129,7 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	if (!mt_stop_on_exec)
 		return 0;
 	ino = BPF_CORE_READ(bprm, file, f_inode);
-	key = ((__u64)BPF_CORE_READ(ino, i_sb, s_dev) << 32) ^ BPF_CORE_READ(ino, i_ino);
+	key = mt_exe_key(BPF_CORE_READ(ino, i_sb, s_dev), BPF_CORE_READ(ino, i_ino));
 	if (bpf_map_lookup_elem(&known_exe, &key))
 		return 0;
 	{

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include "bpf/proc.h"
 #include "common/log.h"
 #include "track/root_prep.h"
 #include "track/spawn.h"
@@ -21,7 +22,7 @@ int root_prep__exe_key(const char *path, uint64_t *key)
 
 	if (stat(path, &st))
 		return -errno;
-	*key = ((uint64_t)(major(st.st_dev) << 20 | minor(st.st_dev)) << 32) ^ (uint64_t)st.st_ino;
+	*key = mt_exe_key(mt_kernel_dev(major(st.st_dev), minor(st.st_dev)), st.st_ino);
 	return 0;
 }
 

@@ -25,8 +25,8 @@ struct root_prep {
 int root_prep__start(struct root_prep *rp, struct libs *libs, const char *argv0);
 /* Waits for the inspection; idempotent. */
 void root_prep__join(struct root_prep *rp);
-/* known_exe's key for a file as the BPF side computes it from the inode: the kernel's dev_t
- * (12-bit major, 20-bit minor) above, the inode number xor'ed in. Returns 0 or -errno. */
+/* known_exe's key for a file as the BPF side computes it from the inode (mt_exe_key,
+ * bpf/proc.h). Returns 0 or -errno. */
 int root_prep__exe_key(const char *path, uint64_t *key);
 
 #endif

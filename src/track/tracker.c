@@ -28,6 +28,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "memtrack.skel.h"
+#include "bpf/proc.h"
 #include "artifact/artifact.h"
 #include "artifact/manifest.h"
 #include "artifact/outdir.h"
@@ -730,9 +731,6 @@ static int tracker__attach_root(struct tracker *t)
 int tracker__run(const struct tracker_opts *o)
 {
 	struct tracker t = {.o = o, .epfd = -1, .sigfd = -1, .btf.memfd = -1, .out.fd = -1};
-	struct mt_proc_init {
-		__u8 raw[256];
-	};
 	char name[32];
 	uint64_t t_start = now_ns(CLOCK_MONOTONIC), t0;
 	int ret = MT_EXIT_FAILED, err, status, art_fd = -1;
@@ -811,11 +809,11 @@ int tracker__run(const struct tracker_opts *o)
 		goto cleanup;
 	}
 	{
-		struct mt_proc_init zero = {};
+		struct mt_proc zero = {};
 		__u32 pid = t.sp.pid;
 
-		/* struct mt_proc is BPF-private; a zeroed value of the map's size registers it */
-		if (bpf_map__value_size(t.skel->maps.procs) > sizeof(zero) ||
+		/* a zeroed entry registers it (bpf/proc.h: the layout both sides build) */
+		if (bpf_map__value_size(t.skel->maps.procs) != sizeof(zero) ||
 		    bpf_map_update_elem(bpf_map__fd(t.skel->maps.procs), &pid, &zero, BPF_ANY)) {
 			log__error("cannot register process %d: %s", pid, strerror(errno));
 			goto cleanup;

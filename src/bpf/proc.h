@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: GPL-2.0 OR MIT */
+/*
+ * Map layouts and keys that both sides use: the procs map's value (user space registers the
+ * root process with a zeroed one, reads nothing else) and the known_exe map's key. Included
+ * after events.h's types: vmlinux.h on the BPF side, <stdint.h> in user space.
+ */
+#ifndef MEMTRACK_PROC_H
+#define MEMTRACK_PROC_H
+
+#include "bpf/events.h"
+
+/* One tracked thread group, the procs map's value (key: tgid). Written by process.bpf.c
+ * (fork/exec/exit) and rss.bpf.c. */
+struct mt_proc {
+	mt_u64 mm; /* the mm_struct this process owns now; RSS of another mm is never ours */
+	mt_s64 rss[MT_RSS_NR]; /* bytes, last exact value per member */
+	mt_s64 emitted[MT_RSS_NR]; /* bytes, last value written to the ring */
+	mt_s64 top[MT_RSS_NR]; /* bytes, highest value since the last emission (peak keeping) */
+	mt_u64 top_ts[MT_RSS_NR];
+	mt_u64 peak_rss; /* bytes, max of file + anon + shmem */
+	mt_s32 ppid;
+	mt_u32 execs;
+	mt_u64 lock; /* 1 while a program changes rss[] and writes its records (mt_proc_lock);
+		      * 64 bits: clang 14 makes 32-bit atomics only with -mcpu=v3 */
+};
+
+/*
+ * The known_exe map's key of an executable: its file system's dev_t as the kernel encodes it
+ * (s_dev: 12-bit major, 20-bit minor) above, the inode number xor'ed in. The BPF side computes
+ * it at exec from the inode; user space from stat(), with mt_kernel_dev.
+ */
+static inline mt_u64 mt_exe_key(mt_u32 s_dev, mt_u64 ino)
+{
+	return ((mt_u64)s_dev << 32) ^ ino;
+}
+
+/* The kernel's internal dev_t (MKDEV) of a major and minor number, as user space sees them. */
+static inline mt_u32 mt_kernel_dev(mt_u32 major, mt_u32 minor)
+{
+	return major << 20 | minor;
+}
+
+#endif
