@@ -1,0 +1,285 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Phase finish: drain every record still in the ring after the root exits, write the manifest,
+ * then hand the links and maps to a detacher (or close them) once the artifact and manifest are
+ * complete.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "common/log.h"
+#include "track/detacher.h"
+#include "track/tracker_priv.h"
+
+static void tracker__detach(struct tracker *t);
+static void tracker__detach_background(struct tracker *t);
+
+/*
+ * When the wait ended with processes of the tree still running (a signal after the root
+ * exited): records them for the manifest (pid, name) and stops tracking them, so that the last
+ * drain ends (a process allocating nonstop would feed it forever) and no new child of theirs is
+ * tracked. Rounds until the map is empty: a child forked while we delete is added once more.
+ */
+static int tracker__untrack_running(struct tracker *t)
+{
+	int fd = bpf_map__fd(t->skel->maps.procs);
+	__u32 key;
+
+	for (int round = 0; round < 64 && !bpf_map_get_next_key(fd, NULL, &key); round++) {
+		__u32 *pids = NULL, n = 0, cap = 0;
+		int err = 0;
+
+		do {
+			if (n == cap) {
+				__u32 *p = realloc(pids, (cap = cap ? cap * 2 : 16) * sizeof(*p));
+
+				if (!p) {
+					err = -ENOMEM;
+					break;
+				}
+				pids = p;
+			}
+			pids[n++] = key;
+		} while (!bpf_map_get_next_key(fd, &pids[n - 1], &key));
+		for (__u32 i = 0; !err && i < n; i++) {
+			struct manifest_running *r, *v;
+			char path[64], comm[16] = "";
+			int cfd;
+
+			if (bpf_map_delete_elem(fd, &pids[i]))
+				continue; /* it exited meanwhile: its Exit record is in the ring */
+			v = realloc(t->m.running, (t->m.nr_running + 1) * sizeof(*v));
+			if (!v) {
+				err = -ENOMEM;
+				break;
+			}
+			t->m.running = v;
+			r = &v[t->m.nr_running++];
+			r->pid = (int32_t)pids[i];
+			snprintf(path, sizeof(path), "/proc/%u/comm", pids[i]);
+			cfd = open(path, O_RDONLY | O_CLOEXEC);
+			if (cfd >= 0) {
+				ssize_t len = read(cfd, comm, sizeof(comm) - 1);
+
+				comm[len > 0 ? len : 0] = 0;
+				comm[strcspn(comm, "\n")] = 0;
+				close(cfd);
+			}
+			heap_acct__comm_copy(r->comm, comm);
+		}
+		free(pids);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static uint64_t tracker__read_drops(struct tracker *t, uint64_t *drops)
+{
+	int ncpu = libbpf_num_possible_cpus(), fd = bpf_map__fd(t->skel->maps.drops);
+	uint64_t total = 0, *vals = calloc(ncpu, sizeof(*vals));
+
+	for (__u32 r = 0; vals && r < MT_DROP_NR; r++) {
+		drops[r] = 0;
+		if (bpf_map_lookup_elem(fd, &r, vals))
+			continue;
+		for (int c = 0; c < ncpu; c++)
+			drops[r] += vals[c];
+		total += drops[r];
+	}
+	free(vals);
+	return total;
+}
+
+/* "3 processes were still running ...: 1234 (sleep), ..." */
+static void tracker__explain_running(const struct manifest *m)
+{
+	char list[512];
+	size_t len = 0;
+
+	list[0] = 0;
+	for (uint32_t i = 0; i < m->nr_running && len < sizeof(list) - 32; i++)
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%d (%s)", i ? ", " : "",
+					m->running[i].pid, m->running[i].comm);
+	log__error("%u process%s of the tree %s still running when memtrack stopped waiting (a "
+		   "signal after the command exited): %s%s. Untracked from then on, with no Exit "
+		   "record: the artifact is incomplete",
+		   m->nr_running, m->nr_running == 1 ? "" : "es",
+		   m->nr_running == 1 ? "was" : "were", list,
+		   len >= sizeof(list) - 32 ? ", ..." : "");
+}
+
+static int tracker__status(int status)
+{
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : MT_EXIT_FAILED;
+}
+
+int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_start)
+{
+	struct utsname un;
+	struct rusage ru;
+	uint64_t drops_total, t0, in_file, arrived;
+	int exit_code = tracker__status(status), err;
+	__u32 zero = 0;
+	struct {
+		__s64 tree_rss, tree_peak;
+	} g = {0, 0};
+
+	t->m.t_run = now_ns(CLOCK_MONOTONIC) - t_run0;
+	t0 = now_ns(CLOCK_MONOTONIC);
+	tracker__set_stops(t, false);
+	if (tracker__untrack_running(t))
+		log__warn("cannot list the processes still running: out of memory");
+	while (consumer__drain(&t->cons) > 0)
+		;
+	if (t->pre_added) {
+		shm_source__drain_all(t->pre.shm, &t->cons);
+		shm_source__close(t->pre.shm);
+		t->m.preload_drops_total = shm_source__drops(t->pre.shm, t->m.preload_drops);
+	}
+	t->m.t_drain = now_ns(CLOCK_MONOTONIC) - t0;
+	artifact_writer__flush(t->writer);
+	in_file = artifact_writer__events_written(t->writer);
+	/* what the writer took, and what it refused once it had failed */
+	arrived = artifact_writer__events(t->writer) + t->cons.rejected;
+	err = artifact_writer__close(t->writer);
+	t->writer = t->sinks.writer = NULL;
+	if (err && !t->sinks.write_err)
+		t->sinks.write_err = err;
+
+	t->drops_total = drops_total = tracker__read_drops(t, t->m.drops);
+	bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.global), &zero, &g);
+	heap_acct__fill(t->acct, &t->m);
+	t->m.alloc_hooks = t->pre.on ? "preload" : "uprobe";
+	t->m.preload_lib = t->pre.on ? t->pre.lib : NULL;
+	preload_setup__fill(&t->pre, &t->m, !t->pre.on);
+	/* The kernel-side tree peak is exact (every page); the artifact's Rss records are
+	 * decimated, so prefer the larger of the two. */
+	if ((uint64_t)g.tree_peak > t->m.peak_rss)
+		t->m.peak_rss = g.tree_peak;
+	memcpy(t->m.counts, t->sinks.counts, sizeof(t->sinks.counts));
+	t->m.events_total = 0;
+	for (int i = 0; i < MT_EV_TYPE_MAX; i++)
+		t->m.events_total += t->sinks.counts[i];
+	t->m.consumer_drops = t->cons.rejected;
+	t->m.complete = drops_total == 0 && t->cons.rejected == 0 && !t->sinks.write_err &&
+			!t->m.nr_running && !t->m.preload_drops_total;
+	t->m.exit_status = exit_code;
+	t->m.term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+	uname(&un);
+	t->m.kernel_release = strdup(un.release);
+	libs__fill(t->libs, &t->m);
+	getrusage(RUSAGE_SELF, &ru);
+	t->m.memtrack_max_rss = (uint64_t)ru.ru_maxrss * 1024;
+	t->m.ringbuf_bytes = t->o->ring_bytes;
+	/* The detacher outlives us with a copy of our descriptors: the folder's would keep its
+	 * file system busy (no umount right after memtrack). Reopened below, checked to be the
+	 * same folder. */
+	outdir__close(&t->out);
+	if (t->o->sync_detach)
+		tracker__detach(t);
+	else
+		tracker__detach_background(t);
+	t->m.t_total = now_ns(CLOCK_MONOTONIC) - t_start;
+
+	/* A cut artifact is said first: with a full disk the manifest fails too. */
+	if (t->sinks.write_err)
+		log__error(
+		    "cannot write '%s/%s': %s: the artifact is cut, it holds the first %" PRIu64
+		    " of the %" PRIu64 " events that arrived",
+		    t->o->outdir, t->m.artifact, strerror(-t->sinks.write_err), in_file, arrived);
+	err = outdir__reopen(&t->out);
+	if (!err) /* both log their failures */
+		err = manifest__write_new(&t->m, &t->out, t->manifest_name);
+	if (err)
+		return err;
+	return t->sinks.write_err;
+}
+
+void tracker__tell(struct tracker *t)
+{
+	if (!t->o->quiet) {
+		if (t->o->summary)
+			t->o->summary(stderr, &t->m);
+		fprintf(stderr, "memtrack: artifact: %s/%s\n", t->o->outdir, t->m.artifact);
+	}
+	if (t->m.nr_running)
+		tracker__explain_running(&t->m);
+}
+
+/* Closes every link and map; idempotent. Timed: detaching is part of what a run costs. */
+static void tracker__detach(struct tracker *t)
+{
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+
+	if (!t->skel)
+		return;
+	attach_set__free(t->set);
+	t->set = NULL;
+	for (size_t i = 0; i < sizeof(t->tp_links) / sizeof(t->tp_links[0]); i++) {
+		bpf_link__destroy(t->tp_links[i]);
+		t->tp_links[i] = NULL;
+	}
+	consumer__destroy(&t->cons);
+	tracker__unload(t);
+	t->m.t_detach = now_ns(CLOCK_MONOTONIC) - t0;
+	log__debug(LOG_VERBOSE, "detach: %.1f ms", t->m.t_detach / 1e6);
+}
+
+/* Detaching in a child that outlives us (detacher.c): our own exit then closes and unmaps
+ * nothing, and the grace periods are paid off the caller's clock. */
+static void tracker__detach_background(struct tracker *t)
+{
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+	pid_t pid = detacher__start();
+
+	if (pid < 0) {
+		tracker__detach(t);
+		return;
+	}
+	t->handed_off = true;
+	t->m.t_detach = now_ns(CLOCK_MONOTONIC) - t0;
+	log__debug(LOG_VERBOSE, "detach: handed to process %d in %.2f ms", pid,
+		   t->m.t_detach / 1e6);
+}
+
+void tracker__destroy(struct tracker *t)
+{
+	if (t->handed_off)
+		return; /* the detacher's exit frees everything at once, off our critical path */
+	tracker__detach(t);
+	if (!t->pre_added && t->pre.shm)
+		shm_source__src(t->pre.shm)->destroy(shm_source__src(t->pre.shm));
+	artifact_writer__close(t->writer);
+	heap_acct__free(t->acct);
+	libs__free(t->libs);
+	if (t->sigfd >= 0)
+		close(t->sigfd);
+	if (t->epfd >= 0)
+		close(t->epfd);
+	spawn__close(&t->sp);
+	watchdog__close(&t->wd);
+	outdir__close(&t->out);
+	btf_cache__close(&t->btf);
+	free(t->m.kernel_release);
+	free(t->m.rmap_reason);
+	free(t->m.artifact);
+	for (uint32_t i = 0; i < t->m.nr_libraries; i++) {
+		free(t->m.libraries[i].path);
+		free(t->m.libraries[i].kind);
+	}
+	free(t->m.libraries);
+	free(t->m.procs);
+	free(t->m.running);
+}

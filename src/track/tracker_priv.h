@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The tracker's state, shared by its phases: load (tracker_load.c), run (tracker_run.c),
+ * finish (tracker_finish.c); tracker.c sequences them and alone turns failures into exit
+ * statuses. Every function here returns 0 or -errno and logs its own failure.
+ */
+#ifndef MEMTRACK_TRACKER_PRIV_H
+#define MEMTRACK_TRACKER_PRIV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+#include "memtrack.skel.h"
+#include "acct/acct.h"
+#include "artifact/artifact.h"
+#include "artifact/manifest.h"
+#include "artifact/outdir.h"
+#include "track/attach.h"
+#include "track/btf_cache.h"
+#include "track/consumer.h"
+#include "track/libs.h"
+#include "track/preload_setup.h"
+#include "track/rmap_backend.h"
+#include "track/root_prep.h"
+#include "track/sinks.h"
+#include "track/spawn.h"
+#include "track/tracker.h"
+#include "track/watchdog.h"
+
+struct tracker {
+	const struct tracker_opts *o;
+	struct memtrack_bpf *skel;
+	struct bpf_link *tp_links[8];
+	struct bpf_link *rmap_links[RMAP_FN_NR + 1]; /* fentry rmap backend */
+	struct rmap_choice rmap;
+	struct btf_cache btf;
+	struct attach_set *set;
+	struct libs *libs;
+	struct artifact_writer *writer;
+	struct heap_acct *acct;
+	struct consumer cons;
+	struct record_sinks sinks; /* the writer and acct above, behind the consumer */
+	struct spawn sp;
+	struct watchdog wd; /* resumes the stopped tasks if we die (watchdog.c) */
+	struct manifest m;
+	struct outdir out; /* -o DIR: the artifact and the manifest are created in it */
+	char manifest_name[32];
+	int epfd, sigfd;
+	uint64_t ctl_stops;
+	uint64_t drops_total; /* BPF-side drops, read by tracker__finish */
+	bool handed_off; /* a detacher holds every BPF fd and our address space (detach below) */
+	struct root_prep root;	  /* the root executable, inspected while the programs load */
+	struct preload_setup pre; /* --alloc-hooks preload: the interposer's source */
+	bool pre_added;		  /* its source belongs to the consumer (destroyed with it) */
+};
+
+static inline uint64_t now_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* load: BTF, skeleton open and load (rmap backend fallback), the allocator attach set */
+int tracker__load(struct tracker *t);
+/* Closes the fentry links and the skeleton; idempotent. */
+void tracker__unload(struct tracker *t);
+
+/* run: tracepoints, the root executable, the event loop, the command */
+int tracker__set_stops(struct tracker *t, bool on);
+int tracker__attach_tracepoints(struct tracker *t);
+int tracker__attach_root(struct tracker *t);
+/* Adds the held command to the procs map: from then on the BPF side tracks it. */
+int tracker__register_root(struct tracker *t);
+int tracker__setup_loop(struct tracker *t);
+void tracker__add_pidfd(struct tracker *t);
+/* Returns the root's wait status, or -errno. */
+int tracker__loop(struct tracker *t);
+
+/* finish: the last drain, the manifest, detach */
+int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_start);
+/* After a finished run: the summary, the artifact's name, the processes left running. */
+void tracker__tell(struct tracker *t);
+void tracker__destroy(struct tracker *t);
+
+#endif

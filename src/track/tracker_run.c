@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Phase run: raw tracepoints for the tree and RSS; allocator uprobes per executable, when the
+ * BPF side stops a tracked task at the exec of a binary not seen yet (control records, below);
+ * the command, created held before exec, registered, then released; the event loop.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "bpf/proc.h"
+#include "common/log.h"
+#include "track/tracker_priv.h"
+
+/* A tracked task stopped itself at the exec of an executable not inspected yet, or at the
+ * return of a dlopen; or a process' name (after its Fork or Exec record, which the accounting
+ * has seen: the consumer flushes before a control record). */
+static int control_exec_stopped(void *ctx, const struct mt_event *ev)
+{
+	struct tracker *t = ctx;
+	__u8 one = 1;
+	int err;
+
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+
+	if (ev->type == MT_EV_CTL_COMM) {
+		char comm[16];
+
+		_Static_assert(offsetof(struct mt_event, size) ==
+				   offsetof(struct mt_event, addr) + 8,
+			       "a name spans addr and size");
+		memcpy(comm, (const char *)ev + offsetof(struct mt_event, addr), sizeof(comm));
+		heap_acct__set_comm(t->acct, ev->pid, comm);
+		return 0;
+	}
+	t->ctl_stops++;
+	if (ev->type == MT_EV_CTL_DLOPEN_STOPPED) {
+		err = libs__inspect_maps(t->libs, ev->pid);
+		if (err < 0 && err != -ENOENT && err != -ESRCH)
+			log__warn("process %d: cannot inspect its mappings after dlopen: %s",
+				  ev->pid, strerror(-err));
+		kill(ev->pid, SIGCONT);
+		log__debug(LOG_VERBOSE, "dlopen stop of %d handled in %.2f ms", ev->pid,
+			   (now_ns(CLOCK_MONOTONIC) - t0) / 1e6);
+		return 0;
+	}
+	err = libs__inspect_pid(t->libs, ev->pid);
+	if (err < 0 && err != -ENOENT && err != -ESRCH)
+		log__warn("process %d: cannot inspect its libraries: %s", ev->pid, strerror(-err));
+	bpf_map_update_elem(bpf_map__fd(t->skel->maps.known_exe), &ev->addr, &one, BPF_ANY);
+	kill(ev->pid, SIGCONT);
+	log__debug(LOG_VERBOSE, "exec stop of %d: %.2f ms after the exec, handled in %.2f ms",
+		   ev->pid, (t0 - ev->ts) / 1e6, (now_ns(CLOCK_MONOTONIC) - t0) / 1e6);
+	return 0;
+}
+
+/* Allows or ends the BPF side's stops (stop_ctl, maps.bpf.h). Allowed only once the watchdog
+ * holds the ring, so that no stop outlives us unanswered; ended before the last drain, which
+ * answers those still in the ring. */
+int tracker__set_stops(struct tracker *t, bool on)
+{
+	__u32 zero = 0;
+	__u64 v = on;
+
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.stop_ctl), &zero, &v, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+int tracker__attach_tracepoints(struct tracker *t)
+{
+	struct {
+		struct bpf_program *prog;
+		const char *tp;
+		bool rmap_tp; /* an address program: serves the tracepoint rmap backend only */
+	} tps[] = {
+	    {t->skel->progs.mt_on_fork, "sched_process_fork", false},
+	    {t->skel->progs.mt_on_exec, "sched_process_exec", false},
+	    {t->skel->progs.mt_on_exit, "sched_process_exit", false},
+	    {t->skel->progs.mt_on_rss_stat, "rss_stat", false},
+	    {t->skel->progs.mt_on_page_fault_user, "page_fault_user", true},
+	    {t->skel->progs.mt_on_sys_enter, "sys_enter", true},
+	    {t->skel->progs.mt_on_sys_exit, "sys_exit", true},
+	    {t->skel->progs.mt_on_page_fault_kernel, "page_fault_kernel", true},
+	};
+	_Static_assert(sizeof(tps) / sizeof(tps[0]) <= sizeof(t->tp_links) / sizeof(t->tp_links[0]),
+		       "a link slot per tracepoint");
+
+	for (size_t i = 0; i < sizeof(tps) / sizeof(tps[0]); i++) {
+		if (tps[i].rmap_tp && t->rmap.backend != MT_RMAP_TRACEPOINT)
+			continue;
+		t->tp_links[i] = bpf_program__attach_raw_tracepoint(tps[i].prog, tps[i].tp);
+		if (!t->tp_links[i]) {
+			int err = -errno;
+
+			log__error("cannot attach to raw tracepoint '%s': %s", tps[i].tp,
+				   strerror(-err));
+			return err;
+		}
+	}
+	return 0;
+}
+
+/* After the load: attaches what root_prep found and marks the executable known, so its exec
+ * does not stop. */
+int tracker__attach_root(struct tracker *t)
+{
+	__u8 one = 1;
+	int err;
+
+	root_prep__join(&t->root);
+	err = libs__bind(t->libs, t->set);
+	if (!err && t->root.known)
+		bpf_map_update_elem(bpf_map__fd(t->skel->maps.known_exe), &t->root.key, &one,
+				    BPF_ANY);
+	return err;
+}
+
+int tracker__register_root(struct tracker *t)
+{
+	struct mt_proc zero = {};
+	__u32 pid = t->sp.pid;
+	int err = 0;
+
+	/* a zeroed entry registers it (bpf/proc.h: the layout both sides build) */
+	if (bpf_map__value_size(t->skel->maps.procs) != sizeof(zero))
+		err = -EINVAL;
+	else if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.procs), &pid, &zero, BPF_ANY))
+		err = -errno;
+	if (err)
+		log__error("cannot register process %d: %s", pid, strerror(-err));
+	return err;
+}
+
+int tracker__setup_loop(struct tracker *t)
+{
+	struct event_source *src;
+	struct epoll_event ev = {.events = EPOLLIN};
+	sigset_t sigs;
+	int err;
+
+	consumer__init(&t->cons);
+	err = ringbuf_source__new(&src, bpf_map__fd(t->skel->maps.events));
+	if (!err)
+		err = consumer__add_source(&t->cons, src);
+	if (err)
+		return err;
+	t->sinks.acct = t->acct;
+	err = record_sinks__add(&t->sinks, &t->cons);
+	if (err)
+		return err;
+	consumer__set_control(&t->cons, control_exec_stopped, t);
+	if (t->pre.on) {
+		shm_source__set_ring(t->pre.shm, src);
+		err = consumer__add_source(&t->cons, shm_source__src(t->pre.shm));
+		if (err)
+			return err;
+		t->pre_added = true;
+		shm_source__order(t->pre.shm, &t->cons);
+	}
+
+	/* Signals for memtrack are forwarded to the command; read them from a signalfd. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
+	sigaddset(&sigs, SIGQUIT);
+	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	t->sigfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
+	t->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (t->sigfd < 0 || t->epfd < 0)
+		return -errno;
+	ev.data.u32 = 0;
+	if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, src->fd, &ev))
+		return -errno;
+	ev.data.u32 = 1;
+	if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->sigfd, &ev))
+		return -errno;
+	return 0;
+}
+
+void tracker__add_pidfd(struct tracker *t)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.u32 = 2};
+
+	epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->sp.pidfd, &ev);
+}
+
+/* True while any process of the tree is alive (the BPF side removes each at its exit). */
+static bool tracker__tree_alive(struct tracker *t)
+{
+	__u32 key;
+
+	return bpf_map_get_next_key(bpf_map__fd(t->skel->maps.procs), NULL, &key) == 0;
+}
+
+/*
+ * Runs until the root process has exited and, like strace -f, until every process of the tree
+ * has: a child the root left behind is still part of the run. A signal received after the root
+ * exited stops the wait (the descendants run on untracked). Returns the root's wait status.
+ */
+int tracker__loop(struct tracker *t)
+{
+	int root_status = -1;
+
+	for (;;) {
+		struct epoll_event evs[4];
+		/* Records are submitted without wakeup below 256 KiB pending (a quarter of a
+		 * smaller ring): poll every 10 ms so the ring never holds more than that long's
+		 * worth. */
+		int n = epoll_wait(t->epfd, evs, 4,
+				   t->pre_added ? shm_source__poll_ms(t->pre.shm) : 10);
+
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		consumer__drain(&t->cons);
+		for (int i = 0; i < n; i++) {
+			if (evs[i].data.u32 == 1) {
+				struct signalfd_siginfo si;
+
+				while (read(t->sigfd, &si, sizeof(si)) == sizeof(si)) {
+					if (root_status >= 0)
+						return root_status;
+					kill(t->sp.pid, (int)si.ssi_signo);
+				}
+			} else if (evs[i].data.u32 == 2 && root_status < 0) {
+				int status;
+
+				if (waitpid(t->sp.pid, &status, WNOHANG) == t->sp.pid) {
+					root_status = status;
+					epoll_ctl(t->epfd, EPOLL_CTL_DEL, t->sp.pidfd, NULL);
+				}
+			}
+		}
+		if (root_status >= 0 && !tracker__tree_alive(t))
+			return root_status;
+	}
+}
