@@ -98,9 +98,10 @@ extern struct mt_global_map global SEC(".maps");
 
 /*
  * Whether the programs may stop a tracked task (exec of a new executable, return of dlopen):
- * entry 0 is 1 while a consumer answers the stops. tracker.c sets it after the load and clears
- * it before its last drain; the watchdog (src/track/watchdog.c) clears it when memtrack is
- * gone, SIGKILL included, then resumes every stop whose record is still in the ring.
+ * entry 0 is 1 while a consumer answers the stops. tracker_run.c sets it after the load,
+ * tracker_finish.c clears it before its last drain; the watchdog (src/track/watchdog.c) clears
+ * it when memtrack is gone, SIGKILL included, then resumes every stop whose record is still in
+ * the ring.
  */
 struct mt_stop_ctl_map {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -139,9 +140,9 @@ static __always_inline struct mt_thread *mt_thread_create(void)
 }
 
 /* Wake the consumer only when enough data is pending; it also polls on a short timer.
- * User space sets this below the ring's size (tracker.c): a threshold the ring can never hold
- * (256 KiB in a 256 KiB ring) would leave only the timer, and a storm filling the ring faster
- * than that lost records. */
+ * User space sets this below the ring's size (tracker_load.c): a threshold the ring can never
+ * hold (256 KiB in a 256 KiB ring) would leave only the timer, and a storm filling the ring
+ * faster than that lost records. */
 extern const volatile __u64 mt_wakeup_bytes;
 
 static __always_inline void mt_submit(struct mt_event *e, bool urgent)
