@@ -67,7 +67,9 @@ static int edges(void)
 	raise(SIGUSR1);
 	pid = vfork();
 	if (pid == 0) {
-		execl("/bin/true", "true", (char *)NULL);
+		/* itself, not /bin/true: that may be a static busybox (the VM lane), which no
+		 * interposer can serve */
+		execl("/proc/self/exe", "preload_edges", "noop", (char *)NULL);
 		_exit(127);
 	}
 	if (pid < 0 || waitpid(pid, &st, 0) != pid)
@@ -110,6 +112,8 @@ static int shm(void)
 
 int main(int argc, char **argv)
 {
+	if (argc > 1 && !strcmp(argv[1], "noop")) /* the vfork child's exec */
+		return 0;
 	mt_expect_init();
 	free(malloc(1));
 	if (argc > 1 && !strcmp(argv[1], "abort")) {
