@@ -2,16 +2,17 @@
 /*
  * Artifact encoding and writer. The writer is on the consumer's hot path (one call per ring
  * buffer record), so it never allocates after open: events are packed into a frame buffer sized
- * for frame_events worst-case events, and each full frame is compressed into a second buffer
- * sized by ZSTD_compressBound, then written with write(2).
+ * for frame_events worst-case events, and each full frame goes to the frame pipe
+ * (frame_pipe.h), which compresses it (on the caller's thread, or on worker threads) and
+ * writes it with write(2), frames in order.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zstd.h>
 #include "artifact/artifact.h"
+#include "artifact/frame_pipe.h"
 
 /*
  * Worst case of one encoded event: Realloc with every integer in its widest form is 97 bytes
@@ -225,62 +226,35 @@ struct artifact_writer {
 	int err; /* first I/O or compression failure; sticky, reported by close */
 	unsigned frame_events; /* events per zstd frame */
 	unsigned in_frame; /* events in buf */
-	uint64_t frames; /* frames written */
+	int level; /* zstd level, kept for artifact_writer__set_workers */
+	uint64_t frames; /* frames submitted to the pipe */
 	uint64_t events; /* events accepted */
-	uint64_t bytes; /* compressed bytes written to fd */
-	uint8_t *buf; /* msgpack bytes of the current frame */
+	uint8_t *buf; /* msgpack bytes of the current frame: the pipe's current buffer */
 	size_t len, cap;
-	uint8_t *zbuf; /* compressed frame, ZSTD_compressBound(cap) bytes */
-	size_t zcap;
-	ZSTD_CCtx *cctx;
+	struct frame_pipe *pipe; /* compresses and writes frames, in order */
 };
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-/* Compresses buf as one independent frame (content size included) and writes it. */
+/* Hands the current frame to the pipe, which gives the next buffer. */
 static int flush_frame(struct artifact_writer *w)
 {
-	size_t z;
 	int rc;
 
 	if (w->err)
 		return w->err;
-	z = ZSTD_compress2(w->cctx, w->zbuf, w->zcap, w->buf, w->len);
-	if (ZSTD_isError(z)) {
-		w->err = -EIO;
-		return w->err;
-	}
-	rc = write_all(w->fd, w->zbuf, z);
-	if (rc) {
-		w->err = rc;
-		return rc;
-	}
-	w->bytes += z;
+	rc = frame_pipe__submit(w->pipe, w->fd, w->len, w->in_frame);
 	w->frames++;
+	w->buf = frame_pipe__buf(w->pipe);
 	w->len = 0;
 	w->in_frame = 0;
-	return 0;
+	if (rc)
+		w->err = rc;
+	return rc;
 }
 
 int artifact_writer__open(struct artifact_writer **wp, const char *path, int level,
 			  unsigned frame_events)
 {
 	struct artifact_writer *w;
-	size_t zr;
 	int rc;
 
 	if (!wp || !path)
@@ -297,21 +271,12 @@ int artifact_writer__open(struct artifact_writer **wp, const char *path, int lev
 		return -ENOMEM;
 	w->fd = -1;
 	w->frame_events = frame_events;
+	w->level = level;
 	w->cap = (size_t)frame_events * ARTIFACT_MAX_EVENT;
-	w->zcap = ZSTD_compressBound(w->cap);
-	/* Untouched pages of these buffers cost no RSS: malloc maps them lazily. */
-	w->buf = malloc(w->cap);
-	w->zbuf = malloc(w->zcap);
-	w->cctx = ZSTD_createCCtx();
-	if (!w->buf || !w->zbuf || !w->cctx) {
-		rc = -ENOMEM;
+	rc = frame_pipe__new(&w->pipe, level, w->cap, 0);
+	if (rc)
 		goto cleanup;
-	}
-	zr = ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_compressionLevel, level);
-	if (ZSTD_isError(zr)) {
-		rc = -EINVAL;
-		goto cleanup;
-	}
+	w->buf = frame_pipe__buf(w->pipe);
 	w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (w->fd < 0) {
 		rc = -errno;
@@ -350,7 +315,33 @@ uint64_t artifact_writer__events(const struct artifact_writer *w)
 
 uint64_t artifact_writer__bytes(const struct artifact_writer *w)
 {
-	return w ? w->bytes : 0;
+	return w && w->pipe ? frame_pipe__bytes(w->pipe) : 0;
+}
+
+int artifact_writer__set_workers(struct artifact_writer *w, unsigned workers)
+{
+	struct frame_pipe *p;
+	int rc;
+
+	if (w->events || w->frames)
+		return -EBUSY;
+	rc = frame_pipe__new(&p, w->level, w->cap, workers);
+	if (rc)
+		return rc;
+	frame_pipe__free(w->pipe);
+	w->pipe = p;
+	w->buf = frame_pipe__buf(p);
+	return 0;
+}
+
+unsigned artifact__default_workers(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	/* the consumer's thread encodes; with one CPU a worker would only add switches */
+	if (n <= 1)
+		return 0;
+	return n > FRAME_PIPE_MAX_WORKERS ? FRAME_PIPE_MAX_WORKERS : (unsigned)n;
 }
 
 int artifact_writer__close(struct artifact_writer *w)
@@ -359,15 +350,19 @@ int artifact_writer__close(struct artifact_writer *w)
 
 	if (!w)
 		return 0;
-	/* The last partial frame; an empty artifact still gets one (empty) frame. */
+	/* The last partial frame; an empty artifact still gets one (empty) frame. Then every
+	 * frame in flight is written before the file is closed. */
 	if (w->fd >= 0 && (w->in_frame || !w->frames))
 		flush_frame(w);
+	if (w->pipe) {
+		rc = frame_pipe__finish(w->pipe);
+		if (rc && !w->err)
+			w->err = rc;
+	}
 	if (w->fd >= 0 && close(w->fd) && !w->err)
 		w->err = -errno;
 	rc = w->err;
-	ZSTD_freeCCtx(w->cctx);
-	free(w->zbuf);
-	free(w->buf);
+	frame_pipe__free(w->pipe);
 	free(w);
 	return rc;
 }

@@ -31,12 +31,21 @@ struct artifact_writer;
 /* Creates (truncates) path. level: zstd level; frame_events: events per frame (0 = default). */
 int artifact_writer__open(struct artifact_writer **w, const char *path, int level,
 			  unsigned frame_events);
+/* 0, -EINVAL for a control/unknown record (the writer goes on), or the sticky -errno of a
+ * failed compression or write (with workers: maybe an earlier frame's). */
 int artifact_writer__write(struct artifact_writer *w, const struct mt_event *ev);
+/* Compress frames on `workers` threads while the caller encodes the next one (0: on the
+ * caller's thread, the default). Frames are written in order either way; the caller waits when
+ * workers + 1 frames are in flight. Only before the first write; -EBUSY after. */
+int artifact_writer__set_workers(struct artifact_writer *w, unsigned workers);
+/* What `memtrack track` gives set_workers: one per online CPU (0 on a single CPU). */
+unsigned artifact__default_workers(void);
 /* Bytes written so far and events accepted. */
 uint64_t artifact_writer__events(const struct artifact_writer *w);
 uint64_t artifact_writer__bytes(const struct artifact_writer *w);
-/* Flushes the last frame (an empty artifact still gets one frame), fsyncs nothing, closes.
- * NULL-safe. Returns 0 or -errno of the first failure seen since open. */
+/* Flushes the last frame (an empty artifact still gets one frame), waits until every frame is
+ * written, fsyncs nothing, closes. NULL-safe. Returns 0 or -errno of the first failure seen
+ * since open: after one, no later frame is written. */
 int artifact_writer__close(struct artifact_writer *w);
 
 struct artifact_reader;
