@@ -8,6 +8,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -21,33 +23,53 @@
  */
 #define ARTIFACT_MAX_EVENT 128
 
-/* Variant names, indexed by enum mt_event_type; NULL for holes and control records. The
- * length is kept so the hot path never calls strlen. */
-#define NAME(s) {s, sizeof(s) - 1}
-static const struct {
-	const char *s;
-	size_t len;
-} type_names[] = {
-	[MT_EV_MALLOC] = NAME("Malloc"), [MT_EV_CALLOC] = NAME("Calloc"),
-	[MT_EV_REALLOC] = NAME("Realloc"), [MT_EV_ALIGNED_ALLOC] = NAME("AlignedAlloc"),
-	[MT_EV_FREE] = NAME("Free"),	 [MT_EV_MMAP] = NAME("Mmap"),
-	[MT_EV_MUNMAP] = NAME("Munmap"), [MT_EV_BRK] = NAME("Brk"),
-	[MT_EV_FORK] = NAME("Fork"),	 [MT_EV_EXEC] = NAME("Exec"),
-	[MT_EV_EXIT] = NAME("Exit"),	 [MT_EV_RSS] = NAME("Rss"),
-	[MT_EV_RMAP] = NAME("Rmap"),
+/*
+ * The artifact's record types, one row each, indexed by enum mt_event_type (NULL name: a hole
+ * or a control record, never written): the variant name, then the keys that follow the five
+ * common ones (pid, tid, timestamp, addr, type), in order, and where each value comes from.
+ * The encoder runs on shapes compiled from these rows (compile_shapes).
+ */
+enum field_src {
+	SRC_SIZE, /* u64 in size */
+	SRC_DELTA, /* i64 in size, two's complement */
+	SRC_AUX, /* u32 in aux */
+	SRC_OLD_ADDR, /* u64 in old_addr; the key is omitted (never nil) when it is 0 */
 };
-#define NR_TYPE_NAMES (sizeof(type_names) / sizeof(type_names[0]))
+
+static const struct variant {
+	const char *name;
+	struct {
+		const char *key;
+		enum field_src src;
+	} fields[2];
+	unsigned nfields;
+} variants[] = {
+	[MT_EV_MALLOC] = {"Malloc", {{"size", SRC_SIZE}}, 1},
+	[MT_EV_CALLOC] = {"Calloc", {{"size", SRC_SIZE}}, 1},
+	[MT_EV_REALLOC] = {"Realloc", {{"size", SRC_SIZE}, {"old_addr", SRC_OLD_ADDR}}, 2},
+	[MT_EV_ALIGNED_ALLOC] = {"AlignedAlloc", {{"size", SRC_SIZE}}, 1},
+	[MT_EV_FREE] = {"Free", {{0}}, 0},
+	[MT_EV_MMAP] = {"Mmap", {{"size", SRC_SIZE}}, 1},
+	[MT_EV_MUNMAP] = {"Munmap", {{"size", SRC_SIZE}}, 1},
+	[MT_EV_BRK] = {"Brk", {{"size", SRC_SIZE}}, 1},
+	[MT_EV_FORK] = {"Fork", {{"parent_pid", SRC_SIZE}}, 1},
+	[MT_EV_EXEC] = {"Exec", {{0}}, 0},
+	[MT_EV_EXIT] = {"Exit", {{0}}, 0},
+	[MT_EV_RSS] = {"Rss", {{"member", SRC_AUX}, {"size", SRC_SIZE}}, 2},
+	[MT_EV_RMAP] = {"Rmap", {{"member", SRC_AUX}, {"delta", SRC_DELTA}}, 2},
+};
+#define NR_VARIANTS (sizeof(variants) / sizeof(variants[0]))
 
 const char *artifact__type_name(uint32_t type)
 {
-	return type < NR_TYPE_NAMES ? type_names[type].s : NULL;
+	return type < NR_VARIANTS ? variants[type].name : NULL;
 }
 
 uint32_t artifact__type_from_name(const char *name, size_t len)
 {
-	for (uint32_t t = 0; t < NR_TYPE_NAMES; t++) {
-		if (type_names[t].s && type_names[t].len == len &&
-		    !memcmp(type_names[t].s, name, len))
+	for (uint32_t t = 0; t < NR_VARIANTS; t++) {
+		if (variants[t].name && strlen(variants[t].name) == len &&
+		    !memcmp(variants[t].name, name, len))
 			return t;
 	}
 	return MT_EV_NONE;
@@ -119,91 +141,107 @@ static inline uint8_t *put_int(uint8_t *p, int64_t v)
 	return put_be64(p, 0xd3, (uint64_t)v);
 }
 
-/* A fixstr (keys and variant names, all shorter than 32 bytes): header byte, then the text. */
-static inline uint8_t *put_fixstr(uint8_t *p, const char *s, size_t len)
+/*
+ * A row compiled to bytes: everything between the addr value and the first field's value is
+ * constant for a type ("\xa4type", the name as a fixstr, the first key), and so is the second
+ * key. They are copied with fixed-size copies (plain vector stores): the copy may run past the
+ * piece, never past ARTIFACT_MAX_EVENT from the event's start, and what it leaves beyond the
+ * piece is overwritten by what follows or lies past the end. Bounds, Realloc at its widest:
+ * mid copied at offset <= 52 (52 + 32 = 84), key2 at <= 79 (79 + 16 = 95), 97 bytes in all.
+ */
+#define MID_COPY 32
+#define KEY2_COPY 16
+
+struct shape {
+	uint8_t mid[MID_COPY]; /* "\xa4type", fixstr name, fixstr of the first key */
+	uint8_t key2[KEY2_COPY]; /* fixstr of the second key */
+	uint8_t mid_len, key2_len;
+	uint8_t map; /* fixmap header with every key present */
+	uint8_t nfields;
+	uint8_t src[2]; /* enum field_src */
+	bool valid; /* an artifact type */
+};
+
+static struct shape shapes[NR_VARIANTS];
+static pthread_once_t shapes_once = PTHREAD_ONCE_INIT;
+
+static size_t fixstr(uint8_t *p, const char *s)
 {
-	*p = (uint8_t)(0xa0 | len);
-	memcpy(p + 1, s, len); /* a constant length for the keys: inlined as plain stores */
-	return p + 1 + len;
+	size_t n = strlen(s);
+
+	/* keys and names are all shorter than 32 bytes: fixstr */
+	*p = (uint8_t)(0xa0 | n);
+	memcpy(p + 1, s, n);
+	return n + 1;
 }
 
-#define PUT_KEY(p, lit) put_fixstr(p, lit, sizeof(lit) - 1)
+static void compile_shapes(void)
+{
+	for (size_t t = 0; t < NR_VARIANTS; t++) {
+		const struct variant *v = &variants[t];
+		struct shape *sh = &shapes[t];
+
+		if (!v->name)
+			continue;
+		sh->mid_len = (uint8_t)fixstr(sh->mid, "type");
+		sh->mid_len += (uint8_t)fixstr(sh->mid + sh->mid_len, v->name);
+		if (v->nfields)
+			sh->mid_len += (uint8_t)fixstr(sh->mid + sh->mid_len, v->fields[0].key);
+		if (v->nfields > 1)
+			sh->key2_len = (uint8_t)fixstr(sh->key2, v->fields[1].key);
+		for (unsigned i = 0; i < v->nfields; i++)
+			sh->src[i] = (uint8_t)v->fields[i].src;
+		sh->nfields = (uint8_t)v->nfields;
+		sh->map = (uint8_t)(0x80 | (5 + v->nfields)); /* fixmap: at most 7 entries */
+		sh->valid = true;
+	}
+}
+
+static inline uint8_t *put_field(uint8_t *p, const struct mt_event *ev, unsigned src)
+{
+	switch (src) {
+	case SRC_DELTA:
+		return put_int(p, (int64_t)ev->size);
+	case SRC_AUX:
+		return put_uint(p, ev->aux);
+	case SRC_OLD_ADDR:
+		return put_uint(p, ev->old_addr);
+	default:
+		return put_uint(p, ev->size);
+	}
+}
 
 /*
- * Encodes into buf, which has room for ARTIFACT_MAX_EVENT bytes. Returns the encoded length,
- * or -EINVAL for a control/unknown record.
+ * Encodes into buf, which has room for ARTIFACT_MAX_EVENT bytes (all of them may be written).
+ * Returns the encoded length, or -EINVAL for a control/unknown record. compile_shapes has run.
  */
 static inline int encode(const struct mt_event *ev, uint8_t *buf)
 {
+	const struct shape *sh;
 	uint8_t *p = buf;
-	size_t nfields;
+	bool second;
 
-	if (ev->type >= NR_TYPE_NAMES || !type_names[ev->type].s)
+	if (ev->type >= NR_VARIANTS || !shapes[ev->type].valid)
 		return -EINVAL;
-	switch (ev->type) {
-	case MT_EV_FREE:
-	case MT_EV_EXEC:
-	case MT_EV_EXIT:
-		nfields = 0;
-		break;
-	case MT_EV_REALLOC:
-		nfields = ev->old_addr ? 2 : 1; /* old_addr is optional: omitted, never nil */
-		break;
-	case MT_EV_RSS:
-	case MT_EV_RMAP:
-		nfields = 2;
-		break;
-	default:
-		nfields = 1;
-		break;
-	}
-
-	*p++ = (uint8_t)(0x80 | (5 + nfields)); /* fixmap: at most 7 entries */
-	p = PUT_KEY(p, "pid");
-	p = put_int(p, ev->pid);
-	p = PUT_KEY(p, "tid");
-	p = put_int(p, ev->tid);
-	p = PUT_KEY(p, "timestamp");
-	p = put_uint(p, ev->ts);
-	p = PUT_KEY(p, "addr");
-	p = put_uint(p, ev->addr);
-	p = PUT_KEY(p, "type");
-	p = put_fixstr(p, type_names[ev->type].s, type_names[ev->type].len);
-
-	switch (ev->type) {
-	case MT_EV_FREE:
-	case MT_EV_EXEC:
-	case MT_EV_EXIT:
-		break;
-	case MT_EV_FORK:
-		p = PUT_KEY(p, "parent_pid");
-		p = put_uint(p, ev->size);
-		break;
-	case MT_EV_RSS:
-		p = PUT_KEY(p, "member");
-		p = put_uint(p, ev->aux);
-		p = PUT_KEY(p, "size");
-		p = put_uint(p, ev->size);
-		break;
-	case MT_EV_RMAP:
-		/* pages, signed: the BPF side stores the delta two's-complement in size */
-		p = PUT_KEY(p, "member");
-		p = put_uint(p, ev->aux);
-		p = PUT_KEY(p, "delta");
-		p = put_int(p, (int64_t)ev->size);
-		break;
-	case MT_EV_REALLOC:
-		p = PUT_KEY(p, "size");
-		p = put_uint(p, ev->size);
-		if (ev->old_addr) {
-			p = PUT_KEY(p, "old_addr");
-			p = put_uint(p, ev->old_addr);
-		}
-		break;
-	default: /* Malloc, Calloc, AlignedAlloc, Mmap, Munmap, Brk */
-		p = PUT_KEY(p, "size");
-		p = put_uint(p, ev->size);
-		break;
+	sh = &shapes[ev->type];
+	/* old_addr is the only optional field, and always the last one */
+	second = sh->nfields > 1 && (sh->src[1] != SRC_OLD_ADDR || ev->old_addr);
+	*p = (uint8_t)(sh->map - (sh->nfields > 1 && !second));
+	memcpy(p + 1, "\xa3pid", 4);
+	p = put_int(p + 5, ev->pid);
+	memcpy(p, "\xa3tid", 4);
+	p = put_int(p + 4, ev->tid);
+	memcpy(p, "\xa9timestamp", 10);
+	p = put_uint(p + 10, ev->ts);
+	memcpy(p, "\xa4" "addr", 5);
+	p = put_uint(p + 5, ev->addr);
+	memcpy(p, sh->mid, MID_COPY);
+	p += sh->mid_len;
+	if (sh->nfields)
+		p = put_field(p, ev, sh->src[0]);
+	if (second) {
+		memcpy(p, sh->key2, KEY2_COPY);
+		p = put_field(p + sh->key2_len, ev, sh->src[1]);
 	}
 	return (int)(p - buf);
 }
@@ -211,7 +249,10 @@ static inline int encode(const struct mt_event *ev, uint8_t *buf)
 int artifact__encode(const struct mt_event *ev, void *buf, size_t cap)
 {
 	uint8_t tmp[ARTIFACT_MAX_EVENT];
-	int n = encode(ev, tmp);
+	int n;
+
+	pthread_once(&shapes_once, compile_shapes);
+	n = encode(ev, tmp);
 
 	if (n < 0)
 		return n;
@@ -266,6 +307,7 @@ int artifact_writer__open(struct artifact_writer **wp, const char *path, int lev
 	if (frame_events > (1u << 20))
 		return -EINVAL;
 
+	pthread_once(&shapes_once, compile_shapes);
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
