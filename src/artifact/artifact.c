@@ -350,6 +350,44 @@ int artifact_writer__write(struct artifact_writer *w, const struct mt_event *ev)
 	return 0;
 }
 
+size_t artifact_writer__write_many(struct artifact_writer *w, const struct mt_event *ev,
+				   size_t n, int *err)
+{
+	size_t i = 0;
+
+	*err = w->err;
+	if (*err)
+		return 0;
+	while (i < n) {
+		/* up to the end of the frame, then flush: the loop holds no per-record calls */
+		size_t room = w->frame_events - w->in_frame, end = i + (n - i < room ? n - i : room);
+		unsigned start = w->in_frame;
+
+		for (; i < end; i++) {
+			int len = encode(&ev[i], w->buf + w->len);
+
+			if (len < 0) {
+				*err = len;
+				break;
+			}
+			w->len += (size_t)len;
+			w->in_frame++;
+		}
+		w->events += w->in_frame - start;
+		if (w->in_frame == w->frame_events) {
+			int rc = flush_frame(w);
+
+			if (rc && !*err) {
+				*err = rc;
+				return i; /* written, and lost with the frame: the sticky error says so */
+			}
+		}
+		if (*err)
+			break;
+	}
+	return i;
+}
+
 uint64_t artifact_writer__events(const struct artifact_writer *w)
 {
 	return w ? w->events : 0;

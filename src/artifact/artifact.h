@@ -34,6 +34,10 @@ int artifact_writer__open(struct artifact_writer **w, const char *path, int leve
 /* 0, -EINVAL for a control/unknown record (the writer goes on), or the sticky -errno of a
  * failed compression or write (with workers: maybe an earlier frame's). */
 int artifact_writer__write(struct artifact_writer *w, const struct mt_event *ev);
+/* artifact_writer__write over ev[0..n), stopping at the first refused record: returns how
+ * many were accepted, and *err is the refusal (0 when none). */
+size_t artifact_writer__write_many(struct artifact_writer *w, const struct mt_event *ev,
+				   size_t n, int *err);
 /* Compress frames on `workers` threads while the caller encodes the next one (0: on the
  * caller's thread, the default). Frames are written in order either way; the caller waits when
  * workers + 1 frames are in flight. Only before the first write; -EBUSY after. */
