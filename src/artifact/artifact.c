@@ -292,26 +292,28 @@ static int flush_frame(struct artifact_writer *w)
 	return rc;
 }
 
-int artifact_writer__open(struct artifact_writer **wp, const char *path, int level,
-			  unsigned frame_events)
+int artifact_writer__open_fd(struct artifact_writer **wp, int fd, int level,
+			     unsigned frame_events)
 {
 	struct artifact_writer *w;
 	int rc;
 
-	if (!wp || !path)
+	if (!wp || fd < 0) {
+		if (fd >= 0)
+			close(fd);
 		return -EINVAL;
+	}
 	*wp = NULL;
 	if (!frame_events)
 		frame_events = ARTIFACT_DEFAULT_FRAME_EVENTS;
-	/* The frame buffer is frame_events * 128 bytes; 1M events (128 MiB) is plenty. */
-	if (frame_events > (1u << 20))
-		return -EINVAL;
-
 	pthread_once(&shapes_once, compile_shapes);
-	w = calloc(1, sizeof(*w));
-	if (!w)
-		return -ENOMEM;
-	w->fd = -1;
+	/* The frame buffer is frame_events * 128 bytes; 1M events (128 MiB) is plenty. */
+	w = frame_events <= (1u << 20) ? calloc(1, sizeof(*w)) : NULL;
+	if (!w) {
+		close(fd);
+		return frame_events > (1u << 20) ? -EINVAL : -ENOMEM;
+	}
+	w->fd = fd;
 	w->frame_events = frame_events;
 	w->level = level;
 	w->cap = (size_t)frame_events * ARTIFACT_MAX_EVENT;
@@ -319,17 +321,27 @@ int artifact_writer__open(struct artifact_writer **wp, const char *path, int lev
 	if (rc)
 		goto cleanup;
 	w->buf = frame_pipe__buf(w->pipe);
-	w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (w->fd < 0) {
-		rc = -errno;
-		goto cleanup;
-	}
 	*wp = w;
 	return 0;
 
 cleanup:
+	w->err = rc; /* nothing to flush: close only closes */
 	artifact_writer__close(w);
 	return rc;
+}
+
+int artifact_writer__open(struct artifact_writer **wp, const char *path, int level,
+			  unsigned frame_events)
+{
+	int fd;
+
+	if (!wp || !path)
+		return -EINVAL;
+	*wp = NULL;
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	return artifact_writer__open_fd(wp, fd, level, frame_events);
 }
 
 int artifact_writer__write(struct artifact_writer *w, const struct mt_event *ev)
@@ -393,6 +405,15 @@ uint64_t artifact_writer__events(const struct artifact_writer *w)
 	return w ? w->events : 0;
 }
 
+uint64_t artifact_writer__events_written(const struct artifact_writer *w)
+{
+	struct frame_pipe_stats st = {0};
+
+	if (w && w->pipe)
+		frame_pipe__stats(w->pipe, &st);
+	return st.events_written;
+}
+
 uint64_t artifact_writer__bytes(const struct artifact_writer *w)
 {
 	return w && w->pipe ? frame_pipe__bytes(w->pipe) : 0;
@@ -424,18 +445,31 @@ unsigned artifact__default_workers(void)
 	return n > FRAME_PIPE_MAX_WORKERS ? FRAME_PIPE_MAX_WORKERS : (unsigned)n;
 }
 
+int artifact_writer__flush(struct artifact_writer *w)
+{
+	int rc;
+
+	/* The last partial frame; an empty artifact still gets one (empty) frame. Then every
+	 * frame in flight is written: events_written and bytes are final. */
+	if (w->fd >= 0 && (w->in_frame || !w->frames))
+		flush_frame(w);
+	if (w->pipe) {
+		rc = frame_pipe__sync(w->pipe);
+		if (rc && !w->err)
+			w->err = rc;
+	}
+	return w->err;
+}
+
 int artifact_writer__close(struct artifact_writer *w)
 {
 	int rc;
 
 	if (!w)
 		return 0;
-	/* The last partial frame; an empty artifact still gets one (empty) frame. Then every
-	 * frame in flight is written before the file is closed. */
-	if (w->fd >= 0 && (w->in_frame || !w->frames))
-		flush_frame(w);
+	artifact_writer__flush(w);
 	if (w->pipe) {
-		rc = frame_pipe__finish(w->pipe);
+		rc = frame_pipe__finish(w->pipe); /* the workers stop */
 		if (rc && !w->err)
 			w->err = rc;
 	}

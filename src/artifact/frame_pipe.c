@@ -4,9 +4,11 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include <zstd.h>
 #include "artifact/frame_pipe.h"
+#include "common/log.h"
 
 /*
  * A slot's life: FILLING (the caller's, exactly one) -> QUEUED -> BUSY (a worker compresses it)
@@ -95,10 +97,15 @@ static void write_slot(struct frame_pipe *p, struct slot *s, bool unlock)
 			pthread_mutex_unlock(&p->mu);
 		rc = write_all(s->fd, s->zbuf, s->zlen, &done);
 		if (rc && done) {
+			/* shrinking needs no space; a file that cannot shrink (/dev/full) keeps
+			 * its bytes */
 			off_t end = lseek(s->fd, 0, SEEK_CUR);
 
 			if (end >= (off_t)done && ftruncate(s->fd, end - (off_t)done) == 0)
 				lseek(s->fd, end - (off_t)done, SEEK_SET);
+			else
+				log__debug(2, "artifact: cannot cut the partial frame: %s",
+					   strerror(errno));
 		}
 		if (unlock)
 			pthread_mutex_lock(&p->mu);
@@ -306,18 +313,29 @@ int frame_pipe__submit(struct frame_pipe *p, int fd, size_t len, unsigned events
 	return rc;
 }
 
-int frame_pipe__finish(struct frame_pipe *p)
+int frame_pipe__sync(struct frame_pipe *p)
 {
 	int rc;
 
-	if (!p->nworkers || p->finished)
+	if (!p->nworkers)
 		return p->err;
 	pthread_mutex_lock(&p->mu);
 	while (p->write_seq < p->next_seq)
 		pthread_cond_wait(&p->freed, &p->mu);
+	rc = p->err;
+	pthread_mutex_unlock(&p->mu);
+	return rc;
+}
+
+int frame_pipe__finish(struct frame_pipe *p)
+{
+	int rc = frame_pipe__sync(p);
+
+	if (!p->nworkers || p->finished)
+		return rc;
+	pthread_mutex_lock(&p->mu);
 	p->stop = true;
 	pthread_cond_broadcast(&p->work);
-	rc = p->err;
 	pthread_mutex_unlock(&p->mu);
 	for (unsigned i = 0; i < p->nworkers; i++) {
 		if (p->workers[i].started)

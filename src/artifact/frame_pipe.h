@@ -38,8 +38,10 @@ uint8_t *frame_pipe__buf(const struct frame_pipe *p);
  * empty frame), to be written to fd (borrowed: open until finish). Returns 0 or the sticky
  * error, -errno, which may be an earlier frame's. A new buffer is always made current. */
 int frame_pipe__submit(struct frame_pipe *p, int fd, size_t len, unsigned events);
-/* Waits until every submitted frame is written (or dropped after an error), stops the workers.
- * Returns 0 or the first error. Submitting after this is not allowed. */
+/* Waits until every submitted frame is written (or dropped after an error). 0 or the error. */
+int frame_pipe__sync(struct frame_pipe *p);
+/* frame_pipe__sync, then stops the workers. Returns 0 or the first error. Submitting after
+ * this is not allowed. */
 int frame_pipe__finish(struct frame_pipe *p);
 /* A consistent snapshot; safe while workers run. */
 void frame_pipe__stats(struct frame_pipe *p, struct frame_pipe_stats *st);

@@ -13,11 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #include <jansson.h>
 #include "artifact/artifact.h"
 #include "artifact/manifest.h"
+#include "artifact/outdir.h"
+#include "common/log.h"
 
 static const char *const drop_keys[MT_DROP_NR] = {
 	[MT_DROP_RINGBUF] = "ringbuf",
@@ -145,6 +148,16 @@ static json_t *build(const struct manifest *m)
 		rc |= set(o, "total", u64(drops));
 	}
 	rc |= set(root, "complete", json_boolean(m->complete));
+	a = json_array();
+	for (uint32_t i = 0; a && i < m->nr_running; i++) {
+		json_t *p = json_object();
+		const char *c = m->running[i].comm;
+
+		rc |= set(p, "pid", json_integer(m->running[i].pid));
+		rc |= set(p, "comm", json_stringn(c, strnlen(c, sizeof(m->running[i].comm))));
+		rc |= p ? json_array_append_new(a, p) : -1;
+	}
+	rc |= set(root, "still_running", a);
 
 	o = json_object();
 	rc |= set(root, "timings_ms", o);
@@ -243,68 +256,62 @@ static void manifest__arena_end(json_malloc_t old_malloc, json_free_t old_free)
 	arena.base = NULL;
 }
 
-/* Writes all of buf to fd; 0 or -errno. */
-static int manifest__write_all(int fd, const char *buf, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, buf, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-int manifest__write(const struct manifest *m, const char *path)
+/* Builds the JSON (in the arena) and publishes it as d/name; 0 or -errno, logged. */
+static int manifest__publish(const struct manifest *m, const struct outdir *d, const char *name,
+			     bool replace)
 {
 	json_malloc_t old_malloc;
 	json_free_t old_free;
 	json_t *root = NULL;
-	char tmp[4096], *text = NULL;
-	int rc = 0, fd = -1;
+	struct iovec iov[2] = {{NULL, 0}, {"\n", 1}}; /* JSON_INDENT output ends without one */
+	char *text = NULL;
+	int rc;
 
-	if (!m || !path)
-		return -EINVAL;
-	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
-		return -ENAMETOOLONG;
 	manifest__arena_begin(&old_malloc, &old_free);
 	root = build(m);
 	text = root ? json_dumps(root, JSON_INDENT(2)) : NULL;
 	if (!text) {
+		log__error("cannot write '%s/%s': %s", d->path, name, strerror(ENOMEM));
 		rc = -ENOMEM;
 		goto cleanup;
 	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-	if (fd < 0) {
-		rc = -errno;
-		goto cleanup;
-	}
-	rc = manifest__write_all(fd, text, strlen(text));
-	if (!rc)
-		rc = manifest__write_all(fd, "\n", 1);
-	/* No fsync: the rename alone shows readers a complete file, which is what a run's
-	 * consumers need; durability across a crash would need the artifact synced too, and
-	 * costs ~1.3 ms per run here. */
-	if (close(fd) && !rc)
-		rc = -errno;
-	fd = -1;
-	if (!rc && rename(tmp, path))
-		rc = -errno;
+	iov[0].iov_base = text;
+	iov[0].iov_len = strlen(text);
+	rc = outdir__publish(d, name, iov, 2, replace);
 cleanup:
-	if (fd >= 0)
-		close(fd);
-	if (rc)
-		unlink(tmp);
 	json_decref(root);
 	manifest__arena_free(text);
 	manifest__arena_end(old_malloc, old_free);
 	return rc;
 }
 
+int manifest__write_new(const struct manifest *m, const struct outdir *d, const char *name)
+{
+	if (!m || !d || !name)
+		return -EINVAL;
+	return manifest__publish(m, d, name, false);
+}
+
+int manifest__write(const struct manifest *m, const char *path)
+{
+	struct outdir d = {.fd = -1};
+	const char *slash;
+	char *dir;
+	int rc;
+
+	if (!m || !path)
+		return -EINVAL;
+	slash = strrchr(path, '/');
+	dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+	if (!dir)
+		return -ENOMEM;
+	d.path = dir;
+	d.fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	rc = d.fd < 0 ? -errno : manifest__publish(m, &d, slash ? slash + 1 : path, true);
+	outdir__close(&d);
+	free(dir);
+	return rc;
+}
 
 /*
  * Reading: missing keys read as zero/NULL (older writers, or keys added later); a key of the
@@ -437,6 +444,32 @@ static int read_procs(struct manifest *m, json_t *root)
 	return err;
 }
 
+static int read_running(struct manifest *m, json_t *root)
+{
+	int err = 0;
+	json_t *a = get(root, "still_running", JSON_ARRAY, &err);
+	size_t n = json_array_size(a);
+
+	if (err || !n)
+		return err;
+	m->running = calloc(n, sizeof(*m->running));
+	if (!m->running)
+		return -ENOMEM;
+	m->nr_running = (uint32_t)n;
+	for (size_t i = 0; i < n && !err; i++) {
+		json_t *o = json_array_get(a, i), *comm;
+
+		if (!json_is_object(o))
+			return -EBADMSG;
+		m->running[i].pid = (int32_t)get_i64(o, "pid", &err);
+		comm = get(o, "comm", JSON_STRING, &err);
+		if (comm)
+			snprintf(m->running[i].comm, sizeof(m->running[i].comm), "%s",
+				 json_string_value(comm));
+	}
+	return err;
+}
+
 static int parse(struct manifest *m, json_t *root)
 {
 	json_t *v, *o;
@@ -507,6 +540,8 @@ static int parse(struct manifest *m, json_t *root)
 		err = read_libraries(m, root);
 	if (!err)
 		err = read_procs(m, root);
+	if (!err)
+		err = read_running(m, root);
 	return err;
 }
 
@@ -566,5 +601,6 @@ void manifest__free(struct manifest *m)
 	}
 	free(m->libraries);
 	free(m->procs);
+	free(m->running);
 	memset(m, 0, sizeof(*m));
 }

@@ -24,6 +24,13 @@ struct manifest_proc {
 	uint64_t execs;
 };
 
+/* A process of the tree still running when memtrack stopped waiting for the tree (a signal
+ * after the root exited): its records end there, with no Exit. */
+struct manifest_running {
+	int32_t pid;
+	char comm[16];
+};
+
 struct manifest_library {
 	char *path;
 	char *kind; /* "libc", "libstdc++", "jemalloc", "mimalloc", "tcmalloc", "static" */
@@ -33,7 +40,7 @@ struct manifest_library {
 struct manifest {
 	/* identity */
 	const char *memtrack_version;
-	char *command; /* the shell string, or NULL with --/argv */
+	char *command; /* the shell string; with --, argv shell-quoted (older manifests: NULL) */
 	char **argv; /* NULL-terminated, what was exec'd (bash -c CMD, or PROG ARGS) */
 	int32_t root_pid;
 	int exit_status; /* what memtrack exits with for the command: status, 128+sig, 127 */
@@ -60,7 +67,9 @@ struct manifest {
 	uint64_t events_total;
 	uint64_t drops[MT_DROP_NR]; /* BPF side */
 	uint64_t consumer_drops; /* user side: records rejected (bad type, write failure) */
-	bool complete; /* no drop anywhere */
+	bool complete; /* no drop anywhere, no process still running */
+	struct manifest_running *running; /* "still_running" */
+	uint32_t nr_running;
 
 	/* phase timings, ns */
 	uint64_t t_load, t_attach, t_run, t_drain, t_detach, t_total;
@@ -80,7 +89,11 @@ struct manifest {
 	bool read_allocated;
 };
 
-/* Writes the JSON atomically (path.tmp then rename). */
+struct outdir;
+/* Writes the JSON as d/name in one step (a new hidden file, then renamed), never replacing or
+ * following anything already named name there (-EEXIST). Failures are logged. */
+int manifest__write_new(const struct manifest *m, const struct outdir *d, const char *name);
+/* The same at path, replacing a file (or link: not followed) already there. */
 int manifest__write(const struct manifest *m, const char *path);
 /* Parses a manifest written by manifest__write (any version <= ours); allocates strings and
  * arrays; free with manifest__free. Returns -EPROTO for a newer format version. */

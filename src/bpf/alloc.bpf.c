@@ -89,8 +89,7 @@ static __always_inline int mt_alloc_return(struct pt_regs *ctx)
 
 		if (e) {
 			e->addr = PT_REGS_RC(ctx);
-			bpf_send_signal(19 /* SIGSTOP */);
-			mt_submit(e, true);
+			mt_stop_submit(e);
 		}
 		return 0;
 	}

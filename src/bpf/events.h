@@ -39,6 +39,9 @@ enum mt_event_type {
 	/* Control records: never written to the artifact, they steer the consumer. */
 	MT_EV_CTL_EXEC_STOPPED = 64, /* a tracked task stopped itself at exec: inspect, then SIGCONT */
 	MT_EV_CTL_DLOPEN_STOPPED = 65, /* ... at the return of dlopen: scan its maps, then SIGCONT */
+	/* the process' name (the kernel's comm) after its Fork or Exec record: 16 bytes,
+	 * NUL-padded, in addr then size (contiguous) */
+	MT_EV_CTL_COMM = 66,
 	MT_EV_TYPE_MAX,
 };
 

@@ -24,6 +24,8 @@ struct mt_proc {
 	__u64 peak_rss; /* bytes, max of file + anon + shmem */
 	__s32 ppid;
 	__u32 execs;
+	__u64 lock; /* 1 while a program changes rss[] and writes its records (mt_proc_lock);
+		     * 64 bits: clang 14 makes 32-bit atomics only with -mcpu=v3 */
 };
 
 /* Per-thread allocator call state: nesting depth and the outermost call's arguments. Kept in
@@ -107,6 +109,20 @@ struct mt_global_map {
 };
 extern struct mt_global_map global SEC(".maps");
 
+/*
+ * Whether the programs may stop a tracked task (exec of a new executable, return of dlopen):
+ * entry 0 is 1 while a consumer answers the stops. tracker.c sets it after the load and clears
+ * it before its last drain; the watchdog (src/track/watchdog.c) clears it when memtrack is
+ * gone, SIGKILL included, then resumes every stop whose record is still in the ring.
+ */
+struct mt_stop_ctl_map {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64); /* 64 bits: the only width of atomic fetch-add before -mcpu=v3 */
+};
+extern struct mt_stop_ctl_map stop_ctl SEC(".maps");
+
 static __always_inline void mt_drop(__u32 reason)
 {
 	__u64 *n = bpf_map_lookup_elem(&drops, &reason);
@@ -167,6 +183,45 @@ static __always_inline struct mt_event *mt_reserve(__u32 type, __u32 pid, __u32 
 	e->size = 0;
 	e->old_addr = 0;
 	return e;
+}
+
+/*
+ * Stops the current thread group (SIGSTOP, taken on the way back to user space) and submits its
+ * control record e, or discards e when stops are not allowed. The record is reserved before the
+ * flag is read, with a full barrier between (an atomic read-modify-write): a watchdog that
+ * clears the flag, then reads the ring's producer position, either makes this program see 0 or
+ * sees this record (busy until it is submitted), so no stop is ever sent that nobody resumes.
+ */
+static __always_inline void mt_stop_submit(struct mt_event *e)
+{
+	__u32 key = 0;
+	__u64 *on = bpf_map_lookup_elem(&stop_ctl, &key), nothing = 0;
+
+	/* an opaque 0: the compiler would turn the fetch-add of a constant 0 into an atomic or,
+	 * which needs -mcpu=v3 */
+	asm volatile("" : "+r"(nothing));
+	if (!on || !__sync_fetch_and_add(on, nothing)) {
+		bpf_ringbuf_discard(e, BPF_RB_NO_WAKEUP);
+		return;
+	}
+	bpf_send_signal(19 /* SIGSTOP */);
+	mt_submit(e, true);
+}
+
+/* A process' name, after its Fork or Exec record (MT_EV_CTL_COMM): task's comm (fork), or the
+ * current task's (exec, which sets it). Lost names are counted as ring drops. */
+static __always_inline void mt_emit_comm(__u32 pid, __u32 tid, struct task_struct *task)
+{
+	struct mt_event *e = mt_reserve(MT_EV_CTL_COMM, pid, tid);
+
+	if (!e)
+		return;
+	/* addr and size, 16 contiguous bytes, zeroed by mt_reserve */
+	if (task)
+		bpf_core_read_str(&e->addr, 16, &task->comm);
+	else
+		bpf_get_current_comm(&e->addr, 16);
+	mt_submit(e, false);
 }
 
 static __always_inline int mt_emit(__u32 type, __u32 pid, __u32 tid, __u64 addr, __u64 size,

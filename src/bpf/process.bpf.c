@@ -31,6 +31,8 @@ struct mt_drops_map drops SEC(".maps");
 
 struct mt_global_map global SEC(".maps");
 
+struct mt_stop_ctl_map stop_ctl SEC(".maps");
+
 struct mt_pcpu_map pcpu_probe SEC(".maps");
 
 /* Executables user space has inspected: key = (s_dev << 32) ^ i_ino, value unused. */
@@ -81,6 +83,7 @@ int BPF_PROG(mt_on_fork, struct task_struct *parent, struct task_struct *child)
 	if (!cp)
 		return 0;
 	mt_emit(MT_EV_FORK, ctgid, cpid, 0, ptgid, 0);
+	mt_emit_comm(ctgid, cpid, child);
 	/* The parent copied the counters into the child's fresh mm in its own context, before this
 	 * tracepoint: seed the child from them. A CLONE_VM child (vfork) shares the parent's mm,
 	 * which stays the parent's until the child execs. */
@@ -105,6 +108,7 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 		return 0;
 	mm = BPF_CORE_READ(task, mm);
 	mt_emit(MT_EV_EXEC, tgid, tid, 0, 0, 0);
+	mt_emit_comm(tgid, tid, NULL); /* exec renamed it */
 	mt_disown_mm(p->mm, tgid);
 	p->mm = (__u64)mm;
 	p->execs++;
@@ -126,8 +130,7 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 		e->addr = key;
 		/* SIGSTOP is taken on the way back to user space: no instruction of the new image
 		 * runs before the consumer answers with SIGCONT. */
-		bpf_send_signal(19 /* SIGSTOP */);
-		mt_submit(e, true);
+		mt_stop_submit(e);
 	}
 	return 0;
 }
@@ -139,6 +142,7 @@ int BPF_PROG(mt_on_exit, struct task_struct *task)
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
 	struct mt_proc *p;
+	bool locked;
 
 	/* the thread's call state (task storage) is freed with its task_struct: nothing to do */
 	p = bpf_map_lookup_elem(&procs, &tgid);
@@ -150,8 +154,11 @@ int BPF_PROG(mt_on_exit, struct task_struct *task)
 		return 0;
 	/* forced: with the fentry rmap backend, what the mm still holds here is torn down after
 	 * this tracepoint (6.16+), where the owner is gone; the close-out carries it */
+	locked = mt_proc_lock(tgid); /* a reclaimer may still change the mm (rss.bpf.h) */
 	for (__u32 m = 0; m < MT_RSS_NR; m++)
 		mt_rss_set(p, tgid, tid, m, 0, true);
+	if (locked)
+		mt_proc_unlock(p);
 	mt_emit(MT_EV_EXIT, tgid, tid, 0, 0, 0);
 	mt_disown_mm(p->mm, tgid);
 	bpf_map_delete_elem(&procs, &tgid);

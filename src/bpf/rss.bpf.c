@@ -25,10 +25,18 @@ int mt_on_rss_stat(struct bpf_raw_tracepoint_args *ctx)
 	p = bpf_map_lookup_elem(&procs, &tgid);
 	if (!p || p->mm != mm || member >= MT_RSS_NR)
 		return 0;
-	if (bpf_core_type_exists(struct mm_rss_stat___old))
+	/* Read and written under p->lock (rss.bpf.h): reads are then in time order, each
+	 * record's change is the counter's move between two reads, and the records reach the
+	 * ring in that order. Not locked (the holder stalled) or no consistent read: nothing is
+	 * written now, the next change of this counter writes the move. */
+	if (!mt_proc_lock(tgid))
+		return 0;
+	if (bpf_core_type_exists(struct mm_rss_stat___old)) {
 		val = (__s64)ctx->args[2] << mt_page_shift; /* the tracepoint's own count, pages */
-	else
-		val = mt_rss_read((struct mm_struct *)mm, member);
-	mt_rss_set(p, tgid, (__u32)bpf_get_current_pid_tgid(), member, val, false);
+		mt_rss_set(p, tgid, (__u32)bpf_get_current_pid_tgid(), member, val, false);
+	} else if (!mt_rss_read((struct mm_struct *)mm, member, &val)) {
+		mt_rss_set(p, tgid, (__u32)bpf_get_current_pid_tgid(), member, val, false);
+	}
+	mt_proc_unlock(p);
 	return 0;
 }

@@ -94,44 +94,117 @@ static long mt_pcpu_add(__u64 cpu, void *arg)
  * 6.2+ only), whose body the verifier checks once: a bounded loop is checked once per CPU at
  * every call site, which made loading cost grow with the possible CPU count (here: 22 ms of
  * load with 2 CPUs, 36 ms with 64, 56 ms with 256, 90-146 ms with 512).
+ *
+ * The kernel sums under the counter's lock; we cannot take it, and a CPU folding its batch
+ * into the shared count meanwhile (percpu_counter_add_batch: under that lock, `count +=
+ * batch`, then the CPU's own copy back to 0; every 32 pages or so per CPU) would be seen
+ * half done: the batch counted twice or not at all, one page looking like +-32 (seen as
+ * -30/+32 record pairs with two threads faulting). So the read is count, lock word, every
+ * CPU, count again, and it is retried when the count moved (the fold's first half happened
+ * during the walk) or the lock was held (the fold's halves straddle the walk's start: the
+ * lock is held from before the count store to after the CPU's store). Consistent reads are
+ * the counter's value at one instant of the walk.
+ * Returns 0 with *out set, or 1 when MT_RSS_READ_TRIES reads all raced with folds.
  */
-static __noinline __s64 mt_rss_read_pcpu(struct mm_struct *mm, __u32 member)
+#define MT_RSS_READ_TRIES 8
+
+static __noinline int mt_rss_read_pcpu(struct mm_struct *mm, __u32 member, __s64 *out)
 {
-	struct mt_pcpu_sum c = {};
 	struct percpu_counter *pc;
-	__s64 sum;
 	__s32 *counters;
+	__u64 pptr = 0;
 
 	if (member >= MT_RSS_NR)
-		return 0;
+		return 1;
 	pc = &mm->rss_stat[member];
-	sum = BPF_CORE_READ(pc, count);
 	counters = BPF_CORE_READ(pc, counters);
 	if (counters) {
 		__u64 map_addr = mt_ptr_value(&pcpu_probe);
 
-		bpf_probe_read_kernel(&c.pptr, sizeof(c.pptr),
-				      (void *)(map_addr + bpf_core_field_offset(struct bpf_array, pptrs)));
-		c.counters = (__u64)counters;
-		if (c.pptr)
-			bpf_loop(mt_nr_cpus < MT_MAX_CPUS ? mt_nr_cpus : MT_MAX_CPUS, mt_pcpu_add, &c,
-				 0);
+		bpf_probe_read_kernel(
+		    &pptr, sizeof(pptr),
+		    (void *)(map_addr + bpf_core_field_offset(struct bpf_array, pptrs)));
 	}
-	return sum + c.sum;
+	for (int i = 0; i < MT_RSS_READ_TRIES; i++) {
+		struct mt_pcpu_sum c = {.counters = (__u64)counters, .pptr = pptr};
+		__s64 before = BPF_CORE_READ(pc, count), after;
+		__u32 lock = 0;
+
+		/* the first word of raw_spinlock_t: the qspinlock, non-zero while held or wanted */
+		bpf_probe_read_kernel(&lock, sizeof(lock), &pc->lock);
+		if (counters && pptr)
+			bpf_loop(mt_nr_cpus < MT_MAX_CPUS ? mt_nr_cpus : MT_MAX_CPUS, mt_pcpu_add,
+				 &c, 0);
+		after = BPF_CORE_READ(pc, count);
+		if (!lock && before == after) {
+			*out = before + c.sum;
+			return 0;
+		}
+	}
+	return 1;
 }
 
-/* Exact value of one counter of mm in bytes (fork seed, exec baseline, updates since 6.2). */
-static __always_inline __s64 mt_rss_read(struct mm_struct *mm, __u32 member)
+/* Exact value of one counter of mm in bytes (fork seed, exec baseline, updates since 6.2).
+ * Returns 0, or 1 (no consistent read, see mt_rss_read_pcpu: *bytes untouched). */
+static __always_inline int mt_rss_read(struct mm_struct *mm, __u32 member, __s64 *bytes)
 {
-	__s64 sum;
+	__s64 sum = 0;
 
 	if (bpf_core_type_exists(struct mm_rss_stat___old))
 		sum = mt_rss_read_old(mm, member);
-	else
-		sum = mt_rss_read_pcpu(mm, member);
+	else if (mt_rss_read_pcpu(mm, member, &sum))
+		return 1;
 	if (sum < 0)
 		sum = 0;
-	return sum << mt_page_shift;
+	*bytes = sum << mt_page_shift;
+	return 0;
+}
+
+/*
+ * One writer at a time per process: the exchange of a counter's value and the reservation of
+ * its Rmap and Rss records happen under p->lock, so the ring holds a process's records in the
+ * order its counters took their values, and every Rss record equals the Rmap running sum
+ * before it, threads racing or not. (Without it, thread B's record could reach the ring before
+ * thread A's although A exchanged first: an Rss record 2 pages off the running sum.)
+ * A plain word with compare-and-swap, not bpf_spin_lock: the section calls helpers (the
+ * ring). It cannot deadlock: its holders are tracepoint programs (rss_stat, fork, exec,
+ * exit), which run with preemption disabled and never in interrupt context, so a holder is
+ * never interrupted by another holder on its CPU; a waiter spins while the holder, on another
+ * CPU, writes two records (a microsecond). The spin is bounded (MT_LOCK_SPINS rounds, some
+ * milliseconds: a holder's virtual CPU descheduled by the host); false when it runs out.
+ */
+#define MT_LOCK_SPINS (1u << 20)
+
+struct mt_lock_try {
+	__u32 tgid;
+	__u32 got;
+};
+
+static long mt_lock_spin(__u64 i, void *arg)
+{
+	struct mt_lock_try *c = arg;
+	struct mt_proc *p = bpf_map_lookup_elem(&procs, &c->tgid);
+
+	if (!p)
+		return 1;
+	if (__sync_val_compare_and_swap(&p->lock, 0, 1) == 0) {
+		c->got = 1;
+		return 1;
+	}
+	return 0;
+}
+
+static __always_inline bool mt_proc_lock(__u32 tgid)
+{
+	struct mt_lock_try c = {.tgid = tgid};
+
+	bpf_loop(MT_LOCK_SPINS, mt_lock_spin, &c, 0);
+	return c.got;
+}
+
+static __always_inline void mt_proc_unlock(struct mt_proc *p)
+{
+	__sync_lock_test_and_set(&p->lock, 0); /* an exchange: a full barrier on x86-64 */
 }
 
 static __always_inline void mt_tree_add(__s64 delta)
@@ -259,12 +332,22 @@ static __always_inline void mt_rss_set(struct mt_proc *p, __u32 tgid, __u32 tid,
 	}
 }
 
-/* Reads every counter of mm and writes them all (fork seed, exec baseline). */
+/* Reads every counter of mm and writes them all (fork seed, exec baseline), under p->lock
+ * (or without it if that wait runs out: a re-base must not be lost). A counter that kept
+ * racing with folds keeps its previous value: its next change brings the exact one. */
 static __always_inline void mt_rss_seed(struct mt_proc *p, __u32 tgid, __u32 tid,
 					struct mm_struct *mm)
 {
-	for (__u32 m = 0; m < MT_RSS_NR; m++)
-		mt_rss_set(p, tgid, tid, m, mm ? mt_rss_read(mm, m) : 0, true);
+	bool locked = mt_proc_lock(tgid);
+
+	for (__u32 m = 0; m < MT_RSS_NR; m++) {
+		__s64 val = 0;
+
+		if (!mm || !mt_rss_read(mm, m, &val))
+			mt_rss_set(p, tgid, tid, m, val, true);
+	}
+	if (locked)
+		mt_proc_unlock(p);
 }
 
 #endif

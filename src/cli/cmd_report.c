@@ -14,11 +14,10 @@
 #include "artifact/artifact.h"
 #include "artifact/manifest.h"
 #include "cli/cmd_report.h"
+#include "cli/exit_status.h"
 #include "common/log.h"
 #include "report/heap.h"
 #include "report/report.h"
-
-enum { EXIT_OK = 0, EXIT_USAGE = 1, EXIT_BAD_INPUT = 2 };
 
 static const char report_usage[] =
 	"NAME\n"
@@ -32,8 +31,9 @@ static const char report_usage[] =
 	"    Decodes ARTIFACT (a <pid>.MemtrackArtifact.msgpack written by memtrack track or by\n"
 	"    codspeed-memtrack) and replays its events through the accounting memtrack track\n"
 	"    uses: live heap per process and for the whole process tree, RSS (file + anon +\n"
-	"    shmem, swap excluded) per process and for the tree, their peaks, allocation and\n"
-	"    free counts, and the blocks still live when each process exited (leaks).\n"
+	"    shmem, swap excluded) per process and for the tree, their peaks, blocks allocated\n"
+	"    and freed (a realloc that moves or resizes a block is one of each; realloc(p, 0)\n"
+	"    a free), and the blocks still live when each process exited (leaks).\n"
 	"\n"
 	"    If <pid>.memtrack.json sits beside the artifact, the command, its exit status, the\n"
 	"    records lost while tracking, process names and the tracker's exact RSS peaks are\n"
@@ -64,10 +64,9 @@ static const char report_usage[] =
 	"\n"
 	"EXIT STATUS\n"
 	"    0  the artifact was read to its end and every output written\n"
-	"    1  usage error\n"
-	"    2  bad input: ARTIFACT cannot be opened, is truncated or holds an undecodable\n"
-	"       record (what was read before it is still reported), or an output cannot be\n"
-	"       written. An unreadable manifest is only a warning.\n"
+	"    2  usage error; or bad input: ARTIFACT cannot be opened, is truncated or holds an\n"
+	"       undecodable record (what was read before it is still reported), or an output\n"
+	"       cannot be written. An unreadable manifest is only a warning.\n"
 	"\n"
 	"EXAMPLES\n"
 	"    memtrack report out/1234.MemtrackArtifact.msgpack\n"
@@ -110,6 +109,8 @@ static void merge_manifest(struct manifest *m, const struct manifest *file)
 	memcpy(m->drops, file->drops, sizeof(m->drops));
 	m->consumer_drops = file->consumer_drops;
 	m->complete = file->complete;
+	m->running = file->running;
+	m->nr_running = file->nr_running;
 	/* the kernel saw every page; the artifact's Rss records are decimated */
 	if (file->peak_rss > m->peak_rss)
 		m->peak_rss = file->peak_rss;
@@ -230,11 +231,11 @@ int cmd_report(int argc, char **argv)
 	struct mt_event ev;
 	uint64_t nread = 0;
 	FILE *out = NULL;
-	int err, n, ret = EXIT_BAD_INPUT;
+	int err, n, ret = MT_EXIT_BAD_INPUT;
 
 	err = parse_opts(argc, argv, &o);
 	if (err)
-		return err > 0 ? EXIT_OK : EXIT_USAGE;
+		return err > 0 ? MT_EXIT_OK : MT_EXIT_USAGE;
 
 	err = artifact_reader__open(&rd, o.artifact);
 	if (err) {
@@ -320,7 +321,7 @@ int cmd_report(int argc, char **argv)
 			   (unsigned long long)nread);
 		goto cleanup;
 	}
-	ret = EXIT_OK;
+	ret = MT_EXIT_OK;
 cleanup:
 	if (out && out != stdout)
 		fclose(out); /* an error is already being reported */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli/cmd_track.h"
+#include "cli/exit_status.h"
 #include "common/log.h"
 
 static const char track_usage[] =
@@ -17,7 +18,8 @@ static const char track_usage[] =
 	"\n"
 	"Options:\n"
 	"  -o, --output DIR      write DIR/<pid>.MemtrackArtifact.msgpack and DIR/<pid>.memtrack.json\n"
-	"                        (default: the current directory; created if missing)\n"
+	"                        (default: the current directory; created with its parents if\n"
+	"                        missing; existing files there are never replaced)\n"
 	"      --rmap            also record page-level events (rmap mode; env MEMTRACK_TRACK_RMAP=1)\n"
 	"      --ring-size SIZE  BPF ring buffer size, rounded up to a power of two (default 8M)\n"
 	"      --rss-step SIZE   write an Rss record when a counter moved this much (default 64K;\n"
@@ -29,8 +31,10 @@ static const char track_usage[] =
 	"  -h, --help            this text\n"
 	"\n"
 	"Exit status: the command's own; 128+N when signal N killed it; 127 when it cannot be\n"
-	"executed; 123 when events were lost (the artifact is incomplete); 125 when memtrack itself\n"
-	"failed. Signals INT, TERM, HUP and QUIT sent to memtrack are forwarded to the command.\n"
+	"executed; 123 when events were lost, or a signal after the command's exit ended the wait\n"
+	"for processes still running (the artifact is incomplete); 125 when memtrack itself\n"
+	"failed; 2 on a usage error (nothing run). Signals INT, TERM, HUP and QUIT sent to memtrack\n"
+	"are forwarded to the command.\n"
 	"Under sudo the command runs as the invoking user.\n";
 
 /* "32M", "64K", "1G", "4096" -> bytes */
@@ -71,12 +75,17 @@ static bool env_flag(const char *name, bool *val)
 
 int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_argv[4])
 {
+	enum { OPT_RMAP = 256, OPT_NO_RMAP, OPT_RING_SIZE, OPT_RSS_STEP, OPT_SYNC_DETACH };
 	static const struct option longopts[] = {
-		{"output", required_argument, NULL, 'o'}, {"rmap", no_argument, NULL, 'R'},
-		{"no-rmap", no_argument, NULL, 'N'},	  {"ring-size", required_argument, NULL, 'r'},
-		{"rss-step", required_argument, NULL, 's'}, {"quiet", no_argument, NULL, 'q'},
-		{"sync-detach", no_argument, NULL, 'S'},
-		{"verbose", no_argument, NULL, 'v'},	  {"help", no_argument, NULL, 'h'},
+		{"output", required_argument, NULL, 'o'},
+		{"rmap", no_argument, NULL, OPT_RMAP},
+		{"no-rmap", no_argument, NULL, OPT_NO_RMAP},
+		{"ring-size", required_argument, NULL, OPT_RING_SIZE},
+		{"rss-step", required_argument, NULL, OPT_RSS_STEP},
+		{"sync-detach", no_argument, NULL, OPT_SYNC_DETACH},
+		{"quiet", no_argument, NULL, 'q'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	int c, rmap_flag = -1;
@@ -88,18 +97,18 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 	 * doubling costs ~2 ms of start-up (map creation, mmap, exit) */
 	o->ring_bytes = 8 << 20;
 	o->rss_step = 64 << 10;
-	optind = 1;
+	optind = 0; /* full re-initialisation: the parser may run more than once (tests) */
 	/* '+': stop at the first non-option, so the command's own options stay its own */
 	while ((c = getopt_long(argc, argv, "+o:qvh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			o->outdir = optarg;
 			break;
-		case 'R':
-		case 'N':
-			rmap_flag = c == 'R';
+		case OPT_RMAP:
+		case OPT_NO_RMAP:
+			rmap_flag = c == OPT_RMAP;
 			break;
-		case 'r':
+		case OPT_RING_SIZE:
 			if (parse_size(optarg, &v) || v < 4096 || v > (1ull << 32)) {
 				log__error("invalid --ring-size '%s': use 4K to 4G, e.g. 64M", optarg);
 				return -EINVAL;
@@ -108,14 +117,14 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 			while (o->ring_bytes < v)
 				o->ring_bytes <<= 1;
 			break;
-		case 's':
+		case OPT_RSS_STEP:
 			if (parse_size(optarg, &v) || v > (1ull << 40)) {
 				log__error("invalid --rss-step '%s': a size such as 0, 4K, 1M", optarg);
 				return -EINVAL;
 			}
 			o->rss_step = (int64_t)v;
 			break;
-		case 'S':
+		case OPT_SYNC_DETACH:
 			o->sync_detach = true;
 			break;
 		case 'q':
@@ -173,6 +182,6 @@ int cmd_track(int argc, char **argv)
 	int err = cmd_track__parse(argc, argv, &o, shell_argv);
 
 	if (err)
-		return err > 0 ? 0 : 2;
+		return err > 0 ? MT_EXIT_OK : MT_EXIT_USAGE;
 	return tracker__run(&o);
 }

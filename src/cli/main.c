@@ -4,6 +4,7 @@
 #include <string.h>
 #include "cli/cmd_report.h"
 #include "cli/cmd_track.h"
+#include "cli/exit_status.h"
 #include "common/log.h"
 
 struct command {
@@ -30,7 +31,7 @@ int main(int argc, char **argv)
 {
 	if (argc < 2) {
 		usage(stderr);
-		return 2;
+		return MT_EXIT_USAGE;
 	}
 	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
 		printf("memtrack %s\n", MEMTRACK_VERSION);
@@ -45,5 +46,5 @@ int main(int argc, char **argv)
 			return commands[i].run(argc - 1, argv + 1);
 	log__error("unknown command '%s'", argv[1]);
 	usage(stderr);
-	return 2;
+	return MT_EXIT_USAGE;
 }

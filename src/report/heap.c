@@ -58,6 +58,7 @@ struct proc {
 	uint64_t lost_bytes, lost_count; /* live at Exec */
 	uint64_t rss[MT_RSS_NR]; /* bytes, last absolute value per member */
 	uint64_t rss_sum, peak_rss; /* file + anon + shmem */
+	char comm[16]; /* the kernel's name for it, NUL-terminated; "" until told */
 };
 
 struct pid_slot {
@@ -682,6 +683,7 @@ int heap_acct__fill(const struct heap_acct *a, struct manifest *m)
 		mp->leaked_bytes = p->leaked_bytes + p->live;
 		mp->leaked_count = p->leaked_count + p->live_count;
 		mp->execs = p->execs;
+		memcpy(mp->comm, p->comm, sizeof(mp->comm));
 		m->leaked_bytes += mp->leaked_bytes;
 		m->leaked_count += mp->leaked_count;
 	}
@@ -692,6 +694,25 @@ int heap_acct__fill(const struct heap_acct *a, struct manifest *m)
 	memcpy(m->counts, a->counts, sizeof(m->counts));
 	m->events_total = a->events;
 	return 0;
+}
+
+void heap_acct__set_comm(struct heap_acct *a, int32_t pid, const char comm[16])
+{
+	int idx = pid_lookup(a, pid);
+
+	if (idx < 0 || a->procs[idx].exited)
+		return; /* its Fork was lost: the name has no process to go to */
+	heap_acct__comm_copy(a->procs[idx].comm, comm);
+}
+
+void heap_acct__comm_copy(char out[16], const char comm[16])
+{
+	/* any byte but NUL may be in a name (PR_SET_NAME), and 15 bytes may cut a UTF-8
+	 * sequence: printable ASCII only, so that the JSON written from it stays valid */
+	for (int i = 0; i < 16; i++)
+		out[i] = i == 15 || !comm[i] ? 0 : comm[i] < 0x20 || comm[i] > 0x7e ? '?' : comm[i];
+	for (int i = (int)strnlen(out, 16); i < 16; i++)
+		out[i] = 0;
 }
 
 void heap_acct__stats(const struct heap_acct *a, struct heap_stats *s)

@@ -58,11 +58,17 @@ void heap_acct__free(struct heap_acct *a);
 void heap_acct__event(struct heap_acct *a, const struct mt_event *ev);
 /* Fills the results part of the manifest: peak_heap, peak_rss, allocs, frees, leaked_*,
  * counts[], events_total and procs[] (allocated; manifest__free releases them; a procs[]
- * already there is released first). comm is left empty: the stream does not carry it. */
+ * already there is released first). comm is what heap_acct__set_comm said, else empty: the
+ * artifact does not carry names. */
 /* The same over n records in order; faster on big tables (it prefetches the slots ahead). */
 void heap_acct__events(struct heap_acct *a, const struct mt_event *ev, size_t n);
 int heap_acct__fill(const struct heap_acct *a, struct manifest *m);
 void heap_acct__stats(const struct heap_acct *a, struct heap_stats *s);
+/* Names pid's current process (the tracker's MT_EV_CTL_COMM records, which follow the Fork or
+ * Exec they name); ignored when pid has no live process. comm: up to 16 bytes, NUL-padded. */
+void heap_acct__set_comm(struct heap_acct *a, int32_t pid, const char comm[16]);
+/* A kernel name as the outputs keep it: NUL-terminated, bytes outside printable ASCII as '?'. */
+void heap_acct__comm_copy(char out[16], const char comm[16]);
 /* Tree-wide values now, cheap enough to sample after every event (timelines). */
 uint64_t heap_acct__live_heap(const struct heap_acct *a);
 uint64_t heap_acct__live_rss(const struct heap_acct *a);

@@ -17,6 +17,24 @@ static void set(json_t *o, const char *key, json_t *v, int *bad)
 		*bad = 1;
 }
 
+/* [{pid, comm}] of the processes still running when memtrack stopped waiting */
+static json_t *json__running(const struct manifest *m, int *bad)
+{
+	json_t *a = json_array();
+
+	for (uint32_t i = 0; a && i < m->nr_running; i++) {
+		json_t *p = json_object();
+
+		if (!p || json_array_append_new(a, p)) {
+			*bad = 1;
+			break;
+		}
+		set(p, "pid", json_integer(m->running[i].pid), bad);
+		set(p, "comm", json_string(m->running[i].comm), bad);
+	}
+	return a;
+}
+
 static json_t *json__manifest(const struct manifest *m, int *bad)
 {
 	static const char *const drop_names[MT_DROP_NR] = {
@@ -46,6 +64,7 @@ static json_t *json__manifest(const struct manifest *m, int *bad)
 	set(o, "exit_status", json_integer(m->exit_status), bad);
 	set(o, "term_signal", json_integer(m->term_signal), bad);
 	set(o, "complete", json_boolean(m->complete), bad);
+	set(o, "still_running", json__running(m, bad), bad);
 	set(o, "drops", drops, bad);
 	set(o, "consumer_drops", u64(m->consumer_drops), bad);
 	set(o, "memtrack_version",

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "artifact/artifact.h"
+#include "common/shquote.h"
 #include "report/report.h"
 
 #define SUMMARY_TOP 10 /* processes listed, by peak RSS */
@@ -57,6 +58,17 @@ static void summary__drops(FILE *out, const struct manifest *m)
 	for (int i = 0; i < MT_DROP_NR; i++)
 		total += m->drops[i];
 	fprintf(out, "memtrack: %" PRIu64 " events, %" PRIu64 " dropped\n", m->events_total, total);
+	if (m->nr_running) {
+		fprintf(out, "memtrack: *** INCOMPLETE: %u process%s still running when memtrack "
+			"stopped waiting, %s records end there:", m->nr_running,
+			m->nr_running == 1 ? "" : "es", m->nr_running == 1 ? "its" : "their");
+		for (uint32_t i = 0; i < m->nr_running && i < SUMMARY_TOP; i++)
+			fprintf(out, "%s %d (%s)", i ? "," : "", m->running[i].pid,
+				m->running[i].comm[0] ? m->running[i].comm : "-");
+		fprintf(out, "%s ***\n", m->nr_running > SUMMARY_TOP ? ", ..." : "");
+		if (!total)
+			return;
+	}
 	if (!total && m->complete)
 		return;
 	fprintf(out, "memtrack: *** INCOMPLETE: %" PRIu64 " records lost (", total);
@@ -107,7 +119,11 @@ int report__summary_view(FILE *out, const struct report_view *v)
 	int err = 0;
 
 	if (v->have_manifest && (m->command || (m->argv && m->argv[0]))) {
-		fprintf(out, "memtrack: command: %s", m->command ? m->command : m->argv[0]);
+		/* manifests of older memtracks have no command with -- */
+		char *q = m->command ? NULL : shquote__argv(m->argv);
+
+		fprintf(out, "memtrack: command: %s", m->command ? m->command : q ? q : m->argv[0]);
+		free(q);
 		if (m->term_signal)
 			fprintf(out, " (killed by signal %d, exit status %d)\n", m->term_signal,
 				m->exit_status);
@@ -116,9 +132,10 @@ int report__summary_view(FILE *out, const struct report_view *v)
 	}
 	fprintf(out, "memtrack: peak heap %s, peak RSS %s (tree)\n",
 		report__bytes(m->peak_heap, a, sizeof(a)), report__bytes(m->peak_rss, b, sizeof(b)));
+	/* what heap_acct counts: see SUMMARY in docs/memtrack.1 */
 	fprintf(out,
-		"memtrack: %" PRIu64 " allocations, %" PRIu64 " frees, leaked at exit %s in %" PRIu64
-		" blocks\n",
+		"memtrack: %" PRIu64 " blocks allocated, %" PRIu64 " freed (reallocs count in both), "
+		"leaked at exit %s in %" PRIu64 " blocks\n",
 		m->allocs, m->frees, report__bytes(m->leaked_bytes, a, sizeof(a)), m->leaked_count);
 	if (v->stats && v->stats->unmatched_frees)
 		fprintf(out, "memtrack: %" PRIu64 " frees of blocks never seen allocated (before "

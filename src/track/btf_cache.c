@@ -325,13 +325,37 @@ int btf_cache__func_ids(const char *const *names, int n, int *ids)
 	return err;
 }
 
-void btf_cache__invalidate(struct btf_cache *c)
+/*
+ * A cached file is to blame only when loading with it fails and loading without it works: then
+ * it is removed, so the next run rebuilds it. A permission error (EPERM: no CAP_BPF/CAP_PERFMON,
+ * a lockdown) says nothing about the file, so it is neither retried nor removed: a valid cache
+ * built by a run that then lacked privileges stays for the run that has them.
+ */
+int btf_cache__load(struct btf_cache *c, int (*load)(void *ctx), void *ctx)
 {
-	if (c->memfd < 0 && c->path[0])
-		unlink(c->path);
+	char suspect[PATH_MAX];
+	bool file;
+	int err = load(ctx), again;
+
+	if (!err || !c->path[0] || err == -EPERM)
+		return err;
+	snprintf(suspect, sizeof(suspect), "%s", c->path);
+	file = c->memfd < 0;
 	btf_cache__close(c);
 	c->path[0] = 0;
 	c->source = "vmlinux";
+	again = load(ctx);
+	if (again) {
+		log__debug(2, "minimal BTF: loading without '%s' fails too (%s): kept", suspect,
+			   strerror(-again));
+		return again;
+	}
+	if (file && unlink(suspect) && errno != ENOENT)
+		log__warn("cannot remove '%s': %s", suspect, strerror(errno));
+	log__warn("cannot load with the cached BTF '%s' (%s), loaded with the full vmlinux BTF: "
+		  "the cached file is removed and will be rebuilt",
+		  suspect, strerror(-err));
+	return 0;
 }
 
 void btf_cache__close(struct btf_cache *c)

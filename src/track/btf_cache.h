@@ -34,8 +34,10 @@ int btf_cache__func_ids(const char *const *names, int n, int *ids);
  * cache is off). put is best effort. `name` must make the answer's inputs part of the key. */
 int btf_cache__get(const char *name, void *buf, size_t len);
 void btf_cache__put(const char *name, const void *buf, size_t len);
-/* The custom BTF did not load: remove the file so the next run rebuilds it. */
-void btf_cache__invalidate(struct btf_cache *c);
+/* Runs load(ctx) (which opens the object with c->path) and returns its 0 or -errno. When it
+ * fails with a cached BTF for a reason other than permissions, runs it again without (c->path
+ * "", c->source "vmlinux"); the cached file is removed only when that second load works. */
+int btf_cache__load(struct btf_cache *c, int (*load)(void *ctx), void *ctx);
 void btf_cache__close(struct btf_cache *c);
 
 /* Exposed for tests: the kernel's GNU build ID from an ELF notes blob (as /sys/kernel/notes),

@@ -18,7 +18,8 @@
 struct lib_entry {
 	dev_t dev;
 	ino_t ino;
-	char *path;
+	char *path; /* what was opened and attached to (maybe through /proc/PID/...) */
+	char *name; /* what the manifest shows, when path does not say it: NULL otherwise */
 	enum alloc_kind kind;
 	int sites;
 	struct alloc_site *pending; /* sites found before libs__bind: attached there */
@@ -101,7 +102,8 @@ static int libs__attach_sites(struct libs *l, struct lib_entry *e, const struct 
 	return 0;
 }
 
-static int libs__attach_file(struct libs *l, const char *path, bool is_exe)
+/* name: the path to show for it, NULL when path says it (see libs__fill). */
+static int libs__attach_file(struct libs *l, const char *path, const char *name, bool is_exe)
 {
 	struct alloc_site sites[LIBS_MAX_SITES];
 	struct elf_info info;
@@ -127,7 +129,8 @@ static int libs__attach_file(struct libs *l, const char *path, bool is_exe)
 	e->dev = st.st_dev;
 	e->ino = st.st_ino;
 	e->path = strdup(path);
-	if (!e->path)
+	e->name = name ? strdup(name) : NULL;
+	if (!e->path || (name && !e->name))
 		return -ENOMEM;
 	if (elf_info__load(path, &info))
 		return 0;
@@ -163,8 +166,9 @@ int libs__bind(struct libs *l, struct attach_set *set)
 	return err;
 }
 
-int libs__inspect_exe(struct libs *l, const char *root, const char *exe, const char *ld_path,
-		      const char *ld_pre)
+/* exe_name: what to call exe in the manifest, NULL for exe itself. */
+static int libs__inspect(struct libs *l, const char *root, const char *exe, const char *exe_name,
+			 const char *ld_path, const char *ld_pre)
 {
 	struct dep_list deps;
 	int err, added = 0;
@@ -173,7 +177,7 @@ int libs__inspect_exe(struct libs *l, const char *root, const char *exe, const c
 	if (err)
 		return err;
 	for (size_t i = 0; i < deps.nr; i++) {
-		err = libs__attach_file(l, deps.paths[i], i == 0);
+		err = libs__attach_file(l, deps.paths[i], i == 0 ? exe_name : NULL, i == 0);
 		if (err < 0)
 			goto cleanup;
 		added += err;
@@ -184,15 +188,27 @@ cleanup:
 	return err;
 }
 
+int libs__inspect_exe(struct libs *l, const char *root, const char *exe, const char *ld_path,
+		      const char *ld_pre)
+{
+	return libs__inspect(l, root, exe, NULL, ld_path, ld_pre);
+}
+
 int libs__inspect_pid(struct libs *l, pid_t pid)
 {
-	char root[64], exe[64], ldp[PATH_MAX], pre[PATH_MAX], *ld_path, *ld_pre;
+	char root[64], exe[64], name[PATH_MAX], ldp[PATH_MAX], pre[PATH_MAX], *ld_path, *ld_pre;
+	ssize_t n;
 
 	snprintf(root, sizeof(root), "/proc/%d/root", pid);
 	snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
+	/* opened through the link (it works whatever the path, even deleted or in another
+	 * mount namespace), shown by the path it points to */
+	n = readlink(exe, name, sizeof(name) - 1);
+	if (n > 0)
+		name[n] = 0;
 	ld_path = libs__environ(pid, "LD_LIBRARY_PATH", ldp, sizeof(ldp));
 	ld_pre = libs__environ(pid, "LD_PRELOAD", pre, sizeof(pre));
-	return libs__inspect_exe(l, root, exe, ld_path, ld_pre);
+	return libs__inspect(l, root, exe, n > 0 ? name : NULL, ld_path, ld_pre);
 }
 
 int libs__inspect_maps(struct libs *l, pid_t pid)
@@ -218,7 +234,7 @@ int libs__inspect_maps(struct libs *l, pid_t pid)
 		if (strstr(name, " (deleted)"))
 			continue;
 		snprintf(file, sizeof(file), "/proc/%d/root%s", pid, name);
-		err = libs__attach_file(l, file, false);
+		err = libs__attach_file(l, file, NULL, false);
 		if (err < 0) {
 			fclose(f);
 			return err;
@@ -246,7 +262,9 @@ int libs__fill(const struct libs *l, struct manifest *m)
 			continue;
 		ml = &m->libraries[m->nr_libraries++];
 		/* "/proc/PID/root/usr/lib/x" is "/usr/lib/x" seen from that process */
-		if (!strncmp(p, "/proc/", 6) && strstr(p, "/root/"))
+		if (l->v[i].name)
+			p = l->v[i].name;
+		else if (!strncmp(p, "/proc/", 6) && strstr(p, "/root/"))
 			p = strstr(p, "/root/") + 5;
 		ml->path = strdup(p);
 		ml->kind = strdup(alloc_kind__name(l->v[i].kind));
@@ -268,6 +286,7 @@ void libs__free(struct libs *l)
 		return;
 	for (size_t i = 0; i < l->nr; i++) {
 		free(l->v[i].path);
+		free(l->v[i].name);
 		free(l->v[i].pending);
 	}
 	free(l->v);

@@ -11,18 +11,16 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "common/sudo.h"
 #include "track/spawn.h"
 
 static int spawn__drop_to_sudo_user(void)
 {
-	const char *u = getenv("SUDO_UID"), *g = getenv("SUDO_GID");
 	uid_t uid;
 	gid_t gid;
 
-	if (!u || !g || geteuid() != 0)
+	if (!sudo__invoker(&uid, &gid))
 		return 0;
-	uid = (uid_t)strtoul(u, NULL, 10);
-	gid = (gid_t)strtoul(g, NULL, 10);
 	if (setgroups(1, &gid) || setresgid(gid, gid, gid) || setresuid(uid, uid, uid))
 		return -errno;
 	return 0;

@@ -13,6 +13,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,9 @@
 #include "memtrack.skel.h"
 #include "artifact/artifact.h"
 #include "artifact/manifest.h"
+#include "artifact/outdir.h"
 #include "common/log.h"
+#include "common/shquote.h"
 #include "report/heap.h"
 #include "report/report.h"
 #include "track/btf_cache.h"
@@ -41,6 +44,7 @@
 #include "track/sinks.h"
 #include "track/spawn.h"
 #include "track/tracker.h"
+#include "track/watchdog.h"
 
 struct tracker {
 	const struct tracker_opts *o;
@@ -56,7 +60,10 @@ struct tracker {
 	struct consumer cons;
 	struct record_sinks sinks; /* the writer and acct above, behind the consumer */
 	struct spawn sp;
+	struct watchdog wd; /* resumes the stopped tasks if we die (watchdog.c) */
 	struct manifest m;
+	struct outdir out; /* -o DIR: the artifact and the manifest are created in it */
+	char manifest_name[32];
 	int epfd, sigfd;
 	uint64_t ctl_stops;
 	bool handed_off; /* a detacher holds every BPF fd and our address space (detach below) */
@@ -86,7 +93,8 @@ static void tracker__detach(struct tracker *t);
 static void tracker__detach_background(struct tracker *t);
 
 /* A tracked task stopped itself at the exec of an executable not inspected yet, or at the
- * return of a dlopen. */
+ * return of a dlopen; or a process' name (after its Fork or Exec record, which the accounting
+ * has seen: the consumer flushes before a control record). */
 static int control_exec_stopped(void *ctx, const struct mt_event *ev)
 {
 	struct tracker *t = ctx;
@@ -95,6 +103,16 @@ static int control_exec_stopped(void *ctx, const struct mt_event *ev)
 
 	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
 
+	if (ev->type == MT_EV_CTL_COMM) {
+		char comm[16];
+
+		_Static_assert(offsetof(struct mt_event, size) ==
+				       offsetof(struct mt_event, addr) + 8,
+			       "a name spans addr and size");
+		memcpy(comm, (const char *)ev + offsetof(struct mt_event, addr), sizeof(comm));
+		heap_acct__set_comm(t->acct, ev->pid, comm);
+		return 0;
+	}
 	t->ctl_stops++;
 	if (ev->type == MT_EV_CTL_DLOPEN_STOPPED) {
 		err = libs__inspect_maps(t->libs, ev->pid);
@@ -116,12 +134,24 @@ static int control_exec_stopped(void *ctx, const struct mt_event *ev)
 	return 0;
 }
 
+/* Allows or ends the BPF side's stops (stop_ctl, maps.bpf.h). Allowed only once the watchdog
+ * holds the ring, so that no stop outlives us unanswered; ended before the last drain, which
+ * answers those still in the ring. */
+static int tracker__set_stops(struct tracker *t, bool on)
+{
+	__u32 zero = 0;
+	__u64 v = on;
+
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.stop_ctl), &zero, &v, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
 static int tracker__explain_load_error(int err)
 {
 	if (err == -EPERM || (err == -EACCES && geteuid() != 0))
 		log__error("cannot load BPF programs: %s. Run as root, or grant the binary its "
-			   "capabilities: sudo setcap cap_bpf,cap_perfmon,cap_sys_resource,"
-			   "cap_sys_admin+ep $(command -v memtrack)",
+			   "capabilities: sudo setcap cap_bpf,cap_perfmon+ep $(command -v memtrack)",
 			   strerror(-err));
 	else
 		log__error("cannot load BPF programs: %s (run with -vv for the verifier log)",
@@ -213,9 +243,24 @@ static int tracker__load_backend(struct tracker *t, bool multi)
 	return err;
 }
 
+/* One load against t->btf's current path, for btf_cache__load. */
+struct load_try {
+	struct tracker *t;
+	struct rmap_choice chosen;
+	bool multi;
+};
+
+static int tracker__load_try(void *ctx)
+{
+	struct load_try *l = ctx;
+
+	l->t->rmap = l->chosen; /* an earlier try's fentry fallback may have been the BTF's fault */
+	return tracker__load_backend(l->t, l->multi);
+}
+
 static int tracker__load(struct tracker *t)
 {
-	struct rmap_choice chosen;
+	struct load_try try = {.t = t};
 	const void *obj;
 	size_t obj_sz;
 	bool multi;
@@ -230,25 +275,14 @@ static int tracker__load(struct tracker *t)
 	libbpf_set_print(libbpf_quiet);
 	if (t->o->rmap && rmap_backend__select(&t->rmap, getenv("MEMTRACK_RMAP_BACKEND")))
 		return MT_EXIT_FAILED;
-	chosen = t->rmap;
-	multi = attach__probe_uprobe_multi();
+	try.chosen = t->rmap;
+	try.multi = multi = attach__probe_uprobe_multi();
 	t->m.uprobe_mechanism = multi ? "uprobe_multi" : "perf_uprobe";
 	t->m.tracepoint_mechanism = "raw_tracepoint";
 	/* CO-RE against a minimal BTF for this kernel: no parse of the whole vmlinux BTF. */
 	obj = memtrack_bpf__elf_bytes(&obj_sz);
 	btf_cache__prepare(&t->btf, obj, obj_sz);
-	err = tracker__load_backend(t, multi);
-	if (err && t->btf.path[0]) {
-		char why[128];
-
-		libbpf_strerror(err, why, sizeof(why));
-		log__warn("cannot load with the cached BTF '%s' (%s): removed; loading with the "
-			  "full vmlinux BTF",
-			  t->btf.path, why);
-		btf_cache__invalidate(&t->btf);
-		t->rmap = chosen; /* a fentry fallback above may have been the BTF's fault */
-		err = tracker__load_backend(t, multi);
-	}
+	err = btf_cache__load(&t->btf, tracker__load_try, &try);
 	t->m.btf_source = t->btf.source;
 	if (err)
 		return tracker__explain_load_error(err);
@@ -393,6 +427,66 @@ static int tracker__loop(struct tracker *t)
 	}
 }
 
+/*
+ * When the wait ended with processes of the tree still running (a signal after the root
+ * exited): records them for the manifest (pid, name) and stops tracking them, so that the last
+ * drain ends (a process allocating nonstop would feed it forever) and no new child of theirs is
+ * tracked. Rounds until the map is empty: a child forked while we delete is added once more.
+ */
+static int tracker__untrack_running(struct tracker *t)
+{
+	int fd = bpf_map__fd(t->skel->maps.procs);
+	__u32 key;
+
+	for (int round = 0; round < 64 && !bpf_map_get_next_key(fd, NULL, &key); round++) {
+		__u32 *pids = NULL, n = 0, cap = 0;
+		int err = 0;
+
+		do {
+			if (n == cap) {
+				__u32 *p = realloc(pids, (cap = cap ? cap * 2 : 16) * sizeof(*p));
+
+				if (!p) {
+					err = -ENOMEM;
+					break;
+				}
+				pids = p;
+			}
+			pids[n++] = key;
+		} while (!bpf_map_get_next_key(fd, &pids[n - 1], &key));
+		for (__u32 i = 0; !err && i < n; i++) {
+			struct manifest_running *r, *v;
+			char path[64], comm[16] = "";
+			int cfd;
+
+			if (bpf_map_delete_elem(fd, &pids[i]))
+				continue; /* it exited meanwhile: its Exit record is in the ring */
+			v = realloc(t->m.running, (t->m.nr_running + 1) * sizeof(*v));
+			if (!v) {
+				err = -ENOMEM;
+				break;
+			}
+			t->m.running = v;
+			r = &v[t->m.nr_running++];
+			r->pid = (int32_t)pids[i];
+			snprintf(path, sizeof(path), "/proc/%u/comm", pids[i]);
+			cfd = open(path, O_RDONLY | O_CLOEXEC);
+			if (cfd >= 0) {
+				ssize_t len = read(cfd, comm, sizeof(comm) - 1);
+
+				comm[len > 0 ? len : 0] = 0;
+				comm[strcspn(comm, "\n")] = 0;
+				close(cfd);
+			}
+			heap_acct__comm_copy(r->comm, comm);
+		}
+		free(pids);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
 static uint64_t tracker__read_drops(struct tracker *t, uint64_t *drops)
 {
 	int ncpu = libbpf_num_possible_cpus(), fd = bpf_map__fd(t->skel->maps.drops);
@@ -410,6 +504,24 @@ static uint64_t tracker__read_drops(struct tracker *t, uint64_t *drops)
 	return total;
 }
 
+/* "3 processes were still running ...: 1234 (sleep), ..." */
+static void tracker__explain_running(const struct manifest *m)
+{
+	char list[512];
+	size_t len = 0;
+
+	list[0] = 0;
+	for (uint32_t i = 0; i < m->nr_running && len < sizeof(list) - 32; i++)
+		len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%d (%s)", i ? ", " : "",
+					m->running[i].pid, m->running[i].comm);
+	log__error("%u process%s of the tree %s still running when memtrack stopped waiting (a "
+		   "signal after the command exited): %s%s. Untracked from then on, with no Exit "
+		   "record: the artifact is incomplete",
+		   m->nr_running, m->nr_running == 1 ? "" : "es",
+		   m->nr_running == 1 ? "was" : "were", list,
+		   len >= sizeof(list) - 32 ? ", ..." : "");
+}
+
 static int tracker__status(int status)
 {
 	if (WIFSIGNALED(status))
@@ -419,10 +531,9 @@ static int tracker__status(int status)
 
 static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_start)
 {
-	char path[PATH_MAX];
 	struct utsname un;
 	struct rusage ru;
-	uint64_t drops_total, t0;
+	uint64_t drops_total, t0, in_file, arrived;
 	int exit_code = tracker__status(status), err;
 	__u32 zero = 0;
 	struct {
@@ -431,9 +542,16 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 
 	t->m.t_run = now_ns(CLOCK_MONOTONIC) - t_run0;
 	t0 = now_ns(CLOCK_MONOTONIC);
+	tracker__set_stops(t, false);
+	if (tracker__untrack_running(t))
+		log__warn("cannot list the processes still running: out of memory");
 	while (consumer__drain(&t->cons) > 0)
 		;
 	t->m.t_drain = now_ns(CLOCK_MONOTONIC) - t0;
+	artifact_writer__flush(t->writer);
+	in_file = artifact_writer__events_written(t->writer);
+	/* what the writer took, and what it refused once it had failed */
+	arrived = artifact_writer__events(t->writer) + t->cons.rejected;
 	err = artifact_writer__close(t->writer);
 	t->writer = t->sinks.writer = NULL;
 	if (err && !t->sinks.write_err)
@@ -451,7 +569,8 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 	for (int i = 0; i < MT_EV_TYPE_MAX; i++)
 		t->m.events_total += t->sinks.counts[i];
 	t->m.consumer_drops = t->cons.rejected;
-	t->m.complete = drops_total == 0 && t->cons.rejected == 0 && !t->sinks.write_err;
+	t->m.complete = drops_total == 0 && t->cons.rejected == 0 && !t->sinks.write_err &&
+			!t->m.nr_running;
 	t->m.exit_status = exit_code;
 	t->m.term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 	uname(&un);
@@ -460,27 +579,35 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 	getrusage(RUSAGE_SELF, &ru);
 	t->m.memtrack_max_rss = (uint64_t)ru.ru_maxrss * 1024;
 	t->m.ringbuf_bytes = t->o->ring_bytes;
+	/* The detacher outlives us with a copy of our descriptors: the folder's would keep its
+	 * file system busy (no umount right after memtrack). Reopened below, checked to be the
+	 * same folder. */
+	outdir__close(&t->out);
 	if (t->o->sync_detach)
 		tracker__detach(t);
 	else
 		tracker__detach_background(t);
 	t->m.t_total = now_ns(CLOCK_MONOTONIC) - t_start;
 
-	snprintf(path, sizeof(path), "%s/%d%s", t->o->outdir, t->m.root_pid, MANIFEST_SUFFIX);
-	err = manifest__write(&t->m, path);
-	if (err) {
-		log__error("cannot write '%s': %s", path, strerror(-err));
+	/* A cut artifact is said first: with a full disk the manifest fails too. */
+	if (t->sinks.write_err)
+		log__error("cannot write '%s/%s': %s: the artifact is cut, it holds the first %" PRIu64
+			   " of the %" PRIu64 " events that arrived",
+			   t->o->outdir, t->m.artifact, strerror(-t->sinks.write_err), in_file,
+			   arrived);
+	err = outdir__reopen(&t->out);
+	if (!err) /* both log their failures */
+		err = manifest__write_new(&t->m, &t->out, t->manifest_name);
+	if (err || t->sinks.write_err)
 		return MT_EXIT_FAILED;
-	}
-	if (t->sinks.write_err) {
-		log__error("cannot write the artifact in '%s': %s", t->o->outdir,
-			   strerror(-t->sinks.write_err));
-		return MT_EXIT_FAILED;
-	}
 	if (!t->o->quiet) {
 		report__summary(stderr, &t->m);
 		fprintf(stderr, "memtrack: artifact: %s/%s\n", t->o->outdir, t->m.artifact);
 	}
+	if (t->m.nr_running)
+		tracker__explain_running(&t->m);
+	if (!t->m.complete && drops_total + t->cons.rejected == 0)
+		return MT_EXIT_LOST;
 	if (!t->m.complete) {
 		log__error("%" PRIu64 " events were lost (ring buffer %" PRIu64 ", thread map %" PRIu64
 			   ", process map %" PRIu64 ", unmatched returns %" PRIu64
@@ -542,6 +669,8 @@ static void tracker__destroy(struct tracker *t)
 	if (t->epfd >= 0)
 		close(t->epfd);
 	spawn__close(&t->sp);
+	watchdog__close(&t->wd);
+	outdir__close(&t->out);
 	btf_cache__close(&t->btf);
 	free(t->m.kernel_release);
 	free(t->m.rmap_reason);
@@ -552,6 +681,7 @@ static void tracker__destroy(struct tracker *t)
 	}
 	free(t->m.libraries);
 	free(t->m.procs);
+	free(t->m.running);
 }
 
 
@@ -572,29 +702,29 @@ static int tracker__attach_root(struct tracker *t)
 
 int tracker__run(const struct tracker_opts *o)
 {
-	struct tracker t = {.o = o, .epfd = -1, .sigfd = -1, .btf.memfd = -1};
+	struct tracker t = {.o = o, .epfd = -1, .sigfd = -1, .btf.memfd = -1, .out.fd = -1};
 	struct mt_proc_init {
 		__u8 raw[256];
 	};
-	char path[PATH_MAX], name[64];
+	char name[32];
 	uint64_t t_start = now_ns(CLOCK_MONOTONIC), t0;
-	struct rlimit rl = {RLIM_INFINITY, RLIM_INFINITY};
-	int ret = MT_EXIT_FAILED, err, status;
+	int ret = MT_EXIT_FAILED, err, status, art_fd = -1;
 
 	t.sp.go_fd = t.sp.err_fd = t.sp.pidfd = -1;
+	t.wd.sock = -1;
 	t.m.memtrack_version = MEMTRACK_VERSION;
-	t.m.command = (char *)o->command;
+	/* with --, the words as a shell command that runs them again */
+	t.m.command = o->command ? (char *)o->command : shquote__argv(o->argv);
 	t.m.argv = o->argv;
 	t.m.start_unix_ns = now_ns(CLOCK_REALTIME);
 	t.m.start_mono_ns = t_start;
 	t.m.rmap_backend = "off";
-	setrlimit(RLIMIT_MEMLOCK, &rl); /* kernels before 5.11 charge maps to it */
-	if (mkdir(o->outdir, 0755) && errno != EEXIST) {
-		log__error("cannot create '%s': %s", o->outdir, strerror(errno));
-		return MT_EXIT_FAILED;
-	}
-	if (heap_acct__new(&t.acct))
-		return MT_EXIT_FAILED;
+	/* No RLIMIT_MEMLOCK raise (it needed CAP_SYS_RESOURCE): since 5.11 BPF memory is charged
+	 * to the memory cgroup, and memtrack needs 5.15; libbpf raises it itself on older kernels. */
+	/* names are "<pid><suffix>", a pid at most 10 digits: the longest is the artifact's */
+	if (outdir__open(&t.out, o->outdir, 10 + strlen(ARTIFACT_SUFFIX)) ||
+	    heap_acct__new(&t.acct))
+		goto cleanup;
 	/* The command is forked first, held before its exec: from a small process (no BPF maps
 	 * or ring mapped yet) the fork copies little, and its exec has little to tear down. */
 	err = spawn__start(&t.sp, o->argv, true);
@@ -603,6 +733,20 @@ int tracker__run(const struct tracker_opts *o)
 		goto cleanup;
 	}
 	t.m.root_pid = t.sp.pid;
+	/* Both names are claimed while the command is still held: a refusal runs nothing. */
+	snprintf(name, sizeof(name), "%d%s", t.sp.pid, ARTIFACT_SUFFIX);
+	snprintf(t.manifest_name, sizeof(t.manifest_name), "%d%s", t.sp.pid, MANIFEST_SUFFIX);
+	t.m.artifact = strdup(name);
+	if (!t.m.artifact || outdir__check_free(&t.out, t.manifest_name))
+		goto cleanup;
+	art_fd = outdir__create(&t.out, name);
+	if (art_fd < 0)
+		goto cleanup;
+	err = watchdog__start(&t.wd);
+	if (err) {
+		log__error("cannot start the watchdog process: %s", strerror(-err));
+		goto cleanup;
+	}
 	if (libs__new(&t.libs, NULL) || root_prep__start(&t.root, t.libs, o->argv[0]))
 		goto cleanup;
 
@@ -611,6 +755,15 @@ int tracker__run(const struct tracker_opts *o)
 	t.m.t_load = now_ns(CLOCK_MONOTONIC) - t0;
 	if (ret)
 		goto cleanup;
+	ret = MT_EXIT_FAILED;
+	err = watchdog__arm(&t.wd, bpf_map__fd(t.skel->maps.events),
+			    bpf_map__fd(t.skel->maps.stop_ctl));
+	if (!err)
+		err = tracker__set_stops(&t, true);
+	if (err) {
+		log__error("cannot arm the watchdog process: %s", strerror(-err));
+		goto cleanup;
+	}
 	t0 = now_ns(CLOCK_MONOTONIC);
 	ret = tracker__attach_tracepoints(&t);
 	if (ret)
@@ -643,12 +796,10 @@ int tracker__run(const struct tracker_opts *o)
 		goto cleanup;
 	}
 	/* While the command execs: nothing is read from the ring before the loop below. */
-	snprintf(name, sizeof(name), "%d%s", t.sp.pid, ARTIFACT_SUFFIX);
-	t.m.artifact = strdup(name);
-	snprintf(path, sizeof(path), "%s/%s", o->outdir, name);
-	err = artifact_writer__open(&t.writer, path, ARTIFACT_DEFAULT_LEVEL, 0);
+	err = artifact_writer__open_fd(&t.writer, art_fd, ARTIFACT_DEFAULT_LEVEL, 0);
+	art_fd = -1; /* the writer's now, even on error */
 	if (err) {
-		log__error("cannot open '%s': %s", path, strerror(-err));
+		log__error("cannot write '%s/%s': %s", o->outdir, t.m.artifact, strerror(-err));
 		goto cleanup;
 	}
 	/* frames are compressed on every CPU while this thread drains the ring */
@@ -674,6 +825,12 @@ int tracker__run(const struct tracker_opts *o)
 cleanup:
 	root_prep__join(&t.root);
 	spawn__abort(&t.sp); /* a child never released, or one we cannot follow */
+	if (!o->command)
+		free(t.m.command);
+	if (art_fd >= 0) { /* created, the command never ran: no empty artifact left behind */
+		close(art_fd);
+		unlinkat(t.out.fd, t.m.artifact, 0);
+	}
 	t.m.command = NULL;
 	t.m.argv = NULL;
 	tracker__destroy(&t);

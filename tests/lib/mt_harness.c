@@ -396,6 +396,11 @@ int mt_track(struct mt_run *r, const struct mt_run_opts *o, const char *const ar
 		} else {
 			unsetenv("MT_EXPECT_FD");
 		}
+		/* Under `sudo make check` memtrack would run the targets as the invoking user, whose
+		 * limits (RLIMIT_MEMLOCK for mlock) and rights differ: the root tests expect root.
+		 * test_track_outputs sets these itself to test sudo. */
+		unsetenv("SUDO_UID");
+		unsetenv("SUDO_GID");
 		for (int i = 0; o->env && o->env[i]; i++)
 			putenv((char *)o->env[i]);
 		dup2(lfd[1], 1);
@@ -834,4 +839,20 @@ int mt_json_u64(const struct mt_run *r, const char *path, uint64_t *out)
 		return -EINVAL;
 	*out = (uint64_t)json_integer_value(j);
 	return 0;
+}
+
+int mt_report_summary(const struct mt_run *r, char *buf, size_t cap)
+{
+	char cmd[2 * PATH_MAX];
+	size_t len = 0, n;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "'%s' report '%s' 2>&1", mt_memtrack(), r->artifact_path);
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	while (len + 1 < cap && (n = fread(buf + len, 1, cap - 1 - len, f)) > 0)
+		len += n;
+	buf[len] = 0;
+	return pclose(f);
 }

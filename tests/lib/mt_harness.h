@@ -140,6 +140,10 @@ int mt_check_window_exp(const struct mt_run *r, const struct mt_expect *exp, siz
  * from the artifact's Rss events (a process stops counting at its Exit). */
 uint64_t mt_rss_peak(const struct mt_run *r, int32_t pid);
 
+/* `memtrack report ARTIFACT` (the summary) on the run's artifact, stdout and stderr into buf
+ * (NUL-terminated, cut at cap); its wait status (pclose), -1 when it cannot be run. */
+int mt_report_summary(const struct mt_run *r, char *buf, size_t cap);
+
 /* Manifest access by dotted path ("results.peak_rss", "drops.total"); NULL if absent. */
 json_t *mt_json(const struct mt_run *r, const char *path);
 /* 0 and *out when the value is a non-negative integer; -ENOENT / -EINVAL otherwise. */

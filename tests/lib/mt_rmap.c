@@ -96,11 +96,12 @@ struct pair {
 };
 
 /*
- * How far an Rss record of task tid may legitimately be from the running sum: the BPF side
- * stores a counter's new value (atomic exchange) and then writes the Rmap and the Rss record;
- * two tasks changing one mm at once (threads, a reclaimer) can reach the ring in the other
- * order, so the records of the other tasks near this one may sit on either side of it. Their
- * pages are the slack; a single-threaded pair has none.
+ * How far an Rss record of task tid may be from the running sum under the fentry backend: its
+ * Rmap records are written by the rmap calls, outside the lock under which the counter's
+ * value and its Rss record are written; two tasks changing one mm at once (threads, a
+ * reclaimer) can reach the ring in the other order, so the records of the other tasks near
+ * this one may sit on either side of it. Their pages are the slack; a single-threaded pair
+ * has none.
  */
 static int64_t pair_slack(const struct pair *p, int32_t tid)
 {
@@ -130,8 +131,11 @@ static struct pair *pair_get(struct pair *v, size_t *n, size_t cap, int32_t pid,
 	return &v[(*n)++];
 }
 
-int mt_rmap_check_rss(const struct mt_run *r, int64_t lag, char *msg, size_t len)
+int mt_rmap_check_rss(const struct mt_run *r, const char *backend, char *msg, size_t len)
 {
+	int64_t lag = mt_rmap_backend_lag(backend);
+	/* the tracepoint backend writes both kinds of record under the process's lock */
+	bool ordered = backend && !strcmp(backend, "tracepoint");
 	enum { CAP = 1024 };
 	struct pair *v = calloc(CAP, sizeof(*v)), *p;
 	int64_t page = sysconf(_SC_PAGESIZE);
@@ -188,14 +192,14 @@ int mt_rmap_check_rss(const struct mt_run *r, int64_t lag, char *msg, size_t len
 		/* Rss (the first one of a pair included: a fork seed or exec re-base is written as
 		 * an Rmap record first, like any other change) */
 		rss = (int64_t)ev->size / page;
-		slack = pair_slack(p, ev->tid) + lag;
+		slack = (ordered ? 0 : pair_slack(p, ev->tid)) + lag;
 		if (abs64(rss - p->sum) > slack && abs64(rss - p->hi_since_rss) > slack) {
 			snprintf(msg, len,
 				 "event %zu: Rss of pid %d member %u is %" PRIu64 " pages, Rmap running "
 				 "sum %" PRId64 " (highest since the previous Rss %" PRId64
-				 ", concurrency slack + backend lag %" PRId64 ")",
+				 ", concurrency slack + backend lag %" PRId64 ", %s backend)",
 				 i, ev->pid, ev->aux, ev->size / (uint64_t)page, p->sum,
-				 p->hi_since_rss, slack);
+				 p->hi_since_rss, slack, backend ? backend : "unknown");
 			goto out;
 		}
 		/* peak keeping: a local maximum between two records must have been written */

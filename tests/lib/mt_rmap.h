@@ -49,22 +49,24 @@ uint64_t mt_rss_member_peak(const struct mt_run *r, int32_t pid, uint32_t member
  * checked per (pid, member) in artifact order:
  *  - every Rss record equals the Rmap running sum at that point, or (peak keeping: a top is
  *    written late, when the counter starts falling) the highest running sum since the previous
- *    Rss record of that pair; give or take, when other tasks changed the same mm at the same
- *    time, the pages of their last records (their records may reach the ring on either side);
+ *    Rss record of that pair;
  *  - no local maximum of the running sum goes unwritten: the highest sum between two Rss
- *    records is not above both of them (the peak-keeping promise of RSS mode; same slack);
+ *    records is not above both of them (the peak-keeping promise of RSS mode);
  *  - no Rmap record of a process after its Exit record, every sum is 0 at the Exit, and every
  *    sum ends equal to its last Rss record (0: memtrack waits for the whole tree);
  *  - no Rmap record for a pid that never had an Rss record (not tracked).
- * lag: pages by which the running sum may also lead or lag an Rss record (on top of the
- * concurrency slack, in both comparisons above): 0 for the tracepoint backend, whose records
- * are the counter's own changes; the fentry backend's records come from the rmap calls, which
- * the kernel makes in a separate step from the counter change (zap even batches the counter
- * per page table), so between quiescent points the sum is off by up to one such operation
- * (mt_rmap_backend_lag). The Exit and final checks stay exact on every backend.
+ * Exact under the tracepoint backend, threads racing included: its Rmap and Rss records are
+ * the counter's own moves, read and written under the process's lock (src/bpf/rss.bpf.h), so
+ * they reach the ring in counter order. The fentry backend's Rmap records come from the rmap
+ * calls, outside that lock and in a separate step from the counter change (zap even batches
+ * the counter per page table): there the sum may lead or lag an Rss record by one such
+ * operation (mt_rmap_backend_lag) plus, when other tasks changed the same mm at the same
+ * time, the pages of their last records (which may reach the ring on either side). The Exit
+ * and final checks stay exact on every backend.
+ * backend: the manifest's mechanisms.rmap_backend.
  * Returns 0, or -1 with the first violation described in msg.
  */
-int mt_rmap_check_rss(const struct mt_run *r, int64_t lag, char *msg, size_t len);
+int mt_rmap_check_rss(const struct mt_run *r, const char *backend, char *msg, size_t len);
 
 /* Pages of one rmap operation the counter may be ahead of or behind under the fentry backend:
  * one page table's worth (512 pages of 4 KiB: a zap batch or a THP); 0 for any other. */

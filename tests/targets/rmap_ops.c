@@ -25,7 +25,8 @@
  *	small     3 pages of a memfd mapped shared and written, left to exit
  *	sparse    16 MiB mapped, only its upper half touched ("touched"), all unmapped
  *	threads   two threads touch 16 MiB each at once ("thread" per thread, inside
- *	          "threads_begin"/"threads_end")
+ *	          "threads_begin"/"threads_end"); neither exits before both reported, so
+ *	          nothing is unmapped (glibc's exit-time stack madvise) before the last "thread"
  *
  * Pages are touched one write (or read) per 4 KiB page, so the tests know how many pages each
  * step faults in (THP is disabled for the process: see main). No stdio on the way: nothing here
@@ -386,6 +387,7 @@ struct toucher {
 	char *m;
 	size_t len;
 	int go; /* both start together, so their faults interleave */
+	pthread_barrier_t *done; /* both reported: only then may either exit */
 };
 
 static void *toucher_main(void *arg)
@@ -396,6 +398,7 @@ static void *toucher_main(void *arg)
 		;
 	touch(t->m, t->len);
 	mt_say("thread", MT_P(t->m), 0, t->len);
+	pthread_barrier_wait(t->done);
 	return NULL;
 }
 
@@ -404,9 +407,12 @@ static int do_threads(void)
 {
 	struct toucher t[2];
 	pthread_t th[2];
+	pthread_barrier_t done;
 
+	if (pthread_barrier_init(&done, NULL, 2))
+		return 1;
 	for (int i = 0; i < 2; i++) {
-		t[i] = (struct toucher){.m = map_anon(16 * MIB), .len = 16 * MIB};
+		t[i] = (struct toucher){.m = map_anon(16 * MIB), .len = 16 * MIB, .done = &done};
 		if (!t[i].m)
 			return 1;
 	}

@@ -9,12 +9,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -532,6 +534,50 @@ static void test_writer_io_error(void **state)
 	assert_int_equal(artifact_writer__close(w), -ENOSPC);
 }
 
+/* A write that fails partway (a full disk; here the file size limit, which needs no root):
+ * the partial frame is cut off, the file decodes cleanly, to exactly events_written events. */
+static void test_writer_cut_at_frame(void **state)
+{
+	const char *path = tpath("cut" ARTIFACT_SUFFIX);
+	struct rlimit old, lim = {.rlim_cur = 6000, .rlim_max = RLIM_INFINITY};
+	struct artifact_writer *w;
+	struct artifact_reader *r;
+	struct mt_event ev;
+	uint64_t written, n = 0;
+	struct stat st;
+	int rc = 0;
+
+	(void)state;
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	lim.rlim_max = old.rlim_max;
+	signal(SIGXFSZ, SIG_IGN); /* EFBIG instead of the signal */
+	assert_int_equal(artifact_writer__open(&w, path, -5, 64), 0);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	/* varied addresses and sizes: frames of 64 events compress to a few hundred bytes */
+	for (uint64_t i = 0; i < 20000 && !rc; i++) {
+		ev = mk(MT_EV_MALLOC, i);
+		ev.addr = 0x7f0000000000ull + i * 0x1234567;
+		ev.size = i * 2654435761u % 100000;
+		rc = artifact_writer__write(w, &ev);
+	}
+	assert_int_equal(rc, -EFBIG);
+	assert_int_equal(artifact_writer__flush(w), -EFBIG);
+	written = artifact_writer__events_written(w);
+	assert_true(written > 0 && written % 64 == 0);
+	assert_true(written < artifact_writer__events(w));
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal((uint64_t)st.st_size, artifact_writer__bytes(w)); /* whole frames only */
+	assert_int_equal(artifact_writer__close(w), -EFBIG);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	signal(SIGXFSZ, SIG_DFL);
+	assert_int_equal(artifact_reader__open(&r, path), 0);
+	while ((rc = artifact_reader__next(r, &ev)) == 1)
+		n++;
+	assert_int_equal(rc, 0);
+	assert_int_equal(n, written);
+	artifact_reader__free(r);
+}
+
 /* Compresses raw msgpack bytes into one frame appended to out. */
 static size_t add_frame(uint8_t *out, size_t off, const void *raw, size_t len)
 {
@@ -803,6 +849,7 @@ int main(void)
 		cmocka_unit_test(test_empty_artifact),
 		cmocka_unit_test(test_writer_errors),
 		cmocka_unit_test(test_writer_io_error),
+		cmocka_unit_test(test_writer_cut_at_frame),
 		cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_foreign_maps),
 		cmocka_unit_test(test_fixture),

@@ -298,12 +298,78 @@ static void test_func_ids_cache(void **state)
 	assert_int_equal(system(cmd), 0);
 }
 
+/* A loader for btf_cache__load: fails with errs[call] (0 = works), records the paths tried. */
+struct fake_load {
+	struct btf_cache *c;
+	int errs[2];
+	int calls;
+	char tried[2][PATH_MAX];
+};
+
+static int fake_load(void *ctx)
+{
+	struct fake_load *f = ctx;
+
+	assert_true(f->calls < 2); /* never more than the cached try and one without */
+	snprintf(f->tried[f->calls], PATH_MAX, "%s", f->c->path);
+	return f->errs[f->calls++];
+}
+
+/* Which load failures remove a cached BTF: only one that loading without it cures. A permission
+ * error (issue 10: an unprivileged run built the cache, then deleted it on EPERM) keeps it. */
+static void test_load_blames_only_the_cache(void **state)
+{
+	static const struct {
+		int first, second, calls, rc;
+		bool kept;
+	} cases[] = {
+		{0, 0, 1, 0, true},		      /* works with the cache */
+		{-EPERM, 0, 1, -EPERM, true},	      /* no privileges: not the file's fault */
+		{-EINVAL, 0, 2, 0, false},	      /* only the cache was wrong: removed */
+		{-EINVAL, -EINVAL, 2, -EINVAL, true}, /* fails either way: kept */
+		{-EACCES, -EPERM, 2, -EPERM, true},   /* the verifier, then privileges: kept */
+	};
+	char dir[] = "/tmp/memtrack-test-load-XXXXXX", path[PATH_MAX];
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/vmlinux-x.btf", dir);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct btf_cache c = {.memfd = -1, .source = "cache"};
+		struct fake_load f = {.c = &c, .errs = {cases[i].first, cases[i].second}};
+		FILE *fp = fopen(path, "w");
+
+		assert_non_null(fp);
+		fputs("btf", fp);
+		assert_int_equal(fclose(fp), 0);
+		snprintf(c.path, sizeof(c.path), "%s", path);
+		assert_int_equal(btf_cache__load(&c, fake_load, &f), cases[i].rc);
+		assert_int_equal(f.calls, cases[i].calls);
+		assert_string_equal(f.tried[0], path);
+		if (f.calls == 2) {
+			assert_string_equal(f.tried[1], ""); /* the second try is without it */
+			assert_string_equal(c.source, "vmlinux");
+		}
+		assert_int_equal(access(path, F_OK) == 0, cases[i].kept);
+		unlink(path);
+	}
+	/* no cached file: nothing to retry */
+	{
+		struct btf_cache c = {.memfd = -1, .source = "vmlinux"};
+		struct fake_load f = {.c = &c, .errs = {-EINVAL, 0}};
+
+		assert_int_equal(btf_cache__load(&c, fake_load, &f), -EINVAL);
+		assert_int_equal(f.calls, 1);
+	}
+	assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_min_synthetic),  cmocka_unit_test(test_min_vmlinux),
 	    cmocka_unit_test(test_build_id),	   cmocka_unit_test(test_cache_dir),
-	    cmocka_unit_test(test_func_ids_cache),
+	    cmocka_unit_test(test_func_ids_cache), cmocka_unit_test(test_load_blames_only_the_cache),
 	};
 
 	libbpf_set_print(NULL);

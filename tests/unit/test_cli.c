@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 /* `memtrack track` option parsing: shell string vs argv, flags, environment precedence. */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 #include "cli/cmd_track.h"
 #include "common/log.h"
@@ -110,6 +112,30 @@ static void test_rmap_env_and_flag(void **state)
 	assert_true(o.rmap);
 }
 
+/* The exit statuses of `track` itself: usage errors 2, as in `report` (issue 10, item 6);
+ * --help 0. Nothing is run in either case. */
+static void test_track_exit_statuses(void **state)
+{
+	char *bad_opt[] = {"track", "--bogus", "true", NULL};
+	char *bad_size[] = {"track", "--ring-size", "1x", "true", NULL};
+	char *none[] = {"track", NULL};
+	char *help[] = {"track", "--help", NULL};
+	int err_fd = dup(2), out_fd = dup(1), null_fd = open("/dev/null", O_WRONLY);
+
+	(void)state;
+	dup2(null_fd, 2); /* getopt's complaint, the usage text */
+	dup2(null_fd, 1);
+	assert_int_equal(cmd_track(3, bad_opt), 2);
+	assert_int_equal(cmd_track(4, bad_size), 2);
+	assert_int_equal(cmd_track(1, none), 2);
+	assert_int_equal(cmd_track(2, help), 0);
+	dup2(err_fd, 2);
+	dup2(out_fd, 1);
+	close(err_fd);
+	close(out_fd);
+	close(null_fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -119,6 +145,7 @@ int main(void)
 		cmocka_unit_test(test_no_command),
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_rmap_env_and_flag),
+		cmocka_unit_test(test_track_exit_statuses),
 	};
 
 	log__level = 0;

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -69,27 +70,27 @@ static void frame_fill(unsigned k, uint8_t *buf, size_t len)
 		buf[i] = k % 3 == 0 ? (uint8_t)xorshift(&s) : (uint8_t)("frame"[i % 5] + k);
 }
 
-static uint8_t *slurp(size_t *len)
+/* The whole file, mapped private (munmap with its length). */
+static uint8_t *map_file(size_t *len)
 {
 	struct stat st;
-	uint8_t *buf;
+	void *m;
 	int fd = open(path, O_RDONLY);
 
 	assert_true(fd >= 0);
 	assert_int_equal(fstat(fd, &st), 0);
-	buf = malloc(st.st_size + 1);
-	assert_non_null(buf);
-	assert_int_equal(read(fd, buf, st.st_size), st.st_size);
-	close(fd);
 	*len = (size_t)st.st_size;
-	return buf;
+	m = mmap(NULL, *len ? *len : 1, PROT_READ, MAP_PRIVATE, fd, 0);
+	assert_true(m != MAP_FAILED);
+	close(fd);
+	return m;
 }
 
 /* The file must be exactly frames 0..n-1, each one zstd frame holding frame k's content. */
 static void check_file(unsigned n, size_t cap)
 {
 	size_t len, off = 0;
-	uint8_t *file = slurp(&len), *want = malloc(cap + 1), *got = malloc(cap + 1);
+	uint8_t *file = map_file(&len), *want = malloc(cap + 1), *got = malloc(cap + 1);
 
 	assert_non_null(want);
 	assert_non_null(got);
@@ -109,7 +110,7 @@ static void check_file(unsigned n, size_t cap)
 	assert_int_equal(off, len);
 	free(got);
 	free(want);
-	free(file);
+	munmap(file, len ? len : 1);
 }
 
 static void run_frames(unsigned workers, unsigned n, size_t cap, int level,
@@ -194,7 +195,7 @@ static void test_reorder(void **state)
 	print_message("%" PRIu64 " of 16 frames done after a later one\n", st.reordered);
 	assert_true(st.reordered >= 1);
 
-	file = slurp(&len);
+	file = map_file(&len);
 	for (unsigned k = 0; k < 16; k++) {
 		size_t fs = ZSTD_findFrameCompressedSize(file + off, len - off);
 		size_t l = k % 2 ? 0 : cap;
@@ -208,7 +209,7 @@ static void test_reorder(void **state)
 		off += fs;
 	}
 	assert_int_equal(off, len);
-	free(file);
+	munmap(file, len ? len : 1);
 	free(got);
 	free(rnd);
 }
@@ -268,6 +269,8 @@ static void test_writer_short_file(void **state)
 		struct artifact_reader *r;
 		struct mt_event ev;
 		unsigned n = 20000, got = 0, refused = 0;
+		uint64_t written;
+		struct stat st;
 		int rc;
 
 		assert_int_equal(artifact_writer__open(&w, path, ARTIFACT_DEFAULT_LEVEL, 256), 0);
@@ -285,6 +288,10 @@ static void test_writer_short_file(void **state)
 				refused++;
 			}
 		}
+		assert_int_equal(artifact_writer__flush(w), -EFBIG);
+		written = artifact_writer__events_written(w);
+		assert_int_equal(stat(path, &st), 0);
+		assert_int_equal((uint64_t)st.st_size, artifact_writer__bytes(w));
 		assert_int_equal(artifact_writer__close(w), -EFBIG);
 		assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
 		assert_true(refused > 0); /* the writer said so before close, too */
@@ -297,6 +304,7 @@ static void test_writer_short_file(void **state)
 		}
 		assert_int_equal(rc, 0); /* ends cleanly: no partial frame */
 		assert_int_equal(got % 256, 0);
+		assert_int_equal(got, written); /* what the writer says the file holds */
 		assert_true(got > 0 && got < n);
 		print_message("%u workers: %u of %u events in whole frames before EFBIG\n",
 			      workers, got, n);
@@ -308,12 +316,12 @@ static void test_writer_short_file(void **state)
 static void check_empty_frame(void)
 {
 	size_t len;
-	uint8_t *file = slurp(&len);
+	uint8_t *file = map_file(&len);
 
 	assert_true(len > 0);
 	assert_int_equal(ZSTD_findFrameCompressedSize(file, len), len);
 	assert_int_equal(ZSTD_getFrameContentSize(file, len), 0);
-	free(file);
+	munmap(file, len ? len : 1);
 }
 
 static void test_set_workers(void **state)

@@ -567,6 +567,34 @@ static void test_against_model(void **state)
 	heap_acct__free(a);
 }
 
+/* Names go to the pid's current process only, as printable ASCII (the manifest is JSON). */
+static void test_comm(void **state)
+{
+	struct heap_acct *a;
+	struct manifest m = {0};
+	struct mt_event ev[] = {
+		E(MT_EV_EXEC, 10, 0, 0, 0), E(MT_EV_FORK, 11, 0, 10, 0), E(MT_EV_EXIT, 11, 0, 0, 0),
+		E(MT_EV_FORK, 11, 0, 10, 0), /* pid 11 again */
+	};
+	char odd[16] = "caf\xc3\xa9\tx", sh[16] = "sh", first[16] = "first", nobody[16] = "nobody";
+
+	(void)state;
+	assert_int_equal(heap_acct__new(&a), 0);
+	heap_acct__events(a, ev, 2);
+	heap_acct__set_comm(a, 10, sh);
+	heap_acct__set_comm(a, 11, first);
+	heap_acct__set_comm(a, 12, nobody); /* no such process: ignored */
+	heap_acct__events(a, ev + 2, 2);
+	heap_acct__set_comm(a, 11, odd);
+	assert_int_equal(heap_acct__fill(a, &m), 0);
+	assert_int_equal(m.nr_procs, 3);
+	assert_string_equal(m.procs[0].comm, "sh");
+	assert_string_equal(m.procs[1].comm, "first");
+	assert_string_equal(m.procs[2].comm, "caf???x");
+	free(m.procs);
+	heap_acct__free(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -584,6 +612,7 @@ int main(void)
 		cmocka_unit_test(test_big_blocks),
 		cmocka_unit_test(test_image_ids_run_out),
 		cmocka_unit_test(test_against_model),
+		cmocka_unit_test(test_comm),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

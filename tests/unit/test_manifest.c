@@ -57,6 +57,8 @@ static struct manifest_library libs0[] = {
 	{"/usr/lib/x86_64-linux-gnu/libc.so.6", "libc", 12},
 	{"/usr/lib/libjemalloc.so.2", "jemalloc", 8},
 };
+static struct manifest_running running0[] = {{.pid = 101, .comm = "a-fifteen-char!"}};
+
 static struct manifest_proc procs0[] = {
 	{.pid = 100, .ppid = 0, .comm = "bash", .peak_heap = 1 << 20, .peak_rss = 5 << 20,
 	 .allocs = 10, .frees = 9, .leaked_bytes = 64, .leaked_count = 1, .execs = 1},
@@ -103,6 +105,8 @@ static struct manifest sample(void)
 		.ringbuf_bytes = 64 << 20,
 		.procs = procs0,
 		.nr_procs = 2,
+		.running = running0,
+		.nr_running = 1,
 	};
 
 	m.counts[MT_EV_MALLOC] = 1000000;
@@ -165,6 +169,8 @@ static void test_roundtrip(void **state)
 	assert_int_equal(out.ringbuf_bytes, in.ringbuf_bytes);
 	assert_int_equal(out.nr_procs, 2);
 	assert_memory_equal(out.procs, procs0, sizeof(procs0));
+	assert_int_equal(out.nr_running, 1);
+	assert_memory_equal(out.running, running0, sizeof(running0));
 	assert_true(out.read_allocated);
 	manifest__free(&out);
 	assert_null(out.argv);

@@ -253,7 +253,8 @@ static void test_summary_text(void **state)
 	txt = slurp(f->out);
 	assert_non_null(strstr(txt, "command: ./work (exit status 3)"));
 	assert_non_null(strstr(txt, "peak heap 16.0 MiB, peak RSS 33.0 MiB (tree)"));
-	assert_non_null(strstr(txt, "202 allocations, 201 frees, leaked at exit 6.0 MiB in 1"));
+	assert_non_null(strstr(txt, "202 blocks allocated, 201 freed (reallocs count in both), "
+				    "leaked at exit 6.0 MiB in 1"));
 	assert_non_null(strstr(txt, "INCOMPLETE: 5 records lost (ring buffer 5)"));
 	assert_non_null(strstr(txt, "2 processes"));
 	assert_non_null(strstr(txt, "work"));
@@ -321,10 +322,11 @@ static void test_usage_and_bad_input(void **state)
 
 	/* getopt's complaints go to stderr: keep the test output clean */
 	dup2(null_fd, 2);
-	assert_int_equal(report(1, none), 1);
-	assert_int_equal(report(3, two), 1);
-	assert_int_equal(report(3, bad_opt), 1);
-	assert_int_equal(report(5, both), 1);
+	/* one convention in every command: usage errors exit 2 (issue 10, item 6) */
+	assert_int_equal(report(1, none), 2);
+	assert_int_equal(report(3, two), 2);
+	assert_int_equal(report(3, bad_opt), 2);
+	assert_int_equal(report(5, both), 2);
 	assert_int_equal(report(2, missing), 2);
 	assert_int_equal(report(4, bad_out), 2);
 	dup2(err_fd, 2);
