@@ -88,8 +88,12 @@ int BPF_PROG(mt_on_fork, struct task_struct *parent, struct task_struct *child)
 	 * tracepoint: seed the child from them. A CLONE_VM child (vfork) shares the parent's mm,
 	 * which stays the parent's until the child execs. */
 	if ((__u64)cmm != pp->mm) {
+		bool locked = mt_proc_lock(ctgid); /* kswapd may already reclaim from cmm */
+
 		mt_own_mm((__u64)cmm, ctgid);
 		mt_rss_seed(cp, ctgid, cpid, cmm);
+		if (locked)
+			mt_proc_unlock(cp);
 	}
 	return 0;
 }
@@ -102,11 +106,15 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	struct mt_proc *p = bpf_map_lookup_elem(&procs, &tgid);
 	struct mm_struct *mm;
 	struct inode *ino;
+	bool locked;
 	__u64 key;
 
 	if (!p)
 		return 0;
 	mm = BPF_CORE_READ(task, mm);
+	/* under p->lock: a reclaimer's record of the old mm cannot follow the Exec (rss.bpf.c
+	 * checks p->mm under the lock) */
+	locked = mt_proc_lock(tgid);
 	mt_emit(MT_EV_EXEC, tgid, tid, 0, 0, 0);
 	mt_emit_comm(tgid, tid, NULL); /* exec renamed it */
 	mt_disown_mm(p->mm, tgid);
@@ -115,6 +123,8 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	mt_own_mm((__u64)mm, tgid);
 	/* The old image's memory is gone: the new mm starts from what exec mapped. */
 	mt_rss_seed(p, tgid, tid, mm);
+	if (locked)
+		mt_proc_unlock(p);
 
 	if (!mt_stop_on_exec)
 		return 0;
@@ -154,13 +164,16 @@ int BPF_PROG(mt_on_exit, struct task_struct *task)
 		return 0;
 	/* forced: with the fentry rmap backend, what the mm still holds here is torn down after
 	 * this tracepoint (6.16+), where the owner is gone; the close-out carries it */
-	locked = mt_proc_lock(tgid); /* a reclaimer may still change the mm (rss.bpf.h) */
+	/* under p->lock, up to the mm's release: a reclaimer still changing the mm (rss.bpf.c)
+	 * writes nothing after the Exit */
+	locked = mt_proc_lock(tgid);
 	for (__u32 m = 0; m < MT_RSS_NR; m++)
 		mt_rss_set(p, tgid, tid, m, 0, true);
-	if (locked)
-		mt_proc_unlock(p);
 	mt_emit(MT_EV_EXIT, tgid, tid, 0, 0, 0);
 	mt_disown_mm(p->mm, tgid);
+	p->mm = 0;
+	if (locked)
+		mt_proc_unlock(p);
 	bpf_map_delete_elem(&procs, &tgid);
 	return 0;
 }

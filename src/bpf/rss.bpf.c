@@ -28,15 +28,19 @@ int mt_on_rss_stat(struct bpf_raw_tracepoint_args *ctx)
 	/* Read and written under p->lock (rss.bpf.h): reads are then in time order, each
 	 * record's change is the counter's move between two reads, and the records reach the
 	 * ring in that order. Not locked (the holder stalled) or no consistent read: nothing is
-	 * written now, the next change of this counter writes the move. */
+	 * written now, the next change of this counter writes the move. The mm is checked again
+	 * under the lock: exec and exit switch it (and write their Exec or Exit) holding it. */
 	if (!mt_proc_lock(tgid))
 		return 0;
-	if (bpf_core_type_exists(struct mm_rss_stat___old)) {
-		val = (__s64)ctx->args[2] << mt_page_shift; /* the tracepoint's own count, pages */
-		mt_rss_set(p, tgid, (__u32)bpf_get_current_pid_tgid(), member, val, false);
-	} else if (!mt_rss_read((struct mm_struct *)mm, member, &val)) {
-		mt_rss_set(p, tgid, (__u32)bpf_get_current_pid_tgid(), member, val, false);
+	if (p->mm != mm) {
+		mt_proc_unlock(p);
+		return 0;
 	}
+	/* Before 6.2 the tracepoint also passes the atomic's value after the change, but two
+	 * CPUs' values may take the lock in the other order (a bogus -1 then +1): the atomic is
+	 * read here instead, under the lock. */
+	if (!mt_rss_read((struct mm_struct *)mm, member, &val))
+		mt_rss_set(p, tgid, (__u32)bpf_get_current_pid_tgid(), member, val, false);
 	mt_proc_unlock(p);
 	return 0;
 }

@@ -332,22 +332,18 @@ static __always_inline void mt_rss_set(struct mt_proc *p, __u32 tgid, __u32 tid,
 	}
 }
 
-/* Reads every counter of mm and writes them all (fork seed, exec baseline), under p->lock
- * (or without it if that wait runs out: a re-base must not be lost). A counter that kept
- * racing with folds keeps its previous value: its next change brings the exact one. */
+/* Reads every counter of mm and writes them all (fork seed, exec baseline). The caller holds
+ * p->lock (or its wait ran out: a re-base must not be lost). A counter that kept racing with
+ * folds keeps its previous value: its next change brings the exact one. */
 static __always_inline void mt_rss_seed(struct mt_proc *p, __u32 tgid, __u32 tid,
 					struct mm_struct *mm)
 {
-	bool locked = mt_proc_lock(tgid);
-
 	for (__u32 m = 0; m < MT_RSS_NR; m++) {
 		__s64 val = 0;
 
 		if (!mm || !mt_rss_read(mm, m, &val))
 			mt_rss_set(p, tgid, tid, m, val, true);
 	}
-	if (locked)
-		mt_proc_unlock(p);
 }
 
 #endif

@@ -187,18 +187,20 @@ static void test_rmap_sparse_unmap(void **state)
  * A's address); B's own read then finds nothing new and writes nothing. Bound, from that
  * mechanism: in the window (both threads touching; no task of the process unmaps anything
  * there, and every change is a one-page fault, THP being off) every change is followed, in
- * its own task, by one read; a read's record holds the changes since the previous read, so
- *  - every record adds 1 to T pages: its own (unless an earlier read took it) and at most one
- *    per other task (a task cannot fault again before its read); T = 3 tasks here;
+ * its own task, by one read, and a read's record holds the changes since the previous read:
+ *  - no record removes pages (a read seen half-way through another CPU's batch fold did: -30,
+ *    then +32);
  *  - F = sum over the window's records of (pages - 1) is exactly the number of reads that
- *    wrote nothing (pages are conserved);
+ *    wrote nothing (pages are conserved; a read given up, see rss.bpf.c, is one of them);
  *  - so thread t's range gets P_t - Z_t + E_t pages (E_t: the extra pages of t's records,
  *    Z_t: t's reads that wrote nothing), within +-F of P_t; the two ranges together too.
+ * A record is usually 1 or 2 pages here (its own page and one in flight per other task), but
+ * that is not asserted: a read given up (the lock's wait ran out: a virtual CPU descheduled by
+ * the host mid-section) lets its task fault again before the next read.
  * Addresses stay per thread on every backend.
  */
 static void test_rmap_threads(void **state)
 {
-	enum { TASKS = 3 }; /* the main thread (in pthread_join) and the two touchers */
 	struct mt_run *r = mt_new_run(state);
 	const struct mt_expect *th[2], *b;
 	int64_t in[2], total = 0, want = 0, folded = 0, max_add = 0;
@@ -233,14 +235,6 @@ static void test_rmap_threads(void **state)
 		      "another task's record, %zu removes\n",
 		      nr_adds, (long long)max_add, (long long)folded, nr_removes);
 	MT_CHECK(r, nr_removes == 0, "%zu anon remove records while the threads touch", nr_removes);
-	if (mt_rmap_exact(r))
-		MT_CHECK(r, max_add == 1, "a record of %lld pages, want one page per record",
-			 (long long)max_add);
-	else
-		MT_CHECK(r, max_add >= 1 && max_add <= TASKS,
-			 "a record of %lld pages, want 1 to %d (its own page and one in flight per "
-			 "other task)",
-			 (long long)max_add, TASKS);
 	for (int i = 0; i < 2; i++) {
 		struct mt_rmap_sel s = {.member = MT_RSS_ANON, .sign = 1};
 
