@@ -19,7 +19,8 @@
 /*
  * Worst case of one encoded event: Realloc with every integer in its widest form is 97 bytes
  * (map header 1, five common keys 28 + values 28, "Realloc" 8, size 5+9, old_addr 9+9).
- * artifact.h promises that 128 always suffices; the frame buffer is sized with this.
+ * artifact.h promises that 128 always suffices; the frame buffer is sized with this, and the
+ * encoder's fixed-size copies (struct shape) never write past 128 bytes from an event's start.
  */
 #define ARTIFACT_MAX_EVENT 128
 
