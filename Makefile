@@ -30,7 +30,7 @@ BPF_SRCS  := src/bpf/process.bpf.c $(filter-out src/bpf/process.bpf.c,$(sort $(w
 BPF_OBJS  := $(patsubst src/bpf/%.bpf.c,$(OUTPUT)/bpf/%.bpf.o,$(BPF_SRCS))
 SKEL      := $(OUTPUT)/memtrack.skel.h
 # Everything but the entry points goes into one archive, so unit tests link what they use.
-LIB_SRCS  := $(sort $(wildcard src/artifact/*.c src/report/*.c src/track/*.c src/common/*.c) \
+LIB_SRCS  := $(sort $(wildcard src/acct/*.c src/artifact/*.c src/report/*.c src/track/*.c src/common/*.c) \
 	       $(filter-out src/cli/main.c,$(wildcard src/cli/*.c)))
 LIB_OBJS  := $(patsubst %.c,$(OUTPUT)/%.o,$(LIB_SRCS))
 LIB       := $(OUTPUT)/libmemtrack.a
@@ -56,7 +56,7 @@ TARGETS   := $(patsubst tests/targets/%.c,$(BUILD)/targets/%,$(TARGET_C)) \
 .PHONY: all clean deps demo check check-unit check-root check-repeat check-vm bench bench-consumer install \
 	format
 all: $(BUILD)/memtrack $(BUILD)/memtrack-bench $(BUILD)/memtrack-floor $(BUILD)/memtrack-bench-consumer \
-	$(TARGETS)
+	$(TARGETS) $(BUILD)/tests/libmt_count.so
 
 deps:
 	$(Q)scripts/deps.sh
@@ -146,6 +146,13 @@ $(BUILD)/targets/%: tests/targets/%.cc | $(BUILD)
 	$(call msg,CXX,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CXX) -std=gnu++17 -O1 -g -Wall -Wextra -Werror -fno-builtin -pthread $< -o $@ $(TARGET_LDLIBS_$*)
+
+# An independent LD_PRELOAD counter of allocator calls (tests/preload/mt_count.c), to check
+# memtrack against on real programs.
+$(BUILD)/tests/libmt_count.so: tests/preload/mt_count.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -fPIC -shared -pthread $< -o $@ -ldl
 
 # Per-target link flags (allocator libraries, static builds).
 -include tests/targets/targets.mk

@@ -9,6 +9,7 @@
 #include <yaml.h>
 #include "common/log.h"
 #include "config.h"
+#include "yaml_check.h"
 #include "duration.h"
 
 struct config_ctx {
@@ -23,7 +24,8 @@ static const char *const bench_config__bench_keys[] = {
     "name", "id", "exec", "conclude", "options", NULL,
 };
 static const char *const bench_config__option_keys[] = {
-    "warmup-time", "max-time", "min-time", "min-rounds", "max-rounds", "working-directory", NULL,
+    "warmup-time", "max-time",		"min-time", "min-rounds",
+    "max-rounds",  "working-directory", "aslr",	    NULL,
 };
 
 __attribute__((format(printf, 3, 4))) static void
@@ -233,6 +235,30 @@ static void bench_config__rounds(struct config_ctx *ctx, const char *key, yaml_n
 		*rounds = v;
 }
 
+/* A YAML 1.1 boolean (true/false, yes/no, on/off). */
+static void bench_config__bool(struct config_ctx *ctx, const char *key, yaml_node_t *value,
+			       bool *out)
+{
+	static const char *const yes[] = {"true", "True", "yes", "on", NULL};
+	static const char *const no[] = {"false", "False", "no", "off", NULL};
+	const char *s = bench_config__string(ctx, key, value);
+
+	if (!s)
+		return;
+	for (int i = 0; yes[i]; i++) {
+		if (strcmp(s, yes[i]) == 0) {
+			*out = true;
+			return;
+		}
+		if (strcmp(s, no[i]) == 0) {
+			*out = false;
+			return;
+		}
+	}
+	bench_config__error(ctx, bench_config__line(value),
+			    "'%s': expected true or false, got '%s'", key, s);
+}
+
 /* Walks a mapping, rejecting non-string and duplicate keys; calls fn for each pair. */
 typedef void (*bench_config__pair_fn)(struct config_ctx *ctx, const char *key, yaml_node_t *value,
 				      void *arg);
@@ -295,6 +321,11 @@ static void bench_config__option_pair(struct config_ctx *ctx, const char *key, y
 		free(o->working_directory);
 		o->working_directory = bench_config__expanded(ctx, key, value);
 		o->set |= BENCH_OPT_WORKDIR;
+	} else if (strcmp(key, "aslr") == 0) {
+		bool aslr = true;
+		bench_config__bool(ctx, key, value, &aslr);
+		o->no_aslr = !aslr;
+		o->set |= BENCH_OPT_ASLR;
 	} else {
 		bench_config__unknown_key(ctx, ctx->key_line, key, bench_config__option_keys);
 	}
@@ -412,6 +443,16 @@ int bench_config__parse(struct bench_config *cfg, const char *path, const char *
 	cfg->path = strdup(path);
 	if (!cfg->path)
 		return -ENOMEM;
+	{
+		char msg[160];
+		int line = 0;
+
+		err = yaml_check__shape(text, len, BENCH_CONFIG_MAX_DEPTH, &line, msg, sizeof(msg));
+		if (err == -EINVAL)
+			bench_config__error(&ctx, line, "%s", msg);
+		if (err)
+			return err;
+	}
 	if (!yaml_parser_initialize(&parser))
 		return -ENOMEM;
 	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
@@ -451,7 +492,7 @@ int bench_config__load(struct bench_config *cfg, const char *path)
 	f = fopen(path, "r");
 	if (!f) {
 		err = -errno;
-		log__error("%s: %s", path, strerror(errno));
+		log__error("cannot open '%s': %s", path, strerror(errno));
 		goto cleanup;
 	}
 	/* Slurp it: configs are small and libyaml then reports exact lines. */
@@ -470,7 +511,7 @@ int bench_config__load(struct bench_config *cfg, const char *path)
 	}
 	if (ferror(f)) {
 		err = -EIO;
-		log__error("%s: read error", path);
+		log__error("cannot read '%s': %s", path, strerror(EIO));
 		goto cleanup;
 	}
 	text[len] = '\0';
@@ -529,6 +570,8 @@ static void bench_config__apply(struct bench_options *to, int prio[4],
 	}
 	if (from->set & BENCH_OPT_WORKDIR)
 		to->working_directory = from->working_directory;
+	if (from->set & BENCH_OPT_ASLR)
+		to->no_aslr = from->no_aslr;
 	to->set |= from->set;
 }
 

@@ -2,7 +2,8 @@
 /*
  * The benchmark config: a codspeed.yml-style YAML file.
  *
- *   options: { warmup-time, max-time, min-time, min-rounds, max-rounds, working-directory }
+ *   options: { warmup-time, max-time, min-time, min-rounds, max-rounds, working-directory,
+ *              aslr }
  *   benchmarks:
  *     - { name, id, exec, conclude, options: { ...same keys, override the top level... } }
  *
@@ -17,6 +18,7 @@
 #ifndef BENCH_CONFIG_H
 #define BENCH_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,6 +30,7 @@ enum {
 	BENCH_OPT_MIN_ROUNDS = 1 << 3,
 	BENCH_OPT_MAX_ROUNDS = 1 << 4,
 	BENCH_OPT_WORKDIR = 1 << 5,
+	BENCH_OPT_ASLR = 1 << 6,
 };
 
 /* Defaults, after CodSpeed's wall-time mode (times) and hyperfine (rounds). */
@@ -40,7 +43,8 @@ struct bench_options {
 	int64_t warmup_ns, max_time_ns, min_time_ns;
 	int64_t min_rounds, max_rounds; /* max_rounds 0 = no cap (only once resolved) */
 	char *working_directory;	/* owned; NULL = the current directory */
-	int line; /* where the mapping starts, for errors about combinations */
+	bool no_aslr; /* `aslr: false`: the command runs with personality(ADDR_NO_RANDOMIZE) */
+	int line;     /* where the mapping starts, for errors about combinations */
 };
 
 struct bench_entry {
@@ -59,7 +63,10 @@ struct bench_config {
 	size_t nr_benchmarks;
 };
 
-/* Loads and validates a config; every error is logged as "FILE:LINE: ..." and returns -EINVAL
+/* Mappings and sequences nested deeper than this are refused (a config uses 4). */
+#define BENCH_CONFIG_MAX_DEPTH 64
+
+/* Loads and validates a config (one YAML document); every error is logged as "FILE:LINE: ..." and returns -EINVAL
  * (or -errno when the file cannot be read). Free with bench_config__free even on failure. */
 int bench_config__load(struct bench_config *cfg, const char *path);
 /* Same from memory; `path` is only used in messages. */

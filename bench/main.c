@@ -2,6 +2,7 @@
 /* memtrack-bench: run benchmark suites and compare their results. See docs/memtrack-bench.1. */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,10 +25,10 @@
 
 static const char usage[] =
     "usage: memtrack-bench run CONFIG [--json FILE] [--bench ID]... [--skip ID]...\n"
-    "                          [--mode walltime|memory]\n"
+    "                          [--mode walltime|memory] [--no-aslr]\n"
     "                          [--show-output] [--no-progress] [--warmup-time D] [--max-time D]\n"
     "                          [--min-time D] [--min-rounds N] [--max-rounds N]\n"
-    "       memtrack-bench compare BASE.json HEAD.json [--threshold 10%]\n"
+    "       memtrack-bench compare BASE.json HEAD.json [--threshold 10%] [--rss-threshold P]\n"
     "                          [--fail-on-regression] [--markdown FILE]\n"
     "       memtrack-bench --version | --help\n"
     "See memtrack-bench(1).\n";
@@ -47,6 +48,8 @@ enum {
 	OPT_THRESHOLD,
 	OPT_FAIL,
 	OPT_MARKDOWN,
+	OPT_NO_ASLR,
+	OPT_RSS_THRESHOLD,
 };
 
 static int main__duration(const char *opt, const char *arg, int64_t *ns)
@@ -87,6 +90,7 @@ static int main__run(int argc, char **argv)
 	    {"min-time", required_argument, NULL, OPT_MIN_TIME},
 	    {"min-rounds", required_argument, NULL, OPT_MIN_ROUNDS},
 	    {"max-rounds", required_argument, NULL, OPT_MAX_ROUNDS},
+	    {"no-aslr", no_argument, NULL, OPT_NO_ASLR},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -148,6 +152,10 @@ static int main__run(int argc, char **argv)
 		case OPT_MAX_ROUNDS:
 			err = main__rounds("max-rounds", optarg, &o.cli.max_rounds);
 			o.cli.set |= BENCH_OPT_MAX_ROUNDS;
+			break;
+		case OPT_NO_ASLR:
+			o.cli.no_aslr = true;
+			o.cli.set |= BENCH_OPT_ASLR;
 			break;
 		case 'h':
 			fputs(usage, stdout);
@@ -218,12 +226,13 @@ static int main__compare(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 	    {"threshold", required_argument, NULL, OPT_THRESHOLD},
+	    {"rss-threshold", required_argument, NULL, OPT_RSS_THRESHOLD},
 	    {"fail-on-regression", no_argument, NULL, OPT_FAIL},
 	    {"markdown", required_argument, NULL, OPT_MARKDOWN},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	struct compare_opts o = {.threshold = 0.10, .alpha = 0.05};
+	struct compare_opts o = {.threshold = 0.10, .rss_threshold = NAN, .alpha = 0.05};
 	struct bench_results base = {0}, head = {0};
 	struct compare_report rep = {0};
 	const char *markdown = NULL;
@@ -236,6 +245,14 @@ static int main__compare(int argc, char **argv)
 			if (bench_compare__parse_threshold(optarg, &o.threshold)) {
 				log__error("--threshold: expected a percentage like 10%%, got '%s'",
 					   optarg);
+				goto cleanup;
+			}
+			break;
+		case OPT_RSS_THRESHOLD:
+			if (bench_compare__parse_threshold(optarg, &o.rss_threshold)) {
+				log__error(
+				    "--rss-threshold: expected a percentage like 5%%, got '%s'",
+				    optarg);
 				goto cleanup;
 			}
 			break;
@@ -267,12 +284,12 @@ static int main__compare(int argc, char **argv)
 	if (markdown) {
 		FILE *f = fopen(markdown, "w");
 		if (!f) {
-			log__error("%s: %s", markdown, strerror(errno));
+			log__error("cannot write '%s': %s", markdown, strerror(errno));
 			goto cleanup;
 		}
 		bench_compare__markdown(f, &rep);
 		if (fclose(f)) {
-			log__error("%s: %s", markdown, strerror(errno));
+			log__error("cannot write '%s': %s", markdown, strerror(errno));
 			goto cleanup;
 		}
 	}

@@ -13,6 +13,14 @@
 
 #define MEMORY_MANIFEST_SUFFIX ".memtrack.json" /* MANIFEST_SUFFIX in src/artifact/manifest.h */
 
+const struct bench_metric_info bench_metrics[BENCH_MEM_NR] = {
+    [BENCH_MEM_PEAK_HEAP] = {"peak_heap", "Peak heap", NULL, true},
+    [BENCH_MEM_PEAK_RSS] = {"peak_rss", "Peak RSS", NULL, true},
+    [BENCH_MEM_ALLOCATED] = {"allocated_bytes", "Allocated", NULL, false},
+    [BENCH_MEM_ALLOCS] = {"allocs", "Allocs", "allocation", true},
+    [BENCH_MEM_LEAKED] = {"leaked_bytes", "Leaked", NULL, true},
+};
+
 char *bench_runner__find_memtrack(void)
 {
 	const char *env = getenv("MEMTRACK");
@@ -44,13 +52,27 @@ static bool bench_memory__has_suffix(const char *s, const char *suffix)
 	return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-static int bench_memory__u64(json_t *results, const char *key, uint64_t *out)
+static int bench_memory__value(json_t *results, const struct bench_metric_info *m, double *out)
 {
-	json_t *v = json_object_get(results, key);
+	json_t *v = json_object_get(results, m->key);
 
+	if (!v && !m->required) {
+		*out = 0; /* a memtrack older than the key: reads 0, like memtrack's own reader */
+		return 0;
+	}
 	if (!json_is_integer(v) || json_integer_value(v) < 0)
 		return -EPROTO;
-	*out = (uint64_t)json_integer_value(v);
+	*out = (double)json_integer_value(v);
+	return 0;
+}
+
+int bench_memory__stats(struct bench_result *r)
+{
+	for (int i = 0; i < BENCH_MEM_NR; i++) {
+		int err = bench_stats__compute(r->mem[i], r->mem_rounds, &r->mem_stats[i]);
+		if (err)
+			return err;
+	}
 	return 0;
 }
 
@@ -58,7 +80,7 @@ static int bench_memory__u64(json_t *results, const char *key, uint64_t *out)
  * Reads the manifest, then empties dir (artifact and manifest) so the next round finds exactly
  * one. memtrack names it after the tracked root pid, which only memtrack knows.
  */
-int bench_runner__read_manifest(const char *dir, struct bench_result *r)
+int bench_runner__read_manifest(const char *dir, double values[BENCH_MEM_NR])
 {
 	char *manifest = NULL;
 	json_t *root = NULL, *results;
@@ -99,13 +121,12 @@ int bench_runner__read_manifest(const char *dir, struct bench_result *r)
 		goto cleanup;
 	}
 	results = json_object_get(root, "results");
-	err = bench_memory__u64(results, "peak_heap", &r->peak_heap);
-	if (!err)
-		err = bench_memory__u64(results, "peak_rss", &r->peak_rss);
-	if (!err)
-		err = bench_memory__u64(results, "allocs", &r->allocs);
-	if (err)
-		log__error("%s: results.peak_heap, peak_rss and allocs must be integers", manifest);
+	for (int i = 0; i < BENCH_MEM_NR && !err; i++) {
+		err = bench_memory__value(results, &bench_metrics[i], &values[i]);
+		if (err)
+			log__error("%s: results.%s must be an integer >= 0", manifest,
+				   bench_metrics[i].key);
+	}
 cleanup:
 	if (manifest) {
 		unlink(manifest);

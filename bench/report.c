@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include "duration.h"
 #include "report.h"
@@ -65,12 +66,42 @@ static void bench_table__walltime(FILE *f, const struct bench_results *res, int 
 	}
 }
 
+/* A metric's value: bytes in binary units, counts as integers. */
+const char *bench_table__metric(enum bench_metric m, double v, char *buf, size_t size)
+{
+	if (isnan(v))
+		return "-";
+	if (bench_metrics[m].unit)
+		snprintf(buf, size, "%.0f", v);
+	else
+		bench_table__bytes((uint64_t)v, buf, size);
+	return buf;
+}
+
+/* "2.23 MiB =" when every round agrees, else "16.4 MiB ±0.8%": half the range over the median. */
+static const char *bench_table__spread(enum bench_metric m, const struct bench_stats *s, char *buf,
+				       size_t size)
+{
+	char v[32];
+
+	bench_table__metric(m, s->median, v, sizeof(v));
+	if (s->min == s->max)
+		snprintf(buf, size, "%s =", v);
+	else if (s->median > 0)
+		snprintf(buf, size, "%s ±%.1f%%", v, (s->max - s->min) / 2 / s->median * 100);
+	else
+		snprintf(buf, size, "%s ±?", v);
+	return buf;
+}
+
 static void bench_table__memory(FILE *f, const struct bench_results *res, int w)
 {
-	char a[32], b[32], c[32];
+	char cell[48], t[32];
 
-	fprintf(f, "%-*s %12s %12s %12s %12s\n", w, "Benchmark", "Peak heap", "Peak RSS", "Allocs",
-		"Tracked wall");
+	fprintf(f, "%-*s %6s", w, "Benchmark", "Rounds");
+	for (int m = 0; m < BENCH_MEM_NR; m++)
+		fprintf(f, " %17s", bench_metrics[m].title);
+	fprintf(f, " %12s\n", "Tracked wall");
 	for (size_t i = 0; i < res->nr; i++) {
 		const struct bench_result *r = &res->v[i];
 
@@ -78,12 +109,16 @@ static void bench_table__memory(FILE *f, const struct bench_results *res, int w)
 			fprintf(f, "%-*.*s FAILED (exit status %d)\n", w, w, r->name, r->exit_code);
 			continue;
 		}
-		fprintf(f, "%-*.*s %12s %12s %12llu %12s\n", w, w, r->name,
-			bench_table__bytes(r->peak_heap, a, sizeof(a)),
-			bench_table__bytes(r->peak_rss, b, sizeof(b)),
-			(unsigned long long)r->allocs,
-			bench_duration__format(r->stats.mean, c, sizeof(c)));
+		fprintf(f, "%-*.*s %6zu", w, w, r->name, r->mem_rounds);
+		for (int m = 0; m < BENCH_MEM_NR; m++) {
+			bench_table__spread(m, &r->mem_stats[m], cell, sizeof(cell));
+			/* printf pads bytes: the two-byte '±' shows as one column */
+			fprintf(f, " %*s", 17 + (strstr(cell, "±") != NULL), cell);
+		}
+		fprintf(f, " %12s\n", bench_duration__format(r->stats.median, t, sizeof(t)));
 	}
+	fprintf(f, "(medians over the rounds; = every round gave the same value, ±: half the range "
+		   "over the median)\n");
 }
 
 void bench_table__table(FILE *f, const struct bench_results *res)

@@ -9,5 +9,7 @@
 void bench_table__table(FILE *f, const struct bench_results *res);
 /* "812 KiB", "1.50 MiB" */
 const char *bench_table__bytes(uint64_t bytes, char *buf, size_t size);
+/* A memory metric's value: bytes as above, counts as integers; "-" for NAN. */
+const char *bench_table__metric(enum bench_metric m, double v, char *buf, size_t size);
 
 #endif

@@ -29,6 +29,28 @@ static json_t *bench_json__doubles(const double *v, size_t n)
 	return a;
 }
 
+/* {"values": [...], "median", "min", "max", "cv"}: integers stay integers. */
+static json_t *bench_json__metric(const double *v, size_t n, const struct bench_stats *s)
+{
+	json_t *values = json_array();
+
+	for (size_t i = 0; values && i < n; i++)
+		json_array_append_new(values, json_integer((json_int_t)v[i]));
+	return json_pack("{s:o, s:o, s:o, s:o, s:o}", "values", values, "median",
+			 bench_json__real(s->median), "min", bench_json__real(s->min), "max",
+			 bench_json__real(s->max), "cv", bench_json__real(s->cv));
+}
+
+static json_t *bench_json__memory(const struct bench_result *r)
+{
+	json_t *o = json_object();
+
+	for (int i = 0; o && i < BENCH_MEM_NR; i++)
+		json_object_set_new(o, bench_metrics[i].key,
+				    bench_json__metric(r->mem[i], r->mem_rounds, &r->mem_stats[i]));
+	return o;
+}
+
 static json_t *bench_json__result(const struct bench_result *r)
 {
 	const struct bench_stats *s = &r->stats;
@@ -51,10 +73,16 @@ static json_t *bench_json__result(const struct bench_result *r)
 		      bench_json__real(s->cv), "max_rss", (json_int_t)r->max_rss);
 	if (o && r->conclude)
 		json_object_set_new(o, "conclude", json_string(r->conclude));
-	if (o && r->mode == BENCH_MODE_MEMORY) {
-		json_object_set_new(o, "peak_heap", json_integer((json_int_t)r->peak_heap));
-		json_object_set_new(o, "peak_rss", json_integer((json_int_t)r->peak_rss));
-		json_object_set_new(o, "allocs", json_integer((json_int_t)r->allocs));
+	if (o && r->no_aslr)
+		json_object_set_new(o, "aslr", json_false());
+	if (o && r->mode == BENCH_MODE_MEMORY && r->mem_rounds) {
+		json_object_set_new(o, "memory", bench_json__memory(r));
+		/* format 1 had one round's figures here: now the medians, for old readers */
+		for (int i = BENCH_MEM_PEAK_HEAP; i <= BENCH_MEM_PEAK_RSS; i++)
+			json_object_set_new(o, bench_metrics[i].key,
+					    json_integer((json_int_t)r->mem_stats[i].median));
+		json_object_set_new(
+		    o, "allocs", json_integer((json_int_t)r->mem_stats[BENCH_MEM_ALLOCS].median));
 	}
 	return o;
 }
@@ -82,14 +110,15 @@ json_t *bench_json__build(const struct bench_results *res)
 			json_array_append_new(results, bench_json__result(r));
 		}
 	}
-	root = json_pack("{s:i, s:s, s:s, s:o, s:o, s:{s:o, s:o, s:o, s:I, s:o, s:I, s:s}}",
+	root = json_pack("{s:i, s:s, s:s, s:o, s:o, s:{s:o, s:o, s:o, s:I, s:o, s:I, s:I, s:s}}",
 			 "format", RESULTS_JSON_FORMAT, "mode",
 			 res->mode == BENCH_MODE_MEMORY ? "memory" : "walltime", "config",
 			 res->config ? res->config : "", "results", results, "failures", failures,
 			 "environment", "kernel", bench_json__str(e->kernel), "machine",
 			 bench_json__str(e->machine), "cpu", bench_json__str(e->cpu), "cpus",
 			 (json_int_t)e->cpus, "governor", bench_json__str(e->governor),
-			 "bench_max_rss", (json_int_t)e->self_max_rss, "date", date);
+			 "bench_max_rss", (json_int_t)e->self_max_rss, "command_env_bytes",
+			 (json_int_t)e->command_env_bytes, "date", date);
 	return root;
 }
 
@@ -110,7 +139,7 @@ int bench_json__write(const struct bench_results *res, const char *path)
 	if (json_dump_file(root, tmp, JSON_INDENT(2) | JSON_REAL_PRECISION(12)) ||
 	    rename(tmp, path)) {
 		err = errno ? -errno : -EIO;
-		log__error("cannot write %s: %s", path, strerror(-err));
+		log__error("cannot write '%s': %s", path, strerror(-err));
 		unlink(tmp);
 	}
 cleanup:
@@ -123,6 +152,44 @@ static double bench_json__num(json_t *o, const char *key)
 {
 	json_t *v = json_object_get(o, key);
 	return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+/*
+ * Memory figures: the "memory" object (values per round; a metric without values counts as
+ * one round at its median), else format 1's single figures at the top level. Every metric gets
+ * mem_rounds values so the arrays line up; a metric the file lacks reads 0 in each.
+ */
+static int bench_json__read_memory(json_t *o, struct bench_result *r)
+{
+	json_t *mem = json_object_get(o, "memory");
+	size_t n = 0;
+
+	for (int i = 0; json_is_object(mem) && i < BENCH_MEM_NR; i++) {
+		json_t *values =
+		    json_object_get(json_object_get(mem, bench_metrics[i].key), "values");
+		if (json_is_array(values) && json_array_size(values) > n)
+			n = json_array_size(values);
+	}
+	if (n == 0)
+		n = 1;
+	for (int i = 0; i < BENCH_MEM_NR; i++) {
+		json_t *m = json_object_get(mem, bench_metrics[i].key);
+		json_t *values = json_object_get(m, "values");
+		double fill = json_is_object(m) ? bench_json__num(m, "median")
+						: bench_json__num(o, bench_metrics[i].key);
+
+		r->mem[i] = calloc(n, sizeof(double));
+		if (!r->mem[i])
+			return -ENOMEM;
+		for (size_t j = 0; j < n; j++) {
+			json_t *v = json_array_get(values, j);
+			r->mem[i][j] = json_is_number(v) ? json_number_value(v) : fill;
+			if (isnan(r->mem[i][j]))
+				r->mem[i][j] = 0;
+		}
+	}
+	r->mem_rounds = n;
+	return bench_memory__stats(r);
 }
 
 static int bench_json__read_one(json_t *o, struct bench_result *r)
@@ -167,10 +234,13 @@ static int bench_json__read_one(json_t *o, struct bench_result *r)
 			r->stats.median = r->stats.mean;
 		r->stats.stddev = bench_json__num(o, "stddev");
 	}
-	r->peak_heap = (uint64_t)json_integer_value(json_object_get(o, "peak_heap"));
-	r->peak_rss = (uint64_t)json_integer_value(json_object_get(o, "peak_rss"));
-	r->allocs = (uint64_t)json_integer_value(json_object_get(o, "allocs"));
+	if (r->mode == BENCH_MODE_MEMORY) {
+		int err = bench_json__read_memory(o, r);
+		if (err)
+			return err;
+	}
 	r->max_rss = (uint64_t)json_integer_value(json_object_get(o, "max_rss"));
+	r->no_aslr = json_is_false(json_object_get(o, "aslr"));
 	return 0;
 }
 

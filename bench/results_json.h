@@ -3,7 +3,9 @@
  * Results as JSON: hyperfine's --export-json shape ({"results": [{command, mean, stddev, median,
  * user, system, min, max, times, exit_codes}]}, seconds) so its scripts read our files, plus our
  * own keys (name, id, mode, rounds, q1, q3, iqr, outliers, cv, max_rss, conclude when the
- * benchmark has one, and "environment").
+ * benchmark has one, and "environment"). In memory mode a result also has "memory": one object
+ * per bench_metrics key, {"values": [one per round], "median", "min", "max", "cv"}, and (for
+ * format 1 readers) the medians of peak_heap, peak_rss and allocs at the top level.
  */
 #ifndef BENCH_RESULTS_JSON_H
 #define BENCH_RESULTS_JSON_H

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/personality.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -32,9 +33,11 @@ static double bench_runner__tv(const struct timeval *tv)
 	return (double)tv->tv_sec + (double)tv->tv_usec / 1e6;
 }
 
-int bench_runner__round(char *const argv[], const char *workdir, bool show_output, int errfd,
-			struct bench_round *r)
+int bench_runner__round(char *const argv[], const struct bench_launch *l, struct bench_round *r)
 {
+	const char *workdir = l->workdir;
+	bool show_output = l->show_output;
+	int errfd = l->errfd;
 	struct rusage ru;
 	int64_t t0, t1;
 	int status, devnull, err = 0;
@@ -67,7 +70,14 @@ int bench_runner__round(char *const argv[], const char *workdir, bool show_outpu
 				strerror(errno));
 			_exit(127);
 		}
-		execvp(argv[0], argv);
+		/* query first: keep the persona's other flags */
+		if (l->no_aslr && personality(personality(0xffffffff) | ADDR_NO_RANDOMIZE) < 0) {
+			dprintf(STDERR_FILENO,
+				"memtrack-bench: cannot turn address-space randomisation off: %s\n",
+				strerror(errno));
+			_exit(127);
+		}
+		execvpe(argv[0], argv, l->envp ? l->envp : environ);
 		dprintf(STDERR_FILENO, "memtrack-bench: %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
 	}
@@ -109,6 +119,7 @@ static void bench_runner__show_stderr(int errfd)
 
 struct runner_state {
 	const struct runner_opts *o;
+	char **envp;	     /* ours, padded to LAYOUT_ENV_BUCKET bytes */
 	size_t index, total; /* for the progress line */
 	int64_t last_progress;
 	int errfd;
@@ -138,10 +149,20 @@ static void bench_runner__progress_clear(struct runner_state *st)
 	st->last_progress = 0;
 }
 
-static int bench_runner__push(struct bench_result *r, const struct bench_round *round, size_t *cap)
+/* Appends a measured round; mem (memory mode: that round's metrics) may be NULL. */
+static int bench_runner__push(struct bench_result *r, const struct bench_round *round,
+			      const double *mem, size_t *cap)
 {
 	if (r->nr_rounds == *cap) {
 		size_t n = *cap ? *cap * 2 : 64;
+		bool mem_ok = true;
+
+		for (int i = 0; mem && i < BENCH_MEM_NR; i++) {
+			double *m = realloc(r->mem[i], n * sizeof(double));
+			if (m)
+				r->mem[i] = m;
+			mem_ok &= m != NULL;
+		}
 		double *t = realloc(r->times, n * sizeof(double));
 		if (t)
 			r->times = t;
@@ -154,7 +175,7 @@ static int bench_runner__push(struct bench_result *r, const struct bench_round *
 		int *e = realloc(r->exit_codes, n * sizeof(int));
 		if (e)
 			r->exit_codes = e;
-		if (!t || !u || !s || !e)
+		if (!t || !u || !s || !e || !mem_ok)
 			return -ENOMEM;
 		*cap = n;
 	}
@@ -162,7 +183,11 @@ static int bench_runner__push(struct bench_result *r, const struct bench_round *
 	r->user[r->nr_rounds] = round->user;
 	r->sys[r->nr_rounds] = round->sys;
 	r->exit_codes[r->nr_rounds] = round->exit_code;
+	for (int i = 0; mem && i < BENCH_MEM_NR; i++)
+		r->mem[i][r->nr_rounds] = mem[i];
 	r->nr_rounds++;
+	if (mem)
+		r->mem_rounds = r->nr_rounds;
 	if (round->max_rss > r->max_rss)
 		r->max_rss = round->max_rss;
 	return 0;
@@ -179,11 +204,18 @@ static int bench_runner__command(struct runner_state *st, const struct bench_ent
 	const char *cmd = conclude ? b->conclude : b->exec;
 	int err;
 
-	err = bench_runner__round(argv, opts->working_directory, st->o->show_output, st->errfd,
-				  round);
+	struct bench_launch l = {
+	    .workdir = opts->working_directory,
+	    .envp = st->envp,
+	    .show_output = st->o->show_output,
+	    .no_aslr = opts->no_aslr,
+	    .errfd = st->errfd,
+	};
+
+	err = bench_runner__round(argv, &l, round);
 	if (err) {
-		log__error("%s: cannot start%s: %s", b->name,
-			   conclude ? " its conclude command" : "", strerror(-err));
+		log__error("cannot start %s '%s': %s", conclude ? "the conclude command of" : "benchmark",
+			   b->name, strerror(-err));
 		return err;
 	}
 	if (round->exit_code == 0)
@@ -210,7 +242,7 @@ static int bench_runner__command(struct runner_state *st, const struct bench_ent
  */
 static int bench_runner__one(struct runner_state *st, const struct bench_entry *b,
 			     const struct bench_options *opts, struct bench_result *r,
-			     struct bench_round *round)
+			     struct bench_round *round, double mem[BENCH_MEM_NR])
 {
 	const struct runner_opts *o = st->o;
 	char *bash_argv[] = {"bash", "-c", b->exec, NULL};
@@ -224,7 +256,7 @@ static int bench_runner__one(struct runner_state *st, const struct bench_entry *
 	if (err || r->failed)
 		return err;
 	if (o->mode == BENCH_MODE_MEMORY) {
-		err = bench_runner__read_manifest(st->memdir, r);
+		err = bench_runner__read_manifest(st->memdir, mem);
 		if (err) {
 			log__error("benchmark '%s': no memtrack manifest in %s: %s", b->name,
 				   st->memdir, strerror(-err));
@@ -237,13 +269,31 @@ static int bench_runner__one(struct runner_state *st, const struct bench_entry *
 	return bench_runner__command(st, b, opts, r, conclude_argv, true, &concluded);
 }
 
+/*
+ * A program whose allocations differ between rounds has a reason (hash seeds, threads, random
+ * data, addresses): say so once, since its changes then need the rounds to agree instead of
+ * being exact.
+ */
+static void bench_runner__memory_hint(const struct bench_result *r)
+{
+	const struct bench_stats *s = &r->mem_stats[BENCH_MEM_ALLOCS];
+
+	if (r->mem_rounds < 2 || s->min == s->max)
+		return;
+	log__warn("'%s': allocations differ between rounds (%.0f to %.0f): hash seeds, threads, "
+		  "random data or addresses (try --no-aslr); see \"Reading memory numbers\" in "
+		  "the README",
+		  r->name, s->min, s->max);
+}
+
 static int bench_runner__benchmark(struct runner_state *st, const struct bench_config *cfg,
 				   const struct bench_entry *b, struct bench_result *r)
 {
 	const struct runner_opts *o = st->o;
 	struct bench_options opts;
 	struct bench_round round;
-	double wall_sum = 0;
+	double mem[BENCH_MEM_NR], wall_sum = 0;
+	bool memory = o->mode == BENCH_MODE_MEMORY;
 	size_t cap = 0;
 	int64_t t0;
 	int err;
@@ -258,16 +308,22 @@ static int bench_runner__benchmark(struct runner_state *st, const struct bench_c
 	err = bench_config__resolve(cfg, b, &o->cli, &opts);
 	if (err)
 		return err;
-	if (o->mode == BENCH_MODE_MEMORY) {
-		/* Heap figures are deterministic up to allocator noise: one tracked round. */
-		opts.warmup_ns = 0;
-		opts.min_rounds = opts.max_rounds = 1;
-		opts.min_time_ns = 0;
+	r->no_aslr = opts.no_aslr;
+	if (memory) {
+		/* Several rounds: only they tell a deterministic figure from a noisy one (RSS,
+		 * GC'd runtimes). A tracked round costs memtrack's set-up, so fewer than for wall
+		 * time, and no warm-up unless asked for. */
+		if (!(opts.set & BENCH_OPT_MIN_ROUNDS))
+			opts.min_rounds = BENCH_MEMORY_MIN_ROUNDS;
+		if (opts.max_rounds && opts.min_rounds > opts.max_rounds)
+			opts.min_rounds = opts.max_rounds;
+		if (!(opts.set & BENCH_OPT_WARMUP))
+			opts.warmup_ns = 0;
 	}
 
 	t0 = bench_runner__now();
 	while (opts.warmup_ns > 0 && bench_runner__now() - t0 < opts.warmup_ns) {
-		err = bench_runner__one(st, b, &opts, r, &round);
+		err = bench_runner__one(st, b, &opts, r, &round, mem);
 		if (err || r->failed)
 			goto cleanup;
 		r->warmup_rounds++;
@@ -285,10 +341,10 @@ static int bench_runner__benchmark(struct runner_state *st, const struct bench_c
 		if ((int64_t)r->nr_rounds >= opts.min_rounds && elapsed >= opts.min_time_ns &&
 		    elapsed + (int64_t)(wall_sum / (double)r->nr_rounds * 1e9) > opts.max_time_ns)
 			break;
-		err = bench_runner__one(st, b, &opts, r, &round);
+		err = bench_runner__one(st, b, &opts, r, &round, mem);
 		if (err || r->failed)
 			goto cleanup;
-		err = bench_runner__push(r, &round, &cap);
+		err = bench_runner__push(r, &round, memory ? mem : NULL, &cap);
 		if (err)
 			goto cleanup;
 		wall_sum += round.wall;
@@ -297,6 +353,8 @@ static int bench_runner__benchmark(struct runner_state *st, const struct bench_c
 	}
 
 	err = bench_stats__compute(r->times, r->nr_rounds, &r->stats);
+	if (!err && memory)
+		err = bench_memory__stats(r);
 	if (err)
 		goto cleanup;
 	for (size_t i = 0; i < r->nr_rounds; i++) {
@@ -304,6 +362,8 @@ static int bench_runner__benchmark(struct runner_state *st, const struct bench_c
 		r->sys_mean += r->sys[i] / (double)r->nr_rounds;
 	}
 	bench_runner__progress_clear(st);
+	if (memory)
+		bench_runner__memory_hint(r);
 	if (o->mode == BENCH_MODE_WALLTIME && r->stats.cv > RUNNER_NOISY_CV)
 		log__warn("'%s' is too noisy to trust: CV %.1f%% > %.0f%%, %zu outliers in %zu "
 			  "rounds; quiet the machine or raise max-time",
@@ -363,6 +423,10 @@ int bench_runner__run(const struct bench_config *cfg, const struct runner_opts *
 	out->v = calloc(st.total ? st.total : 1, sizeof(*out->v));
 	if (!out->config || !out->v)
 		return -ENOMEM;
+	err = bench_layout__env(environ, LAYOUT_ENV_BUCKET, &st.envp);
+	if (err)
+		goto cleanup;
+	out->env.command_env_bytes = bench_layout__env_bytes(st.envp);
 	/* stderr of the commands goes to memory so a failure can show its tail */
 	st.errfd = memfd_create("memtrack-bench-stderr", MFD_CLOEXEC);
 	if (st.errfd < 0) {
@@ -379,7 +443,7 @@ int bench_runner__run(const struct bench_config *cfg, const struct runner_opts *
 		}
 		if (!mkdtemp(st.memdir)) {
 			err = -errno;
-			log__error("mkdtemp %s: %s", st.memdir, strerror(errno));
+			log__error("cannot create '%s': %s", st.memdir, strerror(errno));
 			goto cleanup;
 		}
 	}
@@ -398,6 +462,7 @@ int bench_runner__run(const struct bench_config *cfg, const struct runner_opts *
 		st.index++;
 	}
 cleanup:
+	bench_layout__env_free(st.envp);
 	if (st.errfd >= 0)
 		close(st.errfd);
 	if (st.memdir) {
@@ -421,6 +486,8 @@ void bench_runner__free_results(struct bench_results *res)
 		free(r->user);
 		free(r->sys);
 		free(r->exit_codes);
+		for (int m = 0; m < BENCH_MEM_NR; m++)
+			free(r->mem[m]);
 	}
 	free(res->v);
 	free(res->config);

@@ -10,14 +10,37 @@
 
 enum bench_mode {
 	BENCH_MODE_WALLTIME,
-	BENCH_MODE_MEMORY, /* each benchmark once under memtrack; figures from its manifest */
+	BENCH_MODE_MEMORY, /* rounds under memtrack; figures from each round's manifest */
 };
+
+/* Memory mode's per-round figures, in the order tables and reports show them. */
+enum bench_metric {
+	BENCH_MEM_PEAK_HEAP,
+	BENCH_MEM_PEAK_RSS,
+	BENCH_MEM_ALLOCATED,
+	BENCH_MEM_ALLOCS,
+	BENCH_MEM_LEAKED,
+	BENCH_MEM_NR,
+};
+
+struct bench_metric_info {
+	const char *key;   /* manifest results key = our JSON key */
+	const char *title; /* for tables: "Peak heap" */
+	const char *unit;  /* NULL for bytes; else the counted thing, singular: "allocation" */
+	bool required;	   /* a manifest without it is an error (allocated_bytes is newer) */
+};
+
+extern const struct bench_metric_info bench_metrics[BENCH_MEM_NR];
+
+/* Rounds memory mode runs when neither the config nor the command line sets min-rounds. */
+#define BENCH_MEMORY_MIN_ROUNDS 5
 
 /* Where the numbers were taken. Strings owned; NULL when unknown. */
 struct bench_env {
 	char *kernel, *machine, *cpu, *governor;
 	long cpus;
 	uint64_t self_max_rss; /* bytes: memtrack-bench's own peak at start, the ru_maxrss floor */
+	size_t command_env_bytes; /* the environment rounds get, padded (bench_layout__env) */
 };
 
 /* One measured round. */
@@ -37,8 +60,12 @@ struct bench_result {
 	uint64_t max_rss;	  /* bytes, max over the measured rounds */
 	struct bench_stats stats; /* of times */
 	double user_mean, sys_mean;
-	/* --mode memory, from memtrack's manifest results: bytes, bytes, count */
-	uint64_t peak_heap, peak_rss, allocs;
+	/* --mode memory: each metric's value per measured round (bytes or counts, exact in a
+	 * double up to 2^53), and their statistics */
+	double *mem[BENCH_MEM_NR];
+	size_t mem_rounds; /* values in each mem[]: nr_rounds when measured here */
+	struct bench_stats mem_stats[BENCH_MEM_NR];
+	bool no_aslr; /* the rounds ran with ADDR_NO_RANDOMIZE */
 	bool failed;
 	int exit_code; /* of the failing round */
 };
@@ -73,17 +100,37 @@ struct runner_opts {
 int bench_runner__run(const struct bench_config *cfg, const struct runner_opts *o,
 		      struct bench_results *out);
 
-/* One round of argv (NULL-terminated, argv[0] looked up in PATH) in workdir (or NULL), with
- * stdin from /dev/null and, unless show_output, stdout to /dev/null and stderr to errfd.
+/* How a round's command starts. */
+struct bench_launch {
+	const char *workdir; /* NULL: ours */
+	char *const *envp;   /* NULL: ours */
+	bool show_output;    /* else stdout to /dev/null, stderr to errfd */
+	bool no_aslr;	     /* personality(ADDR_NO_RANDOMIZE): inherited through memtrack's fork */
+	int errfd;	     /* -1: /dev/null */
+};
+
+/* One round of argv (NULL-terminated, argv[0] looked up in PATH) with stdin from /dev/null.
  * Returns 0 when the child ran (whatever its status) or -errno when it could not be started. */
-int bench_runner__round(char *const argv[], const char *workdir, bool show_output, int errfd,
-			struct bench_round *r);
+int bench_runner__round(char *const argv[], const struct bench_launch *l, struct bench_round *r);
 
 /* The memtrack binary: $MEMTRACK, else "memtrack" beside /proc/self/exe. Malloc'ed, or NULL. */
 char *bench_runner__find_memtrack(void);
 
-/* Reads results.{peak_heap,peak_rss,allocs} from the one *.memtrack.json in dir. */
-int bench_runner__read_manifest(const char *dir, struct bench_result *r);
+/* Reads every bench_metrics key of results from the one *.memtrack.json in dir into
+ * values[BENCH_MEM_NR], then empties dir. */
+int bench_runner__read_manifest(const char *dir, double values[BENCH_MEM_NR]);
+
+/* Fills r->mem_stats from r->mem over r->mem_rounds. 0, or -EINVAL (no rounds) / -ENOMEM. */
+int bench_memory__stats(struct bench_result *r);
+
+/* The command's environment, padded with LAYOUT_ENV_PAD=xxx... so the bytes execve copies
+ * (strings and NULs) are a multiple of bucket; an inherited pad is replaced. *out borrows env's
+ * strings; free it with bench_layout__env_free. 0, -EINVAL (bucket 0) or -ENOMEM. */
+#define LAYOUT_ENV_PAD	  "MEMTRACK_BENCH_PAD"
+#define LAYOUT_ENV_BUCKET 4096
+int bench_layout__env(char *const *env, size_t bucket, char ***out);
+void bench_layout__env_free(char **env);
+size_t bench_layout__env_bytes(char *const *env);
 
 void bench_env__detect(struct bench_env *env);
 void bench_env__free(struct bench_env *env);

@@ -43,7 +43,8 @@ int bench_stats__compute(const double *x, size_t n, struct bench_stats *s)
 	for (size_t i = 0; i < n; i++)
 		sq += (v[i] - s->mean) * (v[i] - s->mean);
 	s->stddev = n > 1 ? sqrt(sq / (double)(n - 1)) : NAN;
-	s->cv = n > 1 && s->mean > 0 ? s->stddev / s->mean : NAN;
+	/* every sample equal (a deterministic memory figure, zeros included) varies by 0 */
+	s->cv = n > 1 && sq == 0 ? 0 : n > 1 && s->mean > 0 ? s->stddev / s->mean : NAN;
 	s->min = v[0];
 	s->max = v[n - 1];
 	s->median = bench_stats__quantile(v, n, 0.5);

@@ -11,7 +11,7 @@ struct bench_stats {
 	double min, max;
 	double q1, q3, iqr; /* quartiles by linear interpolation between order statistics */
 	size_t outliers;    /* samples outside [q1 - 1.5 IQR, q3 + 1.5 IQR] */
-	double cv;	    /* stddev / mean; NAN when undefined */
+	double cv;	    /* stddev / mean; 0 when every sample is equal; NAN when undefined */
 };
 
 /* Fills *s from n samples (n >= 1); x is not modified. Returns 0 or -EINVAL / -ENOMEM. */

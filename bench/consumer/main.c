@@ -21,7 +21,7 @@
 #include <unistd.h>
 #include "artifact/artifact.h"
 #include "common/log.h"
-#include "report/heap.h"
+#include "acct/acct.h"
 #include "track/consumer.h"
 #include "track/sinks.h"
 #include "synth.h"
@@ -330,9 +330,10 @@ int main(int argc, char **argv)
 	}
 	rc = o.replay ? load_replay(o.replay, &ev, &nr) : synth__generate(&o.synth, &ev);
 	if (rc) {
-		log__error("cannot %s: %s",
-			   o.replay ? "read the replay artifact" : "generate records",
-			   strerror(-rc));
+		if (o.replay)
+			log__error("cannot read '%s': %s", o.replay, strerror(-rc));
+		else
+			log__error("cannot generate records: %s", strerror(-rc));
 		return 1;
 	}
 	if (!o.replay)

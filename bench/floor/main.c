@@ -127,7 +127,7 @@ int main(int argc, char **argv)
 		log__error("cannot execute '%s': %s", args[0], strerror(-err));
 	while (waitpid(sp.pid, &status, 0) < 0)
 		if (errno != EINTR) {
-			log__error("waitpid: %s", strerror(errno));
+			log__error("cannot wait for process %d: %s", (int)sp.pid, strerror(errno));
 			goto cleanup;
 		}
 	fd = bpf_map__fd(skel->maps.floor_hits);

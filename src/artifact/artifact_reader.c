@@ -15,6 +15,7 @@
 #include <msgpack.h>
 #include <zstd.h>
 #include "artifact/artifact.h"
+#include "common/records.h"
 
 /* One decoded value (a map) must fit in the buffer; growing past this means garbage. */
 #define MAX_VALUE_BYTES (64u << 20)
@@ -203,41 +204,38 @@ static int pump(struct artifact_reader *r)
 	}
 }
 
-/* Field bits seen in a map, to check that a variant has what it needs. */
-enum {
-	F_PID = 1 << 0,
-	F_TID = 1 << 1,
-	F_TS = 1 << 2,
-	F_ADDR = 1 << 3,
-	F_TYPE = 1 << 4,
-	F_SIZE = 1 << 5,
-	F_OLD_ADDR = 1 << 6,
-	F_PARENT = 1 << 7,
-	F_MEMBER = 1 << 8,
-	F_DELTA = 1 << 9,
-	F_COMMON = F_PID | F_TID | F_TS | F_ADDR | F_TYPE,
-};
+/*
+ * Keys of a map: the five common ones, then the variant fields of src/common/records.c, key
+ * index k at bit k. Values are kept by key index.
+ */
+enum { K_PID, K_TID, K_TS, K_ADDR, K_TYPE, K_FIELD0 };
+#define NR_KEYS (K_FIELD0 + RF_NR - 1)
+#define F_COMMON ((1u << K_FIELD0) - 1)
 
-static const struct {
-	const char *name;
-	unsigned bit;
-} keys[] = {
-	{"pid", F_PID},		 {"tid", F_TID},	 {"timestamp", F_TS},
-	{"addr", F_ADDR},	 {"type", F_TYPE},	 {"size", F_SIZE},
-	{"old_addr", F_OLD_ADDR}, {"parent_pid", F_PARENT}, {"member", F_MEMBER},
-	{"delta", F_DELTA},
-};
+static const char *const common_keys[K_FIELD0] = {"pid", "tid", "timestamp", "addr", "type"};
 
-static unsigned key_bit(const msgpack_object *k)
+static inline unsigned field_key(unsigned rf)
+{
+	return K_FIELD0 + rf - 1;
+}
+
+static const char *key_name(unsigned k)
+{
+	return k < K_FIELD0 ? common_keys[k] : records__fields[k - K_FIELD0 + 1].key;
+}
+
+/* The key's index, or -1 for a key we do not know */
+static int key_index(const msgpack_object *k)
 {
 	if (k->type != MSGPACK_OBJECT_STR)
-		return 0;
-	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-		if (strlen(keys[i].name) == k->via.str.size &&
-		    !memcmp(keys[i].name, k->via.str.ptr, k->via.str.size))
-			return keys[i].bit;
+		return -1;
+	for (unsigned i = 0; i < NR_KEYS; i++) {
+		const char *name = key_name(i);
+
+		if (strlen(name) == k->via.str.size && !memcmp(name, k->via.str.ptr, k->via.str.size))
+			return (int)i;
 	}
-	return 0; /* unknown keys are ignored: newer writers may add fields */
+	return -1; /* unknown keys are ignored: newer writers may add fields */
 }
 
 /* Integer value as int64 two's complement bits; false for a non-integer. */
@@ -256,44 +254,38 @@ static bool get_int(const msgpack_object *v, uint64_t *out, bool *neg)
 	return false;
 }
 
-/* pid/tid are i32, delta is i64, member is u32 (an MM_* index), the rest are u64. */
-static bool in_range(unsigned bit, uint64_t v, bool neg)
+/* pid/tid are i32, the variant fields as their row says (member u32, delta i64), the rest u64. */
+static bool in_range(unsigned k, uint64_t v, bool neg)
 {
-	switch (bit) {
-	case F_PID:
-	case F_TID:
+	if (k == K_PID || k == K_TID)
 		return (int64_t)v == (int32_t)v;
-	case F_DELTA:
+	if (k < K_FIELD0)
+		return !neg;
+	switch (records__fields[k - K_FIELD0 + 1].enc) {
+	case RE_I64:
 		return neg || v <= INT64_MAX;
-	case F_MEMBER:
+	case RE_U32:
 		return !neg && v <= UINT32_MAX;
 	default:
 		return !neg;
 	}
 }
 
-static unsigned variant_fields(uint32_t type)
+static unsigned variant_fields(const struct record_type *rt)
 {
-	switch (type) {
-	case MT_EV_FREE:
-	case MT_EV_EXEC:
-	case MT_EV_EXIT:
-		return 0;
-	case MT_EV_FORK:
-		return F_PARENT;
-	case MT_EV_RSS:
-		return F_MEMBER | F_SIZE;
-	case MT_EV_RMAP:
-		return F_MEMBER | F_DELTA;
-	default:
-		return F_SIZE; /* Realloc's old_addr is optional */
-	}
+	unsigned need = 0;
+
+	for (int i = 0; i < RECORD_MAX_FIELDS && rt->fields[i]; i++)
+		if (!records__fields[rt->fields[i]].optional)
+			need |= 1u << field_key(rt->fields[i]);
+	return need;
 }
 
 static int decode(struct artifact_reader *r, const msgpack_object *o, struct mt_event *ev)
 {
-	uint64_t v[10] = {0}; /* by bit index */
+	uint64_t v[NR_KEYS] = {0};
 	const msgpack_object *tname = NULL;
+	const struct record_type *rt;
 	unsigned seen = 0, need;
 	uint64_t n = r->events;
 
@@ -302,65 +294,55 @@ static int decode(struct artifact_reader *r, const msgpack_object *o, struct mt_
 			    (unsigned long long)n, o->type);
 	for (uint32_t i = 0; i < o->via.map.size; i++) {
 		const msgpack_object_kv *kv = &o->via.map.ptr[i];
-		unsigned bit = key_bit(&kv->key);
-		int idx = __builtin_ctz(bit | (1u << 31));
+		int k = key_index(&kv->key);
 		bool neg;
 
-		if (!bit)
+		if (k < 0)
 			continue;
-		seen |= bit;
-		if (bit == F_TYPE) {
+		seen |= 1u << k;
+		if (k == K_TYPE) {
 			if (kv->val.type != MSGPACK_OBJECT_STR)
 				return fail(r, -EBADMSG, "event %llu: type is not a string",
 					    (unsigned long long)n);
 			tname = &kv->val;
 			continue;
 		}
-		if (!get_int(&kv->val, &v[idx], &neg))
+		if (!get_int(&kv->val, &v[k], &neg))
 			return fail(r, -EBADMSG, "event %llu: %s is not an integer",
-				    (unsigned long long)n, keys[idx].name);
-		if (!in_range(bit, v[idx], neg))
+				    (unsigned long long)n, key_name((unsigned)k));
+		if (!in_range((unsigned)k, v[k], neg))
 			return fail(r, -EBADMSG, "event %llu: %s out of range",
-				    (unsigned long long)n, keys[idx].name);
+				    (unsigned long long)n, key_name((unsigned)k));
 	}
 	if (!tname)
 		return fail(r, -EBADMSG, "event %llu: no type", (unsigned long long)n);
 	memset(ev, 0, sizeof(*ev));
-	ev->type = artifact__type_from_name(tname->via.str.ptr, tname->via.str.size);
+	ev->type = records__from_name(tname->via.str.ptr, tname->via.str.size);
 	if (ev->type == MT_EV_NONE)
 		return fail(r, -EBADMSG, "event %llu: unknown variant '%.*s'",
 			    (unsigned long long)n,
 			    (int)(tname->via.str.size > 32 ? 32 : tname->via.str.size),
 			    tname->via.str.ptr);
-	need = F_COMMON | variant_fields(ev->type);
+	rt = &records__types[ev->type];
+	need = F_COMMON | variant_fields(rt);
 	if ((seen & need) != need)
 		return fail(r, -EBADMSG, "event %llu: %s lacks a field (have 0x%x, need 0x%x)",
-			    (unsigned long long)n, artifact__type_name(ev->type), seen, need);
+			    (unsigned long long)n, rt->name, seen, need);
 
-	ev->pid = (int32_t)v[0];
-	ev->tid = (int32_t)v[1];
-	ev->ts = v[2];
-	ev->addr = v[3];
-	switch (ev->type) {
-	case MT_EV_FORK:
-		ev->size = v[7];
-		break;
-	case MT_EV_RSS:
-		ev->aux = (uint32_t)v[8];
-		ev->size = v[5];
-		break;
-	case MT_EV_RMAP:
-		ev->aux = (uint32_t)v[8];
-		ev->size = v[9];
-		break;
-	case MT_EV_REALLOC:
-		ev->size = v[5];
-		ev->old_addr = v[6];
-		break;
-	default:
-		if (variant_fields(ev->type))
-			ev->size = v[5];
-		break;
+	ev->pid = (int32_t)v[K_PID];
+	ev->tid = (int32_t)v[K_TID];
+	ev->ts = v[K_TS];
+	ev->addr = v[K_ADDR];
+	for (int i = 0; i < RECORD_MAX_FIELDS && rt->fields[i]; i++) {
+		const struct record_field_desc *f = &records__fields[rt->fields[i]];
+		uint64_t val = v[field_key(rt->fields[i])];
+
+		if (f->member == RM_AUX)
+			ev->aux = (uint32_t)val;
+		else if (f->member == RM_OLD_ADDR)
+			ev->old_addr = val;
+		else
+			ev->size = val;
 	}
 	r->events++;
 	return 1;

@@ -104,7 +104,7 @@ static void write_slot(struct frame_pipe *p, struct slot *s, bool unlock)
 			if (end >= (off_t)done && ftruncate(s->fd, end - (off_t)done) == 0)
 				lseek(s->fd, end - (off_t)done, SEEK_SET);
 			else
-				log__debug(2, "artifact: cannot cut the partial frame: %s",
+				log__debug(LOG_VERBOSE, "artifact: cannot cut the partial frame: %s",
 					   strerror(errno));
 		}
 		if (unlock)

@@ -78,6 +78,7 @@ struct manifest {
 	uint64_t peak_heap; /* bytes, tree-wide live heap maximum */
 	uint64_t peak_rss; /* bytes, tree-wide resident maximum (sum of processes) */
 	uint64_t allocs, frees, leaked_bytes, leaked_count;
+	uint64_t allocated_bytes; /* sum of the sizes of every allocation (realloc: its new size) */
 	uint64_t memtrack_max_rss; /* memtrack's own ru_maxrss, bytes */
 	uint64_t ringbuf_bytes;
 	struct manifest_proc *procs;

@@ -22,12 +22,37 @@ static __always_inline void mt_args_read(struct pt_regs *ctx, struct mt_args *r)
 	r->a[3] = PT_REGS_PARM4(ctx);
 }
 
+/*
+ * Is this call a direct one (call rel32) from the probed file's own code to the function's
+ * entry? Those are the library's internal business (glibc: the tcache flush at thread exit
+ * calls __libc_free, the address of free); an LD_PRELOAD interposer never sees them, since it
+ * only replaces what goes through symbol lookup: the PLT, the GOT, dlsym. At the entry probe,
+ * before or after flag-only instructions (probe_place.h), [rsp] is still the return address;
+ * the five bytes before it are the call. The target must be this very entry: a call to a PLT
+ * stub, an indirect call or one into another function that then jumps here never matches, and
+ * no other instruction that ends at a return address has a displacement that lands on it.
+ * Costs two reads of user memory, both on pages the call just touched.
+ */
+static __always_inline bool mt_direct_self_call(struct pt_regs *ctx, __u32 spec)
+{
+	__u64 ret, entry = PT_REGS_IP(ctx) - MT_SPEC_AT(spec);
+	__u8 call[5];
+	__s32 rel;
+
+	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP(ctx)) ||
+	    bpf_probe_read_user(call, sizeof(call), (void *)(ret - 5)) || call[0] != 0xe8)
+		return false;
+	__builtin_memcpy(&rel, &call[1], sizeof(rel));
+	return ret + (__s64)rel == entry;
+}
+
 static __always_inline int mt_alloc_entry(struct pt_regs *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct mt_thread *t;
 	struct mt_args args;
+	bool outer, internal;
 	__u32 spec;
 
 	if (!bpf_map_lookup_elem(&procs, &tgid))
@@ -37,11 +62,15 @@ static __always_inline int mt_alloc_entry(struct pt_regs *ctx)
 		return 0; /* not an allocator: what it allocates inside is the program's own */
 	mt_args_read(ctx, &args);
 	t = mt_thread_get();
+	outer = !t || t->depth == 0;
+	/* an internal call is not the user's, nor is anything it calls: it is tracked like an
+	 * outermost call (depth, so its return probe is matched) but writes nothing */
+	internal = outer && (spec & MT_SPEC_SELF) && mt_direct_self_call(ctx, spec);
 	if (spec & MT_SPEC_FREE) {
 		__u64 ptr = args.a[MT_SPEC_PTR(spec)];
 
 		/* free(NULL) is a no-op for every allocator: not an event */
-		if ((!t || t->depth == 0) && ptr)
+		if (outer && !internal && ptr)
 			mt_emit(MT_EV_FREE, tgid, tid, ptr, 0, 0);
 		if (spec & MT_SPEC_LEAF)
 			return 0;
@@ -61,6 +90,10 @@ static __always_inline int mt_alloc_entry(struct pt_regs *ctx)
 	if (t->depth++ == 0) {
 		__u64 size = 0;
 
+		if (internal) {
+			t->spec = MT_SPEC_FREE; /* its return writes nothing */
+			return 0;
+		}
 		if (spec & MT_SPEC_HAS_SIZE)
 			size = args.a[MT_SPEC_SIZE(spec)];
 		if (spec & MT_SPEC_PRODUCT)

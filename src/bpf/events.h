@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The kernel -> user record ABI. This header is the ONLY definition of what the BPF programs
- * put in the ring buffer; both sides include it. Every record is fixed-width (40 bytes),
- * tagged by `type`, little-endian, with no pointers. Changing a field means bumping
- * MT_ABI_VERSION, which the loader checks against the object's .rodata copy.
+ * put in the ring buffer; both sides include it. Every record is fixed-width (48 bytes),
+ * tagged by `type`, little-endian, with no pointers. The BPF object is built from this tree and
+ * embedded in the binary (the skeleton), so the two sides cannot disagree at run time and
+ * nothing checks a version at load; MT_ABI_VERSION only stamps the object's .rodata
+ * (mt_abi_version) for whoever inspects a loaded program. Bump it when a field changes.
+ * What user space makes of each type and drop reason is one row each in src/common/records.c.
  */
 #ifndef MEMTRACK_EVENTS_H
 #define MEMTRACK_EVENTS_H
@@ -64,6 +67,7 @@ struct mt_event {
 	mt_u64 size; /* bytes, parent pid, or signed pages (see type) */
 	mt_u64 old_addr; /* REALLOC only */
 };
+_Static_assert(sizeof(struct mt_event) == 48, "struct mt_event is the 48-byte record ABI");
 
 /* Reasons a record was lost on the BPF side; index of the `drops` per-CPU array. */
 enum mt_drop_reason {

@@ -7,10 +7,13 @@
  *   8-9   argument index (0-3) of the size
  *   10-11 argument index of the second factor (calloc nmemb) when MT_SPEC_PRODUCT
  *   12-13 argument index of the old pointer (realloc) or out-pointer (posix_memalign)
- *   16..  flags below
+ *   16-23 flags below
+ *   24-28 MT_SPEC_AT: bytes from the function's entry to the entry probe (probe_place.h)
  */
 #ifndef MEMTRACK_PROBE_SPEC_H
 #define MEMTRACK_PROBE_SPEC_H
+
+#include "bpf/events.h"
 
 #define MT_SPEC_TYPE(s)	  ((s)&0xff)
 #define MT_SPEC_SIZE(s)	  (((s) >> 8) & 3)
@@ -23,9 +26,32 @@
 #define MT_SPEC_LEAF	  (1u << 20) /* calls no hooked function: no return probe, no depth */
 #define MT_SPEC_HAS_SIZE  (1u << 21) /* the site has a size argument */
 #define MT_SPEC_DLOPEN	  (1u << 22) /* dlopen/dlmopen: at return, stop for library discovery */
+/* A direct call (call rel32) from this file's own code to this entry is the library's business,
+ * not a user's call: an LD_PRELOAD interposer never sees it (glibc flushing a thread's cache
+ * at thread exit calls __libc_free, the address of free). Shared libraries only: in an
+ * executable with a linked-in allocator the program's own calls are direct. Set on frees only
+ * (alloc_table.c says why). */
+#define MT_SPEC_SELF	  (1u << 23)
+#define MT_SPEC_AT(s)	  (((s) >> 24) & 31)
+#define MT_SPEC_AT_MAX	  31
 
 #define MT_SPEC(type, size_arg, nmemb_arg, ptr_arg, flags)                                          \
 	((unsigned)(type) | ((unsigned)(size_arg) << 8) | ((unsigned)(nmemb_arg) << 10) |          \
 	 ((unsigned)(ptr_arg) << 12) | (unsigned)(flags))
+#define MT_SPEC_WITH_AT(s, at) ((unsigned)(s) | ((unsigned)(at) << 24))
+
+/* The shapes of allocator calls, for the rows of src/track/alloc_table.c. The return-value-based
+ * cases (realloc(p, 0) freeing, NULL on failure) are decided in the BPF return program. */
+#define S_MALLOC0  MT_SPEC(MT_EV_MALLOC, 0, 0, 0, MT_SPEC_HAS_SIZE) /* f(size) */
+#define S_CALLOC   MT_SPEC(MT_EV_CALLOC, 1, 0, 0, MT_SPEC_HAS_SIZE | MT_SPEC_PRODUCT)
+#define S_ZALLOC0  MT_SPEC(MT_EV_CALLOC, 0, 0, 0, MT_SPEC_HAS_SIZE) /* zeroed f(size) */
+#define S_REALLOC  MT_SPEC(MT_EV_REALLOC, 1, 0, 0, MT_SPEC_HAS_SIZE | MT_SPEC_OLD)
+#define S_REALLOCA MT_SPEC(MT_EV_REALLOC, 2, 1, 0, MT_SPEC_HAS_SIZE | MT_SPEC_OLD | MT_SPEC_PRODUCT)
+#define S_ALIGNED1 MT_SPEC(MT_EV_ALIGNED_ALLOC, 1, 0, 0, MT_SPEC_HAS_SIZE) /* f(align, size) */
+#define S_ALIGNED0 MT_SPEC(MT_EV_ALIGNED_ALLOC, 0, 0, 0, MT_SPEC_HAS_SIZE) /* f(size, ...) */
+#define S_MEMALIGN MT_SPEC(MT_EV_ALIGNED_ALLOC, 2, 0, 0, MT_SPEC_HAS_SIZE | MT_SPEC_MEMPTR)
+#define S_FREE	   MT_SPEC(0, 0, 0, 0, MT_SPEC_FREE)
+#define S_FREELEAF MT_SPEC(0, 0, 0, 0, MT_SPEC_FREE | MT_SPEC_LEAF)
+#define S_DLOPEN   MT_SPEC(0, 0, 0, 0, MT_SPEC_DLOPEN)
 
 #endif

@@ -9,7 +9,12 @@
  */
 #include "bpf/maps.bpf.h"
 
-/* x86-64 syscall numbers */
+/* x86-64 syscall numbers: another architecture has its own table (arm64's asm-generic numbers
+ * differ for all of these), so building for it must stop here rather than watch the wrong
+ * syscalls. */
+#if !defined(__TARGET_ARCH_x86)
+#error "rmap.bpf.c: MT_NR_* are x86-64 syscall numbers; add this architecture's"
+#endif
 #define MT_NR_MMAP	       9
 #define MT_NR_MUNMAP	       11
 #define MT_NR_BRK	       12

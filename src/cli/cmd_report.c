@@ -16,7 +16,7 @@
 #include "cli/cmd_report.h"
 #include "cli/exit_status.h"
 #include "common/log.h"
-#include "report/heap.h"
+#include "acct/acct.h"
 #include "report/report.h"
 
 static const char report_usage[] =
@@ -64,9 +64,9 @@ static const char report_usage[] =
 	"\n"
 	"EXIT STATUS\n"
 	"    0  the artifact was read to its end and every output written\n"
-	"    2  usage error; or bad input: ARTIFACT cannot be opened, is truncated or holds an\n"
-	"       undecodable record (what was read before it is still reported), or an output\n"
-	"       cannot be written. An unreadable manifest is only a warning.\n"
+	"    2  usage error; or bad input: ARTIFACT cannot be opened, is empty or truncated, or\n"
+	"       holds an undecodable record (what was read before it is still reported), or an\n"
+	"       output cannot be written. An unreadable manifest is only a warning.\n"
 	"\n"
 	"EXAMPLES\n"
 	"    memtrack report out/1234.MemtrackArtifact.msgpack\n"
@@ -90,12 +90,73 @@ static char *manifest_path_for(const char *artifact)
 	return p;
 }
 
-/* Takes over what only the tracker knew. m keeps its results; the strings stay file's. */
-static void merge_manifest(struct manifest *m, const struct manifest *file)
-{
-	struct manifest_proc *procs = m->procs;
-	uint32_t nr = m->nr_procs;
+/* Process records in (pid, order of appearance) order, for merging by pid. */
+struct proc_ref {
+	int32_t pid;
+	uint32_t idx;
+};
 
+static int by_pid_then_idx(const void *a, const void *b)
+{
+	const struct proc_ref *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static struct proc_ref *proc_refs(const struct manifest_proc *procs, uint32_t nr)
+{
+	struct proc_ref *r = malloc((nr ? nr : 1) * sizeof(*r));
+
+	for (uint32_t i = 0; r && i < nr; i++)
+		r[i] = (struct proc_ref){procs[i].pid, i};
+	if (r)
+		qsort(r, nr, sizeof(*r), by_pid_then_idx);
+	return r;
+}
+
+/* Per process what the tracker knew: the k-th record of a pid here takes the k-th one with
+ * that pid in the file (pid reuse). Both sorted by (pid, order): one merge walk, O(n log n). */
+static int merge_procs(struct manifest *m, const struct manifest *file)
+{
+	struct proc_ref *a = proc_refs(m->procs, m->nr_procs);
+	struct proc_ref *b = proc_refs(file->procs, file->nr_procs);
+	uint32_t i = 0, j = 0;
+
+	if (!a || !b) {
+		free(a);
+		free(b);
+		return -ENOMEM;
+	}
+	while (i < m->nr_procs && j < file->nr_procs) {
+		struct manifest_proc *p = &m->procs[a[i].idx];
+		const struct manifest_proc *f = &file->procs[b[j].idx];
+
+		if (a[i].pid != b[j].pid) {
+			if (a[i].pid < b[j].pid)
+				i++;
+			else
+				j++;
+			continue;
+		}
+		memcpy(p->comm, f->comm, sizeof(p->comm));
+		p->comm[sizeof(p->comm) - 1] = 0;
+		if (f->peak_rss > p->peak_rss)
+			p->peak_rss = f->peak_rss;
+		if (!p->ppid)
+			p->ppid = f->ppid;
+		i++;
+		j++;
+	}
+	free(a);
+	free(b);
+	return 0;
+}
+
+/* Takes over what only the tracker knew. m keeps its results; the strings stay file's. */
+static int merge_manifest(struct manifest *m, const struct manifest *file)
+{
 	m->memtrack_version = file->memtrack_version;
 	m->command = file->command;
 	m->argv = file->argv;
@@ -114,27 +175,7 @@ static void merge_manifest(struct manifest *m, const struct manifest *file)
 	/* the kernel saw every page; the artifact's Rss records are decimated */
 	if (file->peak_rss > m->peak_rss)
 		m->peak_rss = file->peak_rss;
-
-	/* per process: match the k-th record of a pid with the k-th there (pid reuse) */
-	for (uint32_t i = 0; i < nr; i++) {
-		uint32_t k = 0;
-
-		for (uint32_t j = 0; j < i; j++)
-			k += procs[j].pid == procs[i].pid;
-		for (uint32_t j = 0; j < file->nr_procs; j++) {
-			const struct manifest_proc *f = &file->procs[j];
-
-			if (f->pid != procs[i].pid || k--)
-				continue;
-			memcpy(procs[i].comm, f->comm, sizeof(procs[i].comm));
-			procs[i].comm[sizeof(procs[i].comm) - 1] = 0;
-			if (f->peak_rss > procs[i].peak_rss)
-				procs[i].peak_rss = f->peak_rss;
-			if (!procs[i].ppid)
-				procs[i].ppid = f->ppid;
-			break;
-		}
-	}
+	return merge_procs(m, file);
 }
 
 static FILE *out_open(const char *path)
@@ -218,120 +259,161 @@ static int parse_opts(int argc, char **argv, struct report_opts *o)
 	return 0;
 }
 
-int cmd_report(int argc, char **argv)
-{
-	struct report_opts o = {0};
-	struct artifact_reader *rd = NULL;
-	struct heap_acct *acct = NULL;
-	struct timeline *tl = NULL, *trace = NULL;
-	struct manifest m = {0}, file = {0};
+/* What the artifact and its manifest hold, accounted: everything a view needs. */
+struct report_input {
+	struct heap_acct *acct;
+	struct timeline *tl, *trace; /* trace: only with --perfetto */
+	struct manifest m; /* results; identity and drops merged from file */
+	struct manifest file; /* the manifest read beside the artifact */
+	bool have_manifest;
 	struct heap_stats st;
-	struct report_view v = {0};
-	char *mpath = NULL, *decode_error = NULL;
+	char *decode_error; /* the artifact stopped early; NULL when read to its end */
+	uint64_t nread;
+};
+
+/* Reads the manifest beside the artifact (or o->manifest) into in->file; a bad one is only
+ * warned about. */
+static void report_load_manifest(const struct report_opts *o, struct report_input *in)
+{
+	char *mpath;
+	int err;
+
+	if (o->no_manifest)
+		return;
+	mpath = o->manifest ? strdup(o->manifest) : manifest_path_for(o->artifact);
+	if (mpath && !access(mpath, F_OK)) {
+		err = manifest__read(&in->file, mpath);
+		if (err)
+			log__warn("ignoring manifest '%s': %s", mpath, strerror(-err));
+		else
+			in->have_manifest = true;
+	} else if (o->manifest) {
+		log__warn("no manifest '%s'", o->manifest);
+	}
+	free(mpath);
+}
+
+/* Decodes the artifact through the accounting and the timelines, then merges the manifest.
+ * Returns 0 (a decode error is kept in in->decode_error) or -errno, with the message logged. */
+static int report_load(const struct report_opts *o, struct report_input *in)
+{
+	struct artifact_reader *rd = NULL;
 	struct mt_event ev;
-	uint64_t nread = 0;
-	FILE *out = NULL;
-	int err, n, ret = MT_EXIT_BAD_INPUT;
+	int err, n;
 
-	err = parse_opts(argc, argv, &o);
-	if (err)
-		return err > 0 ? MT_EXIT_OK : MT_EXIT_USAGE;
-
-	err = artifact_reader__open(&rd, o.artifact);
+	err = artifact_reader__open(&rd, o->artifact);
 	if (err) {
-		log__error("cannot open '%s': %s", o.artifact, strerror(-err));
-		goto cleanup;
+		log__error("cannot open '%s': %s", o->artifact, strerror(-err));
+		return err;
 	}
-	if (heap_acct__new(&acct) || timeline__new(&tl, REPORT_POINTS) ||
-	    (o.perfetto && timeline__new(&trace, REPORT_TRACE_POINTS))) {
-		log__error("out of memory");
+	err = -ENOMEM;
+	if (heap_acct__new(&in->acct) || timeline__new(&in->tl, REPORT_POINTS) ||
+	    (o->perfetto && timeline__new(&in->trace, REPORT_TRACE_POINTS)))
 		goto cleanup;
-	}
 	while ((n = artifact_reader__next(rd, &ev)) == 1) {
 		uint64_t heap, rss;
 
-		nread++;
-		heap_acct__event(acct, &ev);
-		heap = heap_acct__live_heap(acct);
-		rss = heap_acct__live_rss(acct);
-		timeline__add(tl, ev.ts, heap, rss);
-		if (trace)
-			timeline__add(trace, ev.ts, heap, rss);
+		in->nread++;
+		heap_acct__event(in->acct, &ev);
+		heap = heap_acct__live_heap(in->acct);
+		rss = heap_acct__live_rss(in->acct);
+		timeline__add(in->tl, ev.ts, heap, rss);
+		if (in->trace)
+			timeline__add(in->trace, ev.ts, heap, rss);
 	}
 	if (n < 0) {
 		const char *e = artifact_reader__error(rd);
 
-		decode_error = strdup(e && *e ? e : strerror(-n));
+		in->decode_error = strdup(e && *e ? e : strerror(-n));
+	} else if (!artifact_reader__frames(rd)) {
+		/* memtrack writes at least one frame, even for no event: nothing at all is what a
+		 * run killed before its end leaves */
+		in->decode_error = strdup("no zstd frame (an empty file: was the run killed?)");
 	}
-	if (heap_acct__fill(acct, &m)) {
+	if (heap_acct__fill(in->acct, &in->m))
+		goto cleanup;
+	heap_acct__stats(in->acct, &in->st);
+	report_load_manifest(o, in);
+	if (in->have_manifest && merge_manifest(&in->m, &in->file))
+		goto cleanup;
+	err = 0;
+cleanup:
+	if (err == -ENOMEM)
 		log__error("out of memory");
-		goto cleanup;
-	}
-	heap_acct__stats(acct, &st);
+	artifact_reader__free(rd);
+	return err;
+}
 
-	if (!o.no_manifest) {
-		mpath = o.manifest ? strdup(o.manifest) : manifest_path_for(o.artifact);
-		if (mpath && !access(mpath, F_OK)) {
-			err = manifest__read(&file, mpath);
-			if (err)
-				log__warn("ignoring manifest '%s': %s", mpath, strerror(-err));
-			else
-				v.have_manifest = true;
-		} else if (o.manifest) {
-			log__warn("no manifest '%s'", o.manifest);
-		}
-	}
-	if (v.have_manifest)
-		merge_manifest(&m, &file);
-	v.m = &m;
-	v.stats = &st;
-	v.acct = acct;
-	v.artifact = o.artifact;
-	v.decode_error = decode_error;
-	v.events_read = nread;
+static void report_input__free(struct report_input *in)
+{
+	heap_acct__free(in->acct);
+	timeline__free(in->tl);
+	timeline__free(in->trace);
+	free(in->m.procs);
+	manifest__free(&in->file);
+	free(in->decode_error);
+}
 
-	out = o.output ? out_open(o.output) : stdout;
+/* The summary or JSON document, then the exports. Returns 0 or -errno, with the message
+ * logged. */
+static int report_render(const struct report_opts *o, struct report_input *in)
+{
+	struct report_view v = {
+		.m = &in->m,
+		.have_manifest = in->have_manifest,
+		.stats = &in->st,
+		.acct = in->acct,
+		.artifact = o->artifact,
+		.decode_error = in->decode_error,
+		.events_read = in->nread,
+	};
+	FILE *out = o->output ? out_open(o->output) : stdout;
+	int err, cerr;
+
 	if (!out) {
-		log__error("cannot create '%s': %s", o.output, strerror(errno));
-		goto cleanup;
+		err = -errno;
+		log__error("cannot create '%s': %s", o->output, strerror(-err));
+		return err;
 	}
-	if (o.json) {
-		json_t *doc = report__json(&v, tl);
-
-		if (!doc) {
+	if (o->json) {
+		err = report__json_write(out, &v, in->tl);
+		if (err == -ENOMEM) {
 			log__error("out of memory");
-			goto cleanup;
+			if (out != stdout)
+				fclose(out);
+			return err;
 		}
-		err = json_dumpf(doc, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER) ? -EIO : 0;
-		fputc('\n', out);
-		json_decref(doc);
 	} else {
 		err = report__summary_view(out, &v);
 	}
-	n = out_close(out, o.output ? o.output : "stdout");
-	out = NULL;
-	if (n || err)
+	cerr = out_close(out, o->output ? o->output : "stdout");
+	if (cerr || err)
+		return cerr ? cerr : err;
+	if (o->svg && (err = write_export(o->svg, report__svg, &v, in->tl)))
+		return err;
+	if (o->perfetto && (err = write_export(o->perfetto, report__perfetto, &v, in->trace)))
+		return err;
+	return 0;
+}
+
+int cmd_report(int argc, char **argv)
+{
+	struct report_opts o = {0};
+	struct report_input in = {0};
+	int err, ret = MT_EXIT_BAD_INPUT;
+
+	err = parse_opts(argc, argv, &o);
+	if (err)
+		return err > 0 ? MT_EXIT_OK : MT_EXIT_USAGE;
+	if (report_load(&o, &in) || report_render(&o, &in))
 		goto cleanup;
-	if (o.svg && write_export(o.svg, report__svg, &v, tl))
-		goto cleanup;
-	if (o.perfetto && write_export(o.perfetto, report__perfetto, &v, trace))
-		goto cleanup;
-	if (decode_error) {
-		log__error("'%s': %s: reported the %llu events before it", o.artifact, decode_error,
-			   (unsigned long long)nread);
+	if (in.decode_error) {
+		log__error("'%s': %s: reported the %llu events before it", o.artifact,
+			   in.decode_error, (unsigned long long)in.nread);
 		goto cleanup;
 	}
 	ret = MT_EXIT_OK;
 cleanup:
-	if (out && out != stdout)
-		fclose(out); /* an error is already being reported */
-	artifact_reader__free(rd);
-	heap_acct__free(acct);
-	timeline__free(tl);
-	timeline__free(trace);
-	free(m.procs);
-	manifest__free(&file);
-	free(mpath);
-	free(decode_error);
+	report_input__free(&in);
 	return ret;
 }

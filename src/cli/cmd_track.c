@@ -7,6 +7,7 @@
 #include "cli/cmd_track.h"
 #include "cli/exit_status.h"
 #include "common/log.h"
+#include "report/report.h"
 
 static const char track_usage[] =
 	"Usage: memtrack track [OPTIONS] \"SHELL COMMAND\"\n"
@@ -142,7 +143,7 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 		}
 	}
 	if (o->quiet)
-		log__level = 0;
+		log__level = LOG_QUIET;
 	/* The flag wins over the environment; ours over codspeed-memtrack's names. */
 	if (rmap_flag >= 0)
 		o->rmap = rmap_flag;
@@ -183,5 +184,6 @@ int cmd_track(int argc, char **argv)
 
 	if (err)
 		return err > 0 ? MT_EXIT_OK : MT_EXIT_USAGE;
+	o.summary = report__summary;
 	return tracker__run(&o);
 }

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include "common/log.h"
 
-int log__level = 1;
+int log__level = LOG_NORMAL;
 const char *log__prog = "memtrack";
 
 static void log__vprint(const char *kind, const char *fmt, va_list ap)
@@ -23,7 +23,7 @@ void log__error(const char *fmt, ...)
 void log__warn(const char *fmt, ...)
 {
 	va_list ap;
-	if (log__level < 1)
+	if (log__level < LOG_NORMAL)
 		return;
 	va_start(ap, fmt);
 	log__vprint("warning: ", fmt, ap);
@@ -33,7 +33,7 @@ void log__warn(const char *fmt, ...)
 void log__info(const char *fmt, ...)
 {
 	va_list ap;
-	if (log__level < 1)
+	if (log__level < LOG_NORMAL)
 		return;
 	va_start(ap, fmt);
 	log__vprint("", fmt, ap);

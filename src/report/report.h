@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <jansson.h>
 #include "artifact/manifest.h"
-#include "report/heap.h"
+#include "acct/acct.h"
 
 #define REPORT_POINTS 1000 /* JSON and SVG timeline: at most this many points */
 #define REPORT_TRACE_POINTS 20000 /* Perfetto counters: finer, the UI zooms */
@@ -49,6 +49,9 @@ int report__summary(FILE *out, const struct manifest *m);
 int report__summary_view(FILE *out, const struct report_view *v);
 /* The JSON document of `memtrack report --json`; NULL on allocation failure. tl may be NULL. */
 json_t *report__json(const struct report_view *v, struct timeline *tl);
+/* The same document written to out (with a final newline), its processes streamed: memory and
+ * time linear in the number of processes. 0, -ENOMEM (logged by the caller) or -EIO. */
+int report__json_write(FILE *out, const struct report_view *v, struct timeline *tl);
 /* Hand-written SVG plot of tree heap and RSS over time. Returns 0 or -errno. */
 int report__svg(FILE *out, const struct report_view *v, struct timeline *tl);
 /* Chrome trace-event JSON ("ph":"C" counters), loadable in ui.perfetto.dev. 0 or -errno. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "artifact/artifact.h"
+#include "common/records.h"
 #include "common/shquote.h"
 #include "report/report.h"
 
@@ -45,15 +46,8 @@ static int by_peak_rss(const void *a, const void *b)
 
 static void summary__drops(FILE *out, const struct manifest *m)
 {
-	static const char *const names[MT_DROP_NR] = {
-		[MT_DROP_RINGBUF] = "ring buffer",
-		[MT_DROP_THREAD_MAP] = "thread map",
-		[MT_DROP_PROC_MAP] = "process map",
-		[MT_DROP_UNMATCHED_RET] = "unmatched returns",
-		[MT_DROP_NEST_OVERFLOW] = "nesting overflow",
-	};
 	uint64_t total = m->consumer_drops;
-	const char *sep = "";
+	char what[256];
 
 	for (int i = 0; i < MT_DROP_NR; i++)
 		total += m->drops[i];
@@ -71,18 +65,9 @@ static void summary__drops(FILE *out, const struct manifest *m)
 	}
 	if (!total && m->complete)
 		return;
-	fprintf(out, "memtrack: *** INCOMPLETE: %" PRIu64 " records lost (", total);
-	for (int i = 0; i < MT_DROP_NR; i++) {
-		if (!m->drops[i])
-			continue;
-		fprintf(out, "%s%s %" PRIu64, sep, names[i], m->drops[i]);
-		sep = ", ";
-	}
-	if (m->consumer_drops)
-		fprintf(out, "%sconsumer %" PRIu64, sep, m->consumer_drops);
-	else if (!*sep)
-		fprintf(out, "artifact write failure");
-	fprintf(out, "): peaks and counts are lower bounds ***\n");
+	records__drops_text(what, sizeof(what), m->drops, m->consumer_drops, false);
+	fprintf(out, "memtrack: *** INCOMPLETE: %" PRIu64 " records lost (%s): peaks and counts "
+		"are lower bounds ***\n", total, *what ? what : "artifact write failure");
 }
 
 static int summary__procs(FILE *out, const struct manifest *m)
@@ -145,6 +130,9 @@ int report__summary_view(FILE *out, const struct report_view *v)
 			"(not counted as leaks)\n",
 			report__bytes(v->stats->lost_at_exec_bytes, a, sizeof(a)),
 			v->stats->lost_at_exec_count);
+	if (v->stats && v->stats->saturated)
+		fprintf(out, "memtrack: *** SATURATED: a byte total passed 2^64 - 1 (corrupt or "
+			"crafted sizes); such figures show as %" PRIu64 " ***\n", UINT64_MAX);
 	if (v->have_manifest)
 		summary__drops(out, m);
 	else

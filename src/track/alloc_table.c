@@ -1,24 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include <stdbool.h>
 #include <string.h>
-#include "bpf/events.h"
 #include "bpf/probe_spec.h"
 #include "track/alloc_table.h"
 #include "track/probe_place.h"
-
-/* Shapes of calls. The return-value-based cases (realloc(p, 0) freeing, NULL on failure) are
- * decided in the BPF return program. */
-#define S_MALLOC0  MT_SPEC(MT_EV_MALLOC, 0, 0, 0, MT_SPEC_HAS_SIZE) /* f(size) */
-#define S_CALLOC   MT_SPEC(MT_EV_CALLOC, 1, 0, 0, MT_SPEC_HAS_SIZE | MT_SPEC_PRODUCT)
-#define S_ZALLOC0  MT_SPEC(MT_EV_CALLOC, 0, 0, 0, MT_SPEC_HAS_SIZE) /* zeroed f(size) */
-#define S_REALLOC  MT_SPEC(MT_EV_REALLOC, 1, 0, 0, MT_SPEC_HAS_SIZE | MT_SPEC_OLD)
-#define S_REALLOCA MT_SPEC(MT_EV_REALLOC, 2, 1, 0, MT_SPEC_HAS_SIZE | MT_SPEC_OLD | MT_SPEC_PRODUCT)
-#define S_ALIGNED1 MT_SPEC(MT_EV_ALIGNED_ALLOC, 1, 0, 0, MT_SPEC_HAS_SIZE) /* f(align, size) */
-#define S_ALIGNED0 MT_SPEC(MT_EV_ALIGNED_ALLOC, 0, 0, 0, MT_SPEC_HAS_SIZE) /* f(size, ...) */
-#define S_MEMALIGN MT_SPEC(MT_EV_ALIGNED_ALLOC, 2, 0, 0, MT_SPEC_HAS_SIZE | MT_SPEC_MEMPTR)
-#define S_FREE	   MT_SPEC(0, 0, 0, 0, MT_SPEC_FREE)
-#define S_FREELEAF MT_SPEC(0, 0, 0, 0, MT_SPEC_FREE | MT_SPEC_LEAF)
-#define S_DLOPEN   MT_SPEC(0, 0, 0, 0, MT_SPEC_DLOPEN)
 
 struct alloc_entry {
 	const char *name;
@@ -93,36 +78,82 @@ static const struct alloc_entry tcmalloc_names[] = {
 	{NULL, 0},
 };
 
+/*
+ * One row per allocator family, in classification order: a file's defined symbols are matched
+ * against the rows top down and the first row that fits names it. The non-libc allocators come
+ * first: they export the libc names too.
+ */
+struct alloc_family {
+	enum alloc_kind kind;
+	const char *name; /* the manifest's library "kind" */
+	const char *marks[4]; /* any of these defined: this family (NULL ends) */
+	const char *unless; /* ... unless this one is defined too */
+	bool exe_only; /* only the executable itself can be of this family */
+	const struct alloc_entry *own; /* its own entry points, probed first */
+	bool leaf_free; /* its free calls nothing hooked: entry probe only, no depth */
+	bool std_names; /* also the libc and C++ names (a replacement exports them), with depth */
+};
+
+static const struct alloc_family families[] = {
+	{ALLOC_MIMALLOC, "mimalloc", {"mi_malloc"}, .own = mimalloc_names, .std_names = true},
+	{ALLOC_TCMALLOC, "tcmalloc", {"tc_malloc"}, .own = tcmalloc_names, .std_names = true},
+	{ALLOC_JEMALLOC, "jemalloc", {"mallocx", "je_malloc", "_rjem_malloc"},
+	 .own = jemalloc_names, .std_names = true},
+	/* an executable with an allocator linked in; its free may be glibc's own leaf free, but
+	 * we cannot tell */
+	{ALLOC_STATIC, "static", {"malloc", "_Znwm"}, .exe_only = true, .std_names = true},
+	{ALLOC_CXX, "libstdc++", {"_Znwm"}, .unless = "__libc_malloc", .own = cxx_names},
+	{ALLOC_LIBC, "libc", {"malloc"}, .own = libc_names, .leaf_free = true},
+};
+#define NR_FAMILIES (sizeof(families) / sizeof(families[0]))
+
+static const struct alloc_family *family_of(enum alloc_kind k)
+{
+	for (size_t i = 0; i < NR_FAMILIES; i++)
+		if (families[i].kind == k)
+			return &families[i];
+	return NULL;
+}
+
 const char *alloc_kind__name(enum alloc_kind k)
 {
-	static const char *const names[] = {"none",	"libc",	    "libstdc++", "jemalloc",
-					    "mimalloc", "tcmalloc", "static"};
+	const struct alloc_family *f = family_of(k);
 
-	return k <= ALLOC_STATIC ? names[k] : "?";
+	return f ? f->name : k == ALLOC_NONE ? "none" : "?";
 }
 
 enum alloc_kind alloc_table__classify(const struct elf_info *info, bool is_executable)
 {
-	bool has_malloc = elf_info__find(info, "malloc") != 0;
+	for (size_t i = 0; i < NR_FAMILIES; i++) {
+		const struct alloc_family *f = &families[i];
+		bool hit = false;
 
-	if (elf_info__find(info, "mi_malloc"))
-		return ALLOC_MIMALLOC;
-	if (elf_info__find(info, "tc_malloc"))
-		return ALLOC_TCMALLOC;
-	if (elf_info__find(info, "mallocx") || elf_info__find(info, "je_malloc") ||
-	    elf_info__find(info, "_rjem_malloc"))
-		return ALLOC_JEMALLOC;
-	if (is_executable && (has_malloc || elf_info__find(info, "_Znwm")))
-		return ALLOC_STATIC;
-	if (has_malloc && elf_info__find(info, "__libc_malloc"))
-		return ALLOC_LIBC;
-	if (elf_info__find(info, "_Znwm"))
-		return ALLOC_CXX;
-	return has_malloc ? ALLOC_LIBC : ALLOC_NONE;
+		if (f->exe_only && !is_executable)
+			continue;
+		for (int m = 0; m < 4 && f->marks[m] && !hit; m++)
+			hit = elf_info__find(info, f->marks[m]) != 0;
+		if (hit && !(f->unless && elf_info__find(info, f->unless)))
+			return f->kind;
+	}
+	return ALLOC_NONE;
+}
+
+/* What a site's cookie says beyond its table row: where the entry probe sits, and whether a
+ * direct call from the file's own code is internal (probe_spec.h, MT_SPEC_SELF). Frees only:
+ * the check costs ~250 ns per outermost call (two reads of user memory, measured with
+ * alloc_storm), and glibc's own direct calls to an allocating entry (realloc -> malloc) are
+ * all nested in a hooked call already, while its thread-exit cache flush frees directly. */
+static uint32_t alloc_table__cookie(const struct alloc_site *s, bool shared)
+{
+	uint64_t at = s->probe - s->offset;
+
+	if (!shared || !s->entry || !(s->spec & MT_SPEC_FREE) || at > MT_SPEC_AT_MAX)
+		return s->spec;
+	return MT_SPEC_WITH_AT(s->spec | MT_SPEC_SELF, at);
 }
 
 static int alloc_table__add(const struct elf_info *info, const struct alloc_entry *t, bool leaf_free,
-			    struct alloc_site *sites, int n, int cap)
+			    bool shared, struct alloc_site *sites, int n, int cap)
 {
 	for (; t->name && n < cap; t++) {
 		uint64_t off = elf_info__find(info, t->name);
@@ -145,37 +176,28 @@ static int alloc_table__add(const struct elf_info *info, const struct alloc_entr
 		sites[n].probe = off;
 		if (sites[n].entry && !sites[n].ret)
 			sites[n].probe = probe_place__entry(info, off, MT_SPEC_PTR(spec));
+		sites[n].spec = alloc_table__cookie(&sites[n], shared);
 		n++;
 	}
 	return n;
 }
 
-int alloc_table__sites(const struct elf_info *info, enum alloc_kind kind, struct alloc_site *sites,
-		       int cap)
+int alloc_table__sites(const struct elf_info *info, enum alloc_kind kind, bool is_executable,
+		       struct alloc_site *sites, int cap)
 {
+	const struct alloc_family *f = family_of(kind);
+	bool so = !is_executable;
 	int n = 0;
 
-	switch (kind) {
-	case ALLOC_LIBC:
-		return alloc_table__add(info, libc_names, true, sites, 0, cap);
-	case ALLOC_CXX:
-		return alloc_table__add(info, cxx_names, false, sites, 0, cap);
-	case ALLOC_JEMALLOC:
-		n = alloc_table__add(info, jemalloc_names, false, sites, n, cap);
-		break;
-	case ALLOC_MIMALLOC:
-		n = alloc_table__add(info, mimalloc_names, false, sites, n, cap);
-		break;
-	case ALLOC_TCMALLOC:
-		n = alloc_table__add(info, tcmalloc_names, false, sites, n, cap);
-		break;
-	case ALLOC_STATIC:
-		break;
-	default:
+	if (!f)
 		return 0;
-	}
+	if (f->own)
+		n = alloc_table__add(info, f->own, f->leaf_free, so, sites, n, cap);
 	/* Replacement allocators export the standard and C++ names too. A static executable's
 	 * free may be glibc's own leaf free, but we cannot tell: track its depth. */
-	n = alloc_table__add(info, libc_names, false, sites, n, cap);
-	return alloc_table__add(info, cxx_names, false, sites, n, cap);
+	if (f->std_names) {
+		n = alloc_table__add(info, libc_names, false, so, sites, n, cap);
+		n = alloc_table__add(info, cxx_names, false, so, sites, n, cap);
+	}
+	return n;
 }

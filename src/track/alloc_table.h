@@ -21,7 +21,7 @@ struct alloc_site {
 	uint64_t offset; /* the function's first instruction: the return probe's place */
 	uint64_t probe; /* the entry probe's place: offset, or later for an entry-only site
 			 * whose first instruction would be single-stepped (probe_place.h) */
-	uint32_t spec; /* probe_spec.h cookie */
+	uint32_t spec; /* probe_spec.h cookie, MT_SPEC_AT and MT_SPEC_SELF included */
 	bool ret; /* needs a return probe */
 	bool entry; /* needs an entry probe */
 };
@@ -30,8 +30,9 @@ const char *alloc_kind__name(enum alloc_kind k);
 /* Classifies by defined symbols, the non-libc allocators first: they export libc names too. */
 enum alloc_kind alloc_table__classify(const struct elf_info *info, bool is_executable);
 /* Fills sites (cap entries) with the symbols of info to probe; aliases that share an offset
- * appear once. Returns the count. */
-int alloc_table__sites(const struct elf_info *info, enum alloc_kind kind, struct alloc_site *sites,
-		       int cap);
+ * appear once. In a shared library a direct call from its own code to a site is not recorded
+ * (MT_SPEC_SELF); in an executable every call is the program's. Returns the count. */
+int alloc_table__sites(const struct elf_info *info, enum alloc_kind kind, bool is_executable,
+		       struct alloc_site *sites, int cap);
 
 #endif

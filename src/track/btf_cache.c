@@ -244,7 +244,7 @@ void btf_cache__prepare(struct btf_cache *c, const void *obj, size_t obj_sz)
 	err = btf_cache__build(obj, obj_sz, &b);
 	raw = b ? btf__raw_data(b, &sz) : NULL;
 	if (err || !raw) {
-		log__debug(1, "minimal BTF: cannot build it (%s): using the full vmlinux BTF",
+		log__debug(LOG_NORMAL, "minimal BTF: cannot build it (%s): using the full vmlinux BTF",
 			   strerror(err ? -err : ENOMEM));
 		goto cleanup;
 	}
@@ -263,7 +263,7 @@ void btf_cache__prepare(struct btf_cache *c, const void *obj, size_t obj_sz)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	c->build_ns = (t1.tv_sec - t0.tv_sec) * 1000000000ull + t1.tv_nsec - t0.tv_nsec;
-	log__debug(1, "minimal BTF: %u bytes built in %.1f ms: %s", sz, c->build_ns / 1e6, c->path);
+	log__debug(LOG_NORMAL, "minimal BTF: %u bytes built in %.1f ms: %s", sz, c->build_ns / 1e6, c->path);
 cleanup:
 	btf__free(b);
 }
@@ -346,7 +346,7 @@ int btf_cache__load(struct btf_cache *c, int (*load)(void *ctx), void *ctx)
 	c->source = "vmlinux";
 	again = load(ctx);
 	if (again) {
-		log__debug(2, "minimal BTF: loading without '%s' fails too (%s): kept", suspect,
+		log__debug(LOG_VERBOSE, "minimal BTF: loading without '%s' fails too (%s): kept", suspect,
 			   strerror(-again));
 		return again;
 	}

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <linux/bpf.h>
+#include "common/records.h"
 #include "track/consumer.h"
 
 void consumer__init(struct consumer *c)
@@ -48,15 +49,14 @@ void consumer__flush(struct consumer *c)
 void consumer__dispatch(struct consumer *c, const struct mt_event *ev)
 {
 	c->dispatched++;
-	if (ev->type >= MT_EV_CTL_EXEC_STOPPED) {
+	if (!records__has(ev->type, REC_ARTIFACT)) {
+		if (!records__has(ev->type, REC_CONTROL)) {
+			c->rejected++; /* unknown */
+			return;
+		}
 		consumer__flush(c);
-		if (ev->type >= MT_EV_TYPE_MAX || !c->control.fn ||
-		    c->control.fn(c->control.ctx, ev))
+		if (!c->control.fn || c->control.fn(c->control.ctx, ev))
 			c->rejected++;
-		return;
-	}
-	if (ev->type == MT_EV_NONE || ev->type > MT_EV_RMAP) {
-		c->rejected++;
 		return;
 	}
 	c->batch[c->nr_batch++] = *ev;

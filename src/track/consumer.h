@@ -22,7 +22,7 @@ typedef size_t (*consumer_sink_fn)(void *ctx, const struct mt_event *ev, size_t 
 /* Handles one control record; nonzero counts it as rejected. */
 typedef int (*consumer_control_fn)(void *ctx, const struct mt_event *ev);
 
-#define CONSUMER_BATCH 64 /* records; 2.5 KiB, stays in L1 */
+#define CONSUMER_BATCH 64 /* records; 3 KiB, stays in L1 */
 
 struct event_source {
 	const char *name;

@@ -94,10 +94,10 @@ static int libs__attach_sites(struct libs *l, struct lib_entry *e, const struct 
 		log__error("cannot attach uprobes to '%s': %s", e->path, strerror(-err));
 		return err;
 	}
-	log__debug(2, "attached %d %s sites in %s", e->sites, alloc_kind__name(e->kind), e->path);
+	log__debug(LOG_VERBOSE, "attached %d %s sites in %s", e->sites, alloc_kind__name(e->kind), e->path);
 	for (int i = 0; i < e->sites; i++)
 		if (sites[i].probe != sites[i].offset)
-			log__debug(3, "  %s: entry probe at +%" PRIu64 " (an emulated instruction)",
+			log__debug(LOG_DEBUG, "  %s: entry probe at +%" PRIu64 " (an emulated instruction)",
 				   sites[i].name, sites[i].probe - sites[i].offset);
 	return 0;
 }
@@ -135,7 +135,7 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 	if (elf_info__load(path, &info))
 		return 0;
 	e->kind = alloc_table__classify(&info, is_exe);
-	n = alloc_table__sites(&info, e->kind, sites, LIBS_MAX_SITES);
+	n = alloc_table__sites(&info, e->kind, is_exe, sites, LIBS_MAX_SITES);
 	elf_info__free(&info);
 	if (n <= 0)
 		return 0;

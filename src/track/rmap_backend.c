@@ -228,7 +228,7 @@ int rmap_backend__select(struct rmap_choice *c, const char *env)
 			   c->reason);
 		return -ENOTSUP;
 	}
-	log__debug(2, "rmap backend %s (%s), chosen in %.2f ms",
+	log__debug(LOG_VERBOSE, "rmap backend %s (%s), chosen in %.2f ms",
 		   c->backend == MT_RMAP_FENTRY ? "fentry" : "tracepoint", c->reason,
 		   rmap_backend__ms_since(&t0));
 	return 0;

@@ -35,7 +35,7 @@ static void *root_prep__run(void *arg)
 		return NULL; /* the exec will fail and say so */
 	err = libs__inspect_exe(rp->libs, "", exe, getenv("LD_LIBRARY_PATH"), getenv("LD_PRELOAD"));
 	if (err < 0)
-		log__debug(1, "cannot inspect '%s' before its exec: %s", exe, strerror(-err));
+		log__debug(LOG_NORMAL, "cannot inspect '%s' before its exec: %s", exe, strerror(-err));
 	else
 		rp->known = !root_prep__exe_key(exe, &rp->key);
 	return NULL;

@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 #include "artifact/artifact.h"
-#include "report/heap.h"
+#include "acct/acct.h"
 #include "track/consumer.h"
 
 struct record_sinks {

@@ -32,9 +32,9 @@
 #include "artifact/manifest.h"
 #include "artifact/outdir.h"
 #include "common/log.h"
+#include "common/records.h"
 #include "common/shquote.h"
-#include "report/heap.h"
-#include "report/report.h"
+#include "acct/acct.h"
 #include "track/btf_cache.h"
 #include "track/consumer.h"
 #include "track/detacher.h"
@@ -80,11 +80,11 @@ static uint64_t now_ns(clockid_t clk)
 
 static int libbpf_quiet(enum libbpf_print_level lvl, const char *fmt, va_list ap)
 {
-	if (lvl == LIBBPF_DEBUG && log__level < 4)
+	if (lvl == LIBBPF_DEBUG && log__level < LOG_TRACE)
 		return 0;
-	if (lvl == LIBBPF_INFO && log__level < 3)
+	if (lvl == LIBBPF_INFO && log__level < LOG_DEBUG)
 		return 0;
-	if (lvl == LIBBPF_WARN && log__level < 2)
+	if (lvl == LIBBPF_WARN && log__level < LOG_VERBOSE)
 		return 0; /* load failures are explained by our own message */
 	return vfprintf(stderr, fmt, ap);
 }
@@ -120,7 +120,7 @@ static int control_exec_stopped(void *ctx, const struct mt_event *ev)
 			log__warn("process %d: cannot inspect its mappings after dlopen: %s",
 				  ev->pid, strerror(-err));
 		kill(ev->pid, SIGCONT);
-		log__debug(2, "dlopen stop of %d handled in %.2f ms", ev->pid,
+		log__debug(LOG_VERBOSE, "dlopen stop of %d handled in %.2f ms", ev->pid,
 			   (now_ns(CLOCK_MONOTONIC) - t0) / 1e6);
 		return 0;
 	}
@@ -129,7 +129,7 @@ static int control_exec_stopped(void *ctx, const struct mt_event *ev)
 		log__warn("process %d: cannot inspect its libraries: %s", ev->pid, strerror(-err));
 	bpf_map_update_elem(bpf_map__fd(t->skel->maps.known_exe), &ev->addr, &one, BPF_ANY);
 	kill(ev->pid, SIGCONT);
-	log__debug(2, "exec stop of %d: %.2f ms after the exec, handled in %.2f ms", ev->pid,
+	log__debug(LOG_VERBOSE, "exec stop of %d: %.2f ms after the exec, handled in %.2f ms", ev->pid,
 		   (t0 - ev->ts) / 1e6, (now_ns(CLOCK_MONOTONIC) - t0) / 1e6);
 	return 0;
 }
@@ -601,7 +601,8 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 	if (err || t->sinks.write_err)
 		return MT_EXIT_FAILED;
 	if (!t->o->quiet) {
-		report__summary(stderr, &t->m);
+		if (t->o->summary)
+			t->o->summary(stderr, &t->m);
 		fprintf(stderr, "memtrack: artifact: %s/%s\n", t->o->outdir, t->m.artifact);
 	}
 	if (t->m.nr_running)
@@ -609,13 +610,12 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 	if (!t->m.complete && drops_total + t->cons.rejected == 0)
 		return MT_EXIT_LOST;
 	if (!t->m.complete) {
-		log__error("%" PRIu64 " events were lost (ring buffer %" PRIu64 ", thread map %" PRIu64
-			   ", process map %" PRIu64 ", unmatched returns %" PRIu64
-			   ", consumer %" PRIu64 "): the artifact is incomplete. Try a larger "
-			   "--ring-size, or a larger --rss-step",
-			   drops_total + t->cons.rejected, t->m.drops[MT_DROP_RINGBUF],
-			   t->m.drops[MT_DROP_THREAD_MAP], t->m.drops[MT_DROP_PROC_MAP],
-			   t->m.drops[MT_DROP_UNMATCHED_RET], t->cons.rejected);
+		char what[256], advice[512];
+
+		log__error("%" PRIu64 " events were lost (%s): the artifact is incomplete.%s",
+			   drops_total + t->cons.rejected,
+			   records__drops_text(what, sizeof(what), t->m.drops, t->cons.rejected, true),
+			   records__drops_advice(advice, sizeof(advice), t->m.drops));
 		return MT_EXIT_LOST;
 	}
 	return exit_code;
@@ -637,7 +637,7 @@ static void tracker__detach(struct tracker *t)
 	consumer__destroy(&t->cons);
 	tracker__unload(t);
 	t->m.t_detach = now_ns(CLOCK_MONOTONIC) - t0;
-	log__debug(2, "detach: %.1f ms", t->m.t_detach / 1e6);
+	log__debug(LOG_VERBOSE, "detach: %.1f ms", t->m.t_detach / 1e6);
 }
 
 /* Detaching in a child that outlives us (detacher.c): our own exit then closes and unmaps
@@ -653,7 +653,7 @@ static void tracker__detach_background(struct tracker *t)
 	}
 	t->handed_off = true;
 	t->m.t_detach = now_ns(CLOCK_MONOTONIC) - t0;
-	log__debug(2, "detach: handed to process %d in %.2f ms", pid, t->m.t_detach / 1e6);
+	log__debug(LOG_VERBOSE, "detach: handed to process %d in %.2f ms", pid, t->m.t_detach / 1e6);
 }
 
 static void tracker__destroy(struct tracker *t)

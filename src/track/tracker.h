@@ -5,11 +5,14 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* memtrack's own exit codes; anything else is the command's. */
 #define MT_EXIT_LOST   123 /* the run completed but events were lost: the artifact is incomplete */
 #define MT_EXIT_FAILED 125 /* memtrack could not track (set-up, BPF, output) */
 #define MT_EXIT_NOEXEC 127 /* the command could not be executed */
+
+struct manifest;
 
 struct tracker_opts {
 	char **argv; /* what to exec: {"bash", "-c", CMD, NULL} or PROG ARGS */
@@ -20,6 +23,9 @@ struct tracker_opts {
 	bool sync_detach; /* detach in the foreground (default: in a child, after our outputs) */
 	uint64_t ring_bytes; /* power of two */
 	int64_t rss_step; /* bytes between Rss records; 0 = every change */
+	/* prints the end-of-run summary unless quiet (report__summary); NULL: none. The caller
+	 * wires it: the tracker knows nothing of the report module. */
+	int (*summary)(FILE *out, const struct manifest *m);
 };
 
 /* Returns the exit status memtrack should exit with. */

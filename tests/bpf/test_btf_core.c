@@ -24,6 +24,7 @@
 #include "../lib/mt_check.h"
 #include "track/btf_min.h"
 #include "track/rmap_backend.h"
+#include "../lib/mt_tmpdir.h"
 
 static struct memtrack_bpf *load(const char *btf_path)
 {
@@ -191,8 +192,7 @@ static void test_cache_life(void **state)
 	assert_string_equal(run_btf(state, off), "vmlinux");
 	cache_file(cdir, path, sizeof(path));
 	assert_string_equal(path, "");
-	snprintf(path, sizeof(path), "rm -rf '%s'", dir);
-	assert_int_equal(system(path), 0);
+	assert_int_equal(mt_tmpdir_remove(dir), 0);
 }
 
 int main(void)

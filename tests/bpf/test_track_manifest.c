@@ -43,6 +43,28 @@ static void check_counts(struct mt_run *r)
 	}
 }
 
+/* results.allocated_bytes is the sizes of the artifact's successful allocations summed (a
+ * Realloc its whole new size), and results.allocs their number. */
+static void check_allocated(struct mt_run *r)
+{
+	uint64_t bytes = 0, n = 0, got = mt_need_u64(r, "results.allocated_bytes");
+
+	for (size_t i = 0; i < r->nr_ev; i++) {
+		const struct mt_event *e = &r->ev[i];
+		bool alloc = e->type == MT_EV_MALLOC || e->type == MT_EV_CALLOC ||
+			     e->type == MT_EV_ALIGNED_ALLOC || e->type == MT_EV_REALLOC;
+
+		if (!alloc || !e->addr)
+			continue;
+		bytes += e->size;
+		n++;
+	}
+	MT_CHECK(r, got == bytes, "manifest results.allocated_bytes %llu, artifact sums %llu",
+		 (unsigned long long)got, (unsigned long long)bytes);
+	MT_CHECK(r, mt_need_u64(r, "results.allocs") == n, "manifest results.allocs, artifact %llu",
+		 (unsigned long long)n);
+}
+
 static void check_small(void **state, const char *const argv[], int want)
 {
 	struct mt_run *r = mt_new_run(state);
@@ -52,6 +74,7 @@ static void check_small(void **state, const char *const argv[], int want)
 	mt_track_ok(r, NULL, argv, want);
 	check_complete(r);
 	check_counts(r);
+	check_allocated(r);
 	root = mt_need_u64(r, "root_pid");
 	MT_CHECK(r, root == (uint64_t)r->root_pid, "manifest root_pid %llu, artifact named %d",
 		 (unsigned long long)root, r->root_pid);

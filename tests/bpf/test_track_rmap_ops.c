@@ -20,6 +20,7 @@
 #include <cmocka.h>
 #include "../lib/mt_check.h"
 #include "../lib/mt_rmap_check.h"
+#include "../lib/mt_tmpdir.h"
 
 /*
  * 64 MiB touched, a 16 MiB hole unmapped from its middle, then the rest: every touched page
@@ -321,8 +322,7 @@ static void test_rmap_pageout_by_other(void **state)
 	s.t0 = pb->ts;
 	s.t1 = po->ts;
 	mt_proc_free(&helper);
-	snprintf(path, sizeof(path), "rm -rf %s", dir);
-	(void)!system(path);
+	mt_tmpdir_remove(dir);
 
 	f = mt_need_expect(r, "file", 0, 0);
 	want = mt_pages(f);

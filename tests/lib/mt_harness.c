@@ -15,6 +15,8 @@
 #include <unistd.h>
 #include "artifact/artifact.h"
 #include "mt_harness.h"
+#include "mt_tmpdir.h"
+#include "common/records.h"
 
 /* The fd number the targets get their side channel on: high, so nothing else takes it. */
 #define EXPECT_FD 200
@@ -247,29 +249,6 @@ static int collect(pid_t pid, int rfd, int timeout_s, struct linebuf *lb, int *s
 /* --- running memtrack --------------------------------------------------------------------------
  */
 
-static void rm_rf(const char *path)
-{
-	DIR *d = opendir(path);
-	struct dirent *de;
-	char p[PATH_MAX];
-
-	if (!d) {
-		unlink(path);
-		return;
-	}
-	while ((de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", path, de->d_name);
-		if (de->d_type == DT_DIR)
-			rm_rf(p);
-		else
-			unlink(p);
-	}
-	closedir(d);
-	rmdir(path);
-}
-
 static bool ends_with(const char *s, const char *suffix)
 {
 	size_t a = strlen(s), b = strlen(suffix);
@@ -344,16 +323,16 @@ int mt_track(struct mt_run *r, const struct mt_run_opts *o, const char *const ar
 	static const struct mt_run_opts none;
 	const char *args[64];
 	struct linebuf lb = {0}, logb = {0};
-	int pfd[2], lfd[2], n = 0;
+	int pfd[2], lfd[2], n = 0, err;
 	pid_t pid;
 
 	memset(r, 0, sizeof(*r));
 	r->status = -1;
 	if (!o)
 		o = &none;
-	snprintf(r->base, sizeof(r->base), "/tmp/mt_test.XXXXXX");
-	if (!mkdtemp(r->base))
-		return -errno;
+	err = mt_tmpdir_make(r->base, sizeof(r->base), "run");
+	if (err)
+		return err;
 	snprintf(r->out, sizeof(r->out), "%s/out", r->base);
 	if (mkdir(r->out, 0755))
 		return -errno;
@@ -440,7 +419,7 @@ void mt_run_free(struct mt_run *r)
 		if (getenv("MT_TEST_KEEP"))
 			fprintf(stderr, "harness: kept %s\n", r->base);
 		else
-			rm_rf(r->base);
+			mt_tmpdir_remove(r->base);
 	}
 	free(r->ev);
 	free(r->exp);
@@ -547,7 +526,7 @@ uint32_t mt_op_type(const char *op)
 
 bool mt_is_heap_type(uint32_t type)
 {
-	return type >= MT_EV_MALLOC && type <= MT_EV_FREE;
+	return records__has(type, REC_HEAP);
 }
 
 const char *mt_type_name(uint32_t type)

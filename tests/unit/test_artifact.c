@@ -23,6 +23,7 @@
 #include <msgpack.h>
 #include <zstd.h>
 #include "artifact/artifact.h"
+#include "../lib/mt_tmpdir.h"
 
 #define FIXTURE "../shared/testdata/realloc.MemtrackArtifact.msgpack"
 
@@ -31,26 +32,13 @@ static char tmpdir[64];
 static int setup(void **state)
 {
 	(void)state;
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_artifact.XXXXXX");
-	return mkdtemp(tmpdir) ? 0 : -1;
+	return mt_tmpdir_make(tmpdir, sizeof(tmpdir), "artifact");
 }
 
 static int teardown(void **state)
 {
-	DIR *d = opendir(tmpdir);
-	struct dirent *de;
-	char p[512];
-
 	(void)state;
-	while (d && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", tmpdir, de->d_name);
-		unlink(p);
-	}
-	if (d)
-		closedir(d);
-	return rmdir(tmpdir);
+	return mt_tmpdir_remove(tmpdir);
 }
 
 static const char *tpath(const char *name)

@@ -31,7 +31,7 @@ struct fixture {
 static int setup(void **state)
 {
 	struct fixture *f = calloc(1, sizeof(*f));
-	struct compare_opts o = {.threshold = 0.10, .alpha = 0.05};
+	struct compare_opts o = {.threshold = 0.10, .rss_threshold = NAN, .alpha = 0.05};
 
 	if (!f || bench_json__read(fixture("base.json"), &f->base) ||
 	    bench_json__read(fixture("head.json"), &f->head) ||
@@ -65,7 +65,6 @@ static void test_statuses(void **state)
 	struct fixture *f = *state;
 	const struct compare_report *rep = &f->rep;
 
-	assert_int_equal(rep->nr, 8);
 	assert_int_equal(row(rep, "same")->status, COMPARE_UNTOUCHED);
 	assert_int_equal(row(rep, "faster")->status, COMPARE_IMPROVED);
 	assert_float_equal(row(rep, "faster")->change, -0.20, 1e-9);
@@ -77,17 +76,100 @@ static void test_statuses(void **state)
 	assert_false(row(rep, "small change")->noisy);
 	assert_int_equal(row(rep, "new")->status, COMPARE_NEW);
 	assert_int_equal(row(rep, "gone")->status, COMPARE_REMOVED);
-	/* memory: one deterministic figure, the threshold alone decides */
 	assert_int_equal(row(rep, "heap")->status, COMPARE_REGRESSED);
 	assert_int_equal(row(rep, "heap")->mode, BENCH_MODE_MEMORY);
 	assert_float_equal(row(rep, "heap")->change, 0.50, 1e-9);
 
-	assert_int_equal(rep->counts[COMPARE_REGRESSED], 2);
+	assert_int_equal(rep->nr, 12);
+	assert_int_equal(rep->counts[COMPARE_REGRESSED], 4); /* slower, heap, rss real, leak */
 	assert_int_equal(rep->counts[COMPARE_IMPROVED], 1);
-	assert_int_equal(rep->counts[COMPARE_UNTOUCHED], 3);
+	assert_int_equal(rep->counts[COMPARE_UNTOUCHED], 5);
 	assert_int_equal(rep->counts[COMPARE_NEW], 1);
 	assert_int_equal(rep->counts[COMPARE_REMOVED], 1);
 	assert_float_equal(rep->worst_regression, 0.50, 1e-9);
+}
+
+/* Memory: a verdict per metric, deterministic ones exact, noisy ones by their rounds. */
+static void test_memory_metrics(void **state)
+{
+	struct fixture *f = *state;
+	const struct compare_row *r = row(&f->rep, "heap");
+	const struct compare_metric *m;
+
+	assert_true(r->has_mem);
+	/* identical in every round on both sides: deterministic, the change is real */
+	m = &r->mem[BENCH_MEM_PEAK_HEAP];
+	assert_true(m->deterministic);
+	assert_true(m->real);
+	assert_true(isnan(m->p));
+	assert_int_equal(m->status, COMPARE_REGRESSED);
+	/* +1 allocation is real too, but not past the threshold (exactly 10%) */
+	m = &r->mem[BENCH_MEM_ALLOCS];
+	assert_true(m->deterministic && m->real);
+	assert_float_equal(m->head - m->base, 1, 0);
+	assert_int_equal(m->status, COMPARE_UNTOUCHED);
+	assert_false(m->noisy);
+	/* RSS varies round to round, same median: nothing */
+	m = &r->mem[BENCH_MEM_PEAK_RSS];
+	assert_false(m->deterministic);
+	assert_false(m->real);
+	assert_int_equal(m->status, COMPARE_UNTOUCHED);
+	assert_int_equal(r->mem[BENCH_MEM_LEAKED].status, COMPARE_UNTOUCHED);
+	assert_false(r->mem[BENCH_MEM_LEAKED].real);
+
+	/* +25% in the medians, but the rounds overlap: noise */
+	r = row(&f->rep, "rss noise");
+	m = &r->mem[BENCH_MEM_PEAK_RSS];
+	assert_float_equal(m->change, 0.25, 1e-9);
+	assert_true(m->p > 0.05);
+	assert_true(m->noisy);
+	assert_int_equal(r->status, COMPARE_UNTOUCHED);
+	assert_true(r->noisy);
+
+	/* +20% and every HEAD round above every BASE round: p = 0.012 with 5 a side */
+	r = row(&f->rep, "rss real");
+	m = &r->mem[BENCH_MEM_PEAK_RSS];
+	assert_false(m->deterministic);
+	assert_true(m->p < 0.05);
+	assert_int_equal(m->status, COMPARE_REGRESSED);
+	assert_int_equal(r->status, COMPARE_REGRESSED);
+	assert_int_equal(r->mem[BENCH_MEM_PEAK_HEAP].status, COMPARE_UNTOUCHED);
+
+	/* a leak from nothing: no percentage, but real and past any threshold */
+	r = row(&f->rep, "leak");
+	m = &r->mem[BENCH_MEM_LEAKED];
+	assert_true(isinf(m->change));
+	assert_int_equal(m->status, COMPARE_REGRESSED);
+
+	/* one round a side (format 1): +50% proves nothing */
+	r = row(&f->rep, "once");
+	m = &r->mem[BENCH_MEM_PEAK_HEAP];
+	assert_false(m->deterministic);
+	assert_false(m->real);
+	assert_true(m->noisy);
+	assert_int_equal(r->status, COMPARE_UNTOUCHED);
+	assert_float_equal(f->rep.worst_regression, 0.50,
+			   1e-9); /* the leak's infinity is no figure */
+}
+
+static void test_exact(void **state)
+{
+	char b[48];
+
+	(void)state;
+	assert_string_equal(bench_compare__exact(BENCH_MEM_ALLOCS, 1, b, sizeof(b)),
+			    "+1 allocation");
+	assert_string_equal(bench_compare__exact(BENCH_MEM_ALLOCS, -3, b, sizeof(b)),
+			    "-3 allocations");
+	assert_string_equal(bench_compare__exact(BENCH_MEM_PEAK_HEAP, 320 * 1024, b, sizeof(b)),
+			    "+320 KiB");
+	assert_string_equal(bench_compare__exact(BENCH_MEM_LEAKED, -(2 << 20), b, sizeof(b)),
+			    "-2 MiB");
+	/* not a whole KiB: bytes, so nothing is rounded away */
+	assert_string_equal(bench_compare__exact(BENCH_MEM_ALLOCATED, 1000, b, sizeof(b)),
+			    "+1000 B");
+	assert_string_equal(bench_compare__exact(BENCH_MEM_ALLOCATED, 1025, b, sizeof(b)),
+			    "+1025 B");
 }
 
 static void test_noisy_is_untouched(void **state)
@@ -123,15 +205,33 @@ static void test_markdown(void **state)
 	assert_non_null(strstr(md, "| WallTime | slower | 1.00 s | 1.30 s | +30.0% | regressed |"));
 	assert_non_null(strstr(md, "| WallTime | faster | 1.00 s | 800 ms | -20.0% | improved |"));
 	assert_non_null(strstr(md, "| WallTime | new | - | 2.00 s | - | new |"));
-	assert_non_null(strstr(md, "| Memory | heap | 977 KiB | 1.43 MiB | +50.0% | regressed |"));
+	assert_non_null(
+	    strstr(md, "| Memory | heap | 977 KiB | 1.43 MiB | +50.0% | regressed (Peak heap) |"));
+	assert_non_null(strstr(md, "| Memory | rss real | 195 KiB | 195 KiB | +0.0% | regressed "
+				   "(Peak RSS) |"));
 	assert_non_null(strstr(md, "untouched (noisy: p = "));
+	/* which metrics moved, deterministic ones exactly */
+	assert_non_null(strstr(md, "### Memory metrics that moved"));
+	assert_non_null(strstr(md, "| heap | Peak heap | 977 KiB | 1.43 MiB | +500000 B, +50.0% | "
+				   "regressed: identical in every round |"));
+	assert_non_null(strstr(md, "| heap | Allocs | 10 | 11 | +1 allocation, +10.0% | within "
+				   "the threshold: identical in every round |"));
+	assert_non_null(strstr(md, "| leak | Leaked | 0 B | 4.00 KiB | +4 KiB, from 0 | regressed: "
+				   "identical in every round |"));
+	assert_non_null(
+	    strstr(md, "| rss noise | Peak RSS | 977 KiB | 1.19 MiB | +25.0% | noise: p = "));
+	assert_non_null(strstr(md,
+			       "| once | Peak heap | 977 KiB | 1.43 MiB | +50.0% | noise: too few "
+			       "rounds to tell |"));
+	/* what did not move is not listed */
+	assert_null(strstr(md, "| heap | Peak RSS"));
 	free(md);
 }
 
 static void test_no_change_headline(void **state)
 {
 	struct fixture *f = *state;
-	struct compare_opts o = {.threshold = 0.10, .alpha = 0.05};
+	struct compare_opts o = {.threshold = 0.10, .rss_threshold = NAN, .alpha = 0.05};
 	struct compare_report rep;
 	char *md;
 
@@ -160,12 +260,40 @@ static void test_threshold(void **state)
 	assert_int_equal(bench_compare__parse_threshold("", &t), -EINVAL);
 }
 
+/* --rss-threshold: peak RSS has its own bar; the other metrics keep --threshold. */
+static void test_rss_threshold(void **state)
+{
+	struct fixture *f = *state;
+	struct compare_opts o = {.threshold = 0.10, .rss_threshold = 0.25, .alpha = 0.05};
+	struct compare_report rep;
+	const struct compare_row *r;
+	char *md;
+
+	assert_int_equal(bench_compare__run(&f->base, &f->head, &o, &rep), 0);
+	r = row(&rep, "rss real"); /* +20%, real: under a 25% bar */
+	assert_int_equal(r->mem[BENCH_MEM_PEAK_RSS].status, COMPARE_UNTOUCHED);
+	assert_true(r->mem[BENCH_MEM_PEAK_RSS].real);
+	assert_int_equal(r->status, COMPARE_UNTOUCHED);
+	assert_int_equal(row(&rep, "heap")->status, COMPARE_REGRESSED); /* +50% heap, 10% bar */
+	md = markdown(&rep);
+	assert_non_null(strstr(md, "Peak RSS counts past 25.0%."));
+	free(md);
+	bench_compare__free(&rep);
+
+	o.rss_threshold = NAN; /* unset: --threshold for every metric */
+	assert_int_equal(bench_compare__run(&f->base, &f->head, &o, &rep), 0);
+	assert_int_equal(row(&rep, "rss real")->status, COMPARE_REGRESSED);
+	assert_float_equal(rep.rss_threshold, 0.10, 0);
+	bench_compare__free(&rep);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_statuses),  cmocka_unit_test(test_noisy_is_untouched),
 	    cmocka_unit_test(test_markdown),  cmocka_unit_test(test_no_change_headline),
-	    cmocka_unit_test(test_threshold),
+	    cmocka_unit_test(test_threshold), cmocka_unit_test(test_memory_metrics),
+	    cmocka_unit_test(test_exact),     cmocka_unit_test(test_rss_threshold),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -263,6 +263,95 @@ static void test_expand_env(void **state)
 	free(bad);
 }
 
+static const char one_bench[] = "benchmarks:\n  - name: t\n    exec: /bin/true\n";
+
+/* A second document was silently ignored: now it is an error naming its line. */
+static void test_second_document(void **state)
+{
+	char text[256];
+
+	(void)state;
+	snprintf(text, sizeof(text), "%s---\nbenchmarks:\n  - name: u\n    exec: /bin/false\n",
+		 one_bench);
+	assert_logged(text, "x.yml:4: a second YAML document");
+	/* one document with explicit markers is still fine */
+	{
+		struct bench_config cfg;
+
+		snprintf(text, sizeof(text), "---\n%s...\n", one_bench);
+		assert_int_equal(bench_config__parse(&cfg, "x.yml", text, strlen(text)), 0);
+		assert_int_equal(cfg.nr_benchmarks, 1);
+		bench_config__free(&cfg);
+	}
+}
+
+/* Nesting past the cap is refused (100,000 levels, in flow and in block style) before the
+ * load, whose cost grows with the depth; at the cap, the config's own checks answer. */
+static void test_nesting_capped(void **state)
+{
+	size_t n = 100000, len = 0;
+	char *text = malloc(4 * n + 64), msg[64];
+
+	(void)state;
+	assert_non_null(text);
+	len += (size_t)sprintf(text, "%sx: ", one_bench);
+	for (size_t i = 0; i < n; i++)
+		text[len++] = '[';
+	for (size_t i = 0; i < n; i++)
+		text[len++] = ']';
+	text[len] = 0;
+	snprintf(msg, sizeof(msg), "nested deeper than %d levels", BENCH_CONFIG_MAX_DEPTH);
+	assert_logged(text, msg);
+
+	/* block style: "- " indented one more each level */
+	len = (size_t)sprintf(text, "%sx:\n", one_bench);
+	for (size_t i = 0; i < 200 && len < 4 * n; i++)
+		len += (size_t)sprintf(text + len, "%*s-\n", (int)i, "");
+	assert_logged(text, msg);
+
+	/* at the cap (the top mapping is level 1): the unknown key is what is reported */
+	len = (size_t)sprintf(text, "%sx: ", one_bench);
+	for (int i = 0; i < BENCH_CONFIG_MAX_DEPTH - 1; i++)
+		text[len++] = '[';
+	for (int i = 0; i < BENCH_CONFIG_MAX_DEPTH - 1; i++)
+		text[len++] = ']';
+	text[len] = 0;
+	assert_logged(text, "unknown key 'x'");
+	free(text);
+/* `aslr: false` at either level, the benchmark's and then the CLI's winning. */
+static void test_aslr(void **state)
+{
+	const char *text = "options:\n  aslr: false\n"
+			   "benchmarks:\n  - {name: a, exec: 'true'}\n"
+			   "  - {name: b, exec: 'true', options: {aslr: on}}\n";
+	struct bench_options o, cli = {0};
+	struct bench_config cfg;
+
+	(void)state;
+	assert_int_equal(bench_config__parse(&cfg, "x.yml", text, strlen(text)), 0);
+	assert_int_equal(bench_config__resolve(&cfg, &cfg.benchmarks[0], &cli, &o), 0);
+	assert_true(o.no_aslr);
+	assert_int_equal(bench_config__resolve(&cfg, &cfg.benchmarks[1], &cli, &o), 0);
+	assert_false(o.no_aslr);
+	cli.set = BENCH_OPT_ASLR; /* --no-aslr */
+	cli.no_aslr = true;
+	assert_int_equal(bench_config__resolve(&cfg, &cfg.benchmarks[1], &cli, &o), 0);
+	assert_true(o.no_aslr);
+	bench_config__free(&cfg);
+	/* the default: randomised, as the program would run */
+	text = "benchmarks:\n  - {name: a, exec: 'true'}\n";
+	memset(&cli, 0, sizeof(cli));
+	assert_int_equal(bench_config__parse(&cfg, "x.yml", text, strlen(text)), 0);
+	assert_int_equal(bench_config__resolve(&cfg, &cfg.benchmarks[0], &cli, &o), 0);
+	assert_false(o.no_aslr);
+	bench_config__free(&cfg);
+
+	assert_logged("options:\n  aslr: maybe\nbenchmarks:\n  - {name: a, exec: 'true'}\n",
+		      "x.yml:2: 'aslr': expected true or false, got 'maybe'");
+	assert_logged("options:\n  alsr: false\nbenchmarks:\n  - {name: a, exec: 'true'}\n",
+		      "unknown key 'alsr' (did you mean 'aslr'?)");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -273,6 +362,9 @@ int main(void)
 	    cmocka_unit_test(test_bad_structure),
 	    cmocka_unit_test(test_conclude),
 	    cmocka_unit_test(test_expand_env),
+	    cmocka_unit_test(test_second_document),
+	    cmocka_unit_test(test_nesting_capped),
+	    cmocka_unit_test(test_aslr),
 	};
 	log__prog = "memtrack-bench";
 	return cmocka_run_group_tests(tests, NULL, NULL);

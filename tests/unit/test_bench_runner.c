@@ -15,13 +15,14 @@
 #include <unistd.h>
 #include "../../bench/config.h"
 #include "../../bench/runner.h"
+#include "../lib/mt_tmpdir.h"
 
-static char tmpdir[] = "/tmp/test_bench_runner.XXXXXX";
+static char tmpdir[64];
 
 static int setup(void **state)
 {
 	(void)state;
-	if (!mkdtemp(tmpdir))
+	if (mt_tmpdir_make(tmpdir, sizeof(tmpdir), "bench-runner"))
 		return -1;
 	setenv("BENCH_TMP", tmpdir, 1);
 	return 0;
@@ -29,15 +30,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char *cmd;
-
 	(void)state;
-	if (asprintf(&cmd, "rm -rf '%s'", tmpdir) >= 0) {
-		if (system(cmd)) {
-			/* leave it: only a temp dir */
-		}
-		free(cmd);
-	}
+	mt_tmpdir_remove(tmpdir); /* a failure leaves only a temp dir */
 	return 0;
 }
 
@@ -272,7 +266,36 @@ static void test_conclude_failure(void **state)
 	bench_runner__free_results(&res);
 }
 
-/* A stand-in for `memtrack track -o DIR -q CMD` that writes a manifest like memtrack's. */
+/*
+ * A stand-in for `memtrack track -o DIR -q CMD` that writes a manifest like memtrack's: peak RSS
+ * grows by a page each round (a counter in BENCH_TMP), the rest is the same every round.
+ */
+static char *fake_memtrack(void)
+{
+	char *fake;
+	FILE *f;
+
+	assert_true(asprintf(&fake, "%s/fake-memtrack", tmpdir) > 0);
+	f = fopen(fake, "w");
+	assert_non_null(f);
+	fputs("#!/bin/sh\n"
+	      "[ \"$1 $2 $4\" = 'track -o -q' ] || exit 9\n"
+	      "bash -c \"$5\" || exit $?\n"
+	      "echo \"$3\" > \"$BENCH_TMP/memdir\"\n"
+	      "n=$(cat \"$BENCH_TMP/fake-rounds\" 2>/dev/null || echo 0); n=$((n + 1))\n"
+	      "echo $n > \"$BENCH_TMP/fake-rounds\"\n"
+	      "a=7; [ -n \"$FAKE_ALLOCS_VARY\" ] && a=$((7 + n % 2))\n"
+	      "echo \"{\\\"results\\\": {\\\"peak_heap\\\": 4096, \\\"peak_rss\\\": $((1048576 + n "
+	      "* 4096)),"
+	      " \\\"allocs\\\": $a, \\\"allocated_bytes\\\": 9000, \\\"leaked_bytes\\\": 64}}\""
+	      " > \"$3/4242.memtrack.json\"\n"
+	      "echo artifact > \"$3/4242.MemtrackArtifact.msgpack\"\n",
+	      f);
+	fclose(f);
+	assert_int_equal(chmod(fake, 0755), 0);
+	return fake;
+}
+
 static void test_memory_mode(void **state)
 {
 	/* the conclude proves it runs after the manifest was read, which removes it */
@@ -282,34 +305,128 @@ static void test_memory_mode(void **state)
 	    " ! [ -e \"$d/4242.memtrack.json\" ] && echo ok >> ${BENCH_TMP}/mem-concluded\n";
 	struct runner_opts o = {.mode = BENCH_MODE_MEMORY};
 	struct bench_results res;
-	char *fake;
+	const struct bench_result *r;
+	char *fake = fake_memtrack(), log[8192];
+
+	(void)state;
+	o.memtrack = fake;
+	/* no time to spare: the default floor of rounds alone decides */
+	o.cli.set = BENCH_OPT_MAX_TIME;
+	o.cli.max_time_ns = 0;
+	assert_int_equal(run_logged(text, &o, &res, log, sizeof(log)), 0);
+	assert_null(strstr(log, "allocations differ")); /* RSS may vary, allocations did not */
+	assert_int_equal(res.nr_failed, 0);
+	r = &res.v[0];
+	assert_int_equal(r->nr_rounds, BENCH_MEMORY_MIN_ROUNDS);
+	assert_int_equal(r->mem_rounds, BENCH_MEMORY_MIN_ROUNDS);
+	assert_int_equal(r->warmup_rounds, 0);
+	for (size_t i = 0; i < r->mem_rounds; i++) {
+		assert_float_equal(r->mem[BENCH_MEM_PEAK_HEAP][i], 4096, 0);
+		assert_float_equal(r->mem[BENCH_MEM_PEAK_RSS][i], 1048576 + (i + 1) * 4096.0, 0);
+		assert_float_equal(r->mem[BENCH_MEM_ALLOCS][i], 7, 0);
+		assert_float_equal(r->mem[BENCH_MEM_ALLOCATED][i], 9000, 0);
+		assert_float_equal(r->mem[BENCH_MEM_LEAKED][i], 64, 0);
+	}
+	assert_float_equal(r->mem_stats[BENCH_MEM_PEAK_RSS].median, 1048576 + 3 * 4096.0, 0);
+	assert_float_equal(r->mem_stats[BENCH_MEM_PEAK_HEAP].cv, 0, 0);
+	assert_true(r->mem_stats[BENCH_MEM_PEAK_RSS].cv > 0);
+	assert_int_equal(count_lines("mem-concluded"), BENCH_MEMORY_MIN_ROUNDS);
+	bench_runner__free_results(&res);
+
+	/* min-rounds and max-rounds apply */
+	o.cli.set = BENCH_OPT_MAX_TIME | BENCH_OPT_MIN_ROUNDS;
+	o.cli.min_rounds = 7;
+	assert_int_equal(run(text, &o, &res), 0);
+	assert_int_equal(res.v[0].mem_rounds, 7);
+	bench_runner__free_results(&res);
+	o.cli.set = BENCH_OPT_MAX_ROUNDS;
+	o.cli.max_rounds = 2;
+	assert_int_equal(run(text, &o, &res), 0);
+	assert_int_equal(res.v[0].mem_rounds, 2);
+	bench_runner__free_results(&res);
+
+	/* allocations that differ between rounds get a hint */
+	setenv("FAKE_ALLOCS_VARY", "1", 1);
+	assert_int_equal(run_logged(text, &o, &res, log, sizeof(log)), 0);
+	unsetenv("FAKE_ALLOCS_VARY");
+	if (!strstr(log, "warning: 'm': allocations differ between rounds (7 to 8)"))
+		fail_msg("unexpected log:\n%s", log);
+	bench_runner__free_results(&res);
+	free(fake);
+}
+
+/* A manifest without a metric memory mode needs fails the benchmark, and says which key. */
+static void test_memory_bad_manifest(void **state)
+{
+	const char *text = "benchmarks:\n  - name: m\n    exec: 'true'\n";
+	struct runner_opts o = {.mode = BENCH_MODE_MEMORY};
+	struct bench_results res;
+	char *fake, log[4096];
 	FILE *f;
 
 	(void)state;
-	assert_true(asprintf(&fake, "%s/fake-memtrack", tmpdir) > 0);
+	assert_true(asprintf(&fake, "%s/fake-memtrack-bad", tmpdir) > 0);
 	f = fopen(fake, "w");
 	assert_non_null(f);
-	fputs("#!/bin/sh\n"
-	      "[ \"$1 $2 $4\" = 'track -o -q' ] || exit 9\n"
-	      "bash -c \"$5\" || exit $?\n"
-	      "echo \"$3\" > \"$BENCH_TMP/memdir\"\n"
-	      "echo '{\"results\": {\"peak_heap\": 4096, \"peak_rss\": 1048576, \"allocs\": 7}}'"
-	      " > \"$3/4242.memtrack.json\"\n"
-	      "echo artifact > \"$3/4242.MemtrackArtifact.msgpack\"\n",
-	      f);
+	fputs("#!/bin/sh\necho '{\"results\": {\"peak_heap\": 1}}' > \"$3/1.memtrack.json\"\n", f);
 	fclose(f);
 	assert_int_equal(chmod(fake, 0755), 0);
 	o.memtrack = fake;
-
-	assert_int_equal(run(text, &o, &res), 0);
-	assert_int_equal(res.nr_failed, 0);
-	assert_int_equal(res.v[0].nr_rounds, 1);
-	assert_int_equal(res.v[0].peak_heap, 4096);
-	assert_int_equal(res.v[0].peak_rss, 1048576);
-	assert_int_equal(res.v[0].allocs, 7);
-	assert_int_equal(count_lines("mem-concluded"), 1);
+	assert_int_equal(run_logged(text, &o, &res, log, sizeof(log)), 0);
+	assert_int_equal(res.nr_failed, 1);
+	if (!strstr(log, "results.peak_rss must be an integer"))
+		fail_msg("unexpected log:\n%s", log);
 	bench_runner__free_results(&res);
 	free(fake);
+}
+
+/* What the command starts with: a padded environment, and no randomisation when asked. */
+static void test_layout(void **state)
+{
+	const char *text = "benchmarks:\n  - name: l\n    exec: wc -c < /proc/$$/environ >> "
+			   "${BENCH_TMP}/env-bytes;"
+			   " cat /proc/self/personality >> ${BENCH_TMP}/persona\n";
+	struct runner_opts o = {.mode = BENCH_MODE_WALLTIME};
+	struct bench_results res;
+	char *path, line[64];
+	FILE *f;
+
+	(void)state;
+	o.cli.set = BENCH_OPT_WARMUP | BENCH_OPT_MAX_ROUNDS | BENCH_OPT_MIN_ROUNDS | BENCH_OPT_ASLR;
+	o.cli.max_rounds = o.cli.min_rounds = 2;
+	o.cli.no_aslr = true;
+	setenv("BENCH_LAYOUT_VAR", "one", 1);
+	assert_int_equal(run(text, &o, &res), 0);
+	assert_int_equal(res.env.command_env_bytes % LAYOUT_ENV_BUCKET, 0);
+	assert_true(res.v[0].no_aslr);
+	bench_runner__free_results(&res);
+	/* a longer variable, the same size: the pad took the difference */
+	setenv("BENCH_LAYOUT_VAR", "one two three", 1);
+	o.cli.no_aslr = false;
+	assert_int_equal(run(text, &o, &res), 0);
+	bench_runner__free_results(&res);
+	unsetenv("BENCH_LAYOUT_VAR");
+
+	assert_true(asprintf(&path, "%s/env-bytes", tmpdir) > 0);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	for (int i = 0; i < 4; i++) {
+		assert_non_null(fgets(line, sizeof(line), f));
+		if (atol(line) % LAYOUT_ENV_BUCKET)
+			fail_msg("round %d: the command's environment is %ld bytes", i, atol(line));
+	}
+	fclose(f);
+	free(path);
+	assert_true(asprintf(&path, "%s/persona", tmpdir) > 0);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	for (int i = 0; i < 4; i++) {
+		assert_non_null(fgets(line, sizeof(line), f));
+		/* ADDR_NO_RANDOMIZE (0x0040000) in the first two rounds only */
+		assert_int_equal((strtoul(line, NULL, 16) & 0x0040000) != 0, i < 2);
+	}
+	fclose(f);
+	free(path);
 }
 
 int main(void)
@@ -323,6 +440,8 @@ int main(void)
 	    cmocka_unit_test(test_conclude_untimed),
 	    cmocka_unit_test(test_conclude_failure),
 	    cmocka_unit_test(test_memory_mode),
+	    cmocka_unit_test(test_memory_bad_manifest),
+	    cmocka_unit_test(test_layout),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -53,7 +53,7 @@ static void test_outlier_high(void **state)
 
 static void test_single_and_constant(void **state)
 {
-	const double one[] = {0.25}, same[] = {3, 3, 3, 3};
+	const double one[] = {0.25}, same[] = {3, 3, 3, 3}, zeros[] = {0, 0, 0};
 	struct bench_stats s;
 
 	(void)state;
@@ -68,6 +68,9 @@ static void test_single_and_constant(void **state)
 	assert_float_equal(s.stddev, 0.0, EPS);
 	assert_float_equal(s.iqr, 0.0, EPS);
 	assert_int_equal(s.outliers, 0);
+	assert_true(s.cv == 0); /* a deterministic figure varies by exactly nothing */
+	assert_int_equal(bench_stats__compute(zeros, 3, &s), 0);
+	assert_true(s.cv == 0); /* zeros too (no leak in any round), though the mean is 0 */
 
 	assert_int_equal(bench_stats__compute(one, 0, &s), -EINVAL);
 	assert_int_equal(bench_stats__compute(NULL, 3, &s), -EINVAL);

@@ -21,6 +21,7 @@
 #include "track/btf_cache.h"
 #include "track/btf_min.h"
 #include "track/btf_scan.h"
+#include "../lib/mt_tmpdir.h"
 
 static const struct btf_type *find(const struct btf *b, const char *name, int kind)
 {
@@ -294,8 +295,7 @@ static void test_func_ids_cache(void **state)
 	assert_int_equal(count_files(dir, "*"), 0);
 	unsetenv("MEMTRACK_BTF_CACHE");
 	unsetenv("MEMTRACK_CACHE_DIR");
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(mt_tmpdir_remove(dir), 0);
 }
 
 /* A loader for btf_cache__load: fails with errs[call] (0 = works), records the paths tried. */

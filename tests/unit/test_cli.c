@@ -50,7 +50,7 @@ static void test_argv_after_dashes(void **state)
 	assert_string_equal(o.argv[1], "-o");
 	assert_string_equal(o.outdir, ".");
 	assert_true(o.quiet);
-	log__level = 1;
+	log__level = LOG_NORMAL;
 }
 
 static void test_two_words_without_dashes_is_an_error(void **state)
@@ -148,6 +148,6 @@ int main(void)
 		cmocka_unit_test(test_track_exit_statuses),
 	};
 
-	log__level = 0;
+	log__level = LOG_QUIET;
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "artifact/artifact.h"
-#include "report/heap.h"
+#include "acct/acct.h"
 #include "track/consumer.h"
 #include "track/sinks.h"
 

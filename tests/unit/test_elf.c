@@ -18,8 +18,9 @@
 #include "track/alloc_table.h"
 #include "track/deps.h"
 #include "track/elf_syms.h"
+#include "../lib/mt_tmpdir.h"
 
-static char tmpdir[] = "/tmp/memtrack-test-elf-XXXXXX";
+static char tmpdir[64];
 static char libpath[512];
 
 /* A shared library whose exports look like a replacement allocator, and an alias pair. */
@@ -29,7 +30,7 @@ static int setup(void **state)
 	FILE *f;
 
 	(void)state;
-	if (!mkdtemp(tmpdir))
+	if (mt_tmpdir_make(tmpdir, sizeof(tmpdir), "elf"))
 		return -1;
 	snprintf(src, sizeof(src), "%s/fake.c", tmpdir);
 	snprintf(libpath, sizeof(libpath), "%s/libfake.so", tmpdir);
@@ -49,11 +50,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char cmd[600];
-
 	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
-	return system(cmd) == 0 ? 0 : -1;
+	return mt_tmpdir_remove(tmpdir);
 }
 
 static void test_fake_allocator(void **state)
@@ -71,7 +69,7 @@ static void test_fake_allocator(void **state)
 	assert_int_equal(mi, mal); /* an alias shares the offset */
 	assert_int_equal(elf_info__find(&info, "nope"), 0);
 	assert_int_equal(alloc_table__classify(&info, false), ALLOC_MIMALLOC);
-	n = alloc_table__sites(&info, ALLOC_MIMALLOC, sites, 64);
+	n = alloc_table__sites(&info, ALLOC_MIMALLOC, false, sites, 64);
 	/* mi_malloc (= malloc, attached once), mi_free, free */
 	assert_int_equal(n, 3);
 	for (int i = 0; i < n; i++) {
@@ -99,7 +97,7 @@ static void test_libc(void **state)
 	assert_int_equal(deps__ldcache_lookup("", "libc.so.6", path, sizeof(path)), 0);
 	assert_int_equal(elf_info__load(path, &info), 0);
 	assert_int_equal(alloc_table__classify(&info, false), ALLOC_LIBC);
-	n = alloc_table__sites(&info, ALLOC_LIBC, sites, 64);
+	n = alloc_table__sites(&info, ALLOC_LIBC, false, sites, 64);
 	assert_true(n >= 8);
 	for (int i = 0; i < n; i++) {
 		for (int j = i + 1; j < n; j++)

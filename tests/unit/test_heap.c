@@ -11,7 +11,8 @@
  * ~4 billion images otherwise) runs here too: every process past the 64th image id execs by
  * purging its old image in place. */
 #define HEAP_IMG_MAX 64
-#include "report/heap.c"
+#include "acct/blocks.c"
+#include "acct/acct.c"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 #define MiB (1ULL << 20)
@@ -85,6 +86,7 @@ static void test_malloc_realloc_free(void **state)
 	assert_int_equal(r.m.leaked_bytes, 1050); /* 0x3000 (1000) and 0x4000 (50) */
 	assert_int_equal(r.m.leaked_count, 2);
 	assert_int_equal(r.m.allocs, 4);
+	assert_int_equal(r.m.allocated_bytes, 100 + 200 + 1000 + 50);
 	assert_int_equal(r.m.frees, 2); /* the realloc's old block and 0x2000 */
 	assert_int_equal(r.st.unmatched_frees, 1);
 	assert_int_equal(r.st.live_bytes, 0); /* exited */
@@ -117,6 +119,7 @@ static void test_realloc_variants(void **state)
 	assert_int_equal(r.st.live_bytes, 8);
 	assert_int_equal(r.st.live_count, 1);
 	assert_int_equal(r.m.allocs, 5);
+	assert_int_equal(r.m.allocated_bytes, 64 + 32 + 96 + 500 + 8); /* failures add nothing */
 	assert_int_equal(r.m.frees, 4);
 	assert_int_equal(r.st.unmatched_frees, 1);
 	/* never exited: still live at the end counts as leaked */
@@ -416,7 +419,7 @@ static void test_big_blocks(void **state)
 	assert_int_equal(r.st.live_bytes, 9 * GiB);
 	assert_int_equal(r.st.replaced_allocs, 1);
 	assert_int_equal(r.st.unmatched_frees, 1);
-	assert_int_equal(r.a->nr_big, 2); /* 9 GiB live, 6 GiB in a dead slot */
+	assert_int_equal(r.a->blocks.nr_big, 2); /* 9 GiB live, 6 GiB in a dead slot */
 	done(&r);
 }
 
@@ -456,8 +459,8 @@ static void test_image_ids_run_out(void **state)
 	assert_int_equal(st.live_bytes, 0);
 	assert_int_equal(st.lost_at_exec_count, 3000ULL * images + (images + 6) / 7);
 	assert_int_equal(st.nomem, 0);
-	assert_int_equal(a->nr_big, 0);
-	assert_true(a->used <= 3001); /* the purged slots are gone, not dead */
+	assert_int_equal(a->blocks.nr_big, 0);
+	assert_true(a->blocks.used <= 3001); /* the purged slots are gone, not dead */
 	heap_acct__free(a);
 }
 
@@ -486,7 +489,7 @@ static void test_against_model(void **state)
 	static uint64_t size[MODEL_PIDS][MODEL_ADDRS]; /* 0: not live */
 	static struct mt_event ev[1000];
 	uint64_t live = 0, count = 0, peak = 0, unmatched = 0, replaced = 0, lost = 0;
-	uint64_t allocs = 0, frees = 0;
+	uint64_t allocs = 0, frees = 0, allocated = 0;
 	size_t max_cap = 0;
 	struct heap_acct *a;
 	struct heap_stats st;
@@ -545,13 +548,14 @@ static void test_against_model(void **state)
 			live += sz;
 			count++;
 			allocs++;
+			allocated += sz;
 			if (live > peak)
 				peak = live;
 		}
 		heap_acct__events(a, ev, N(ev));
 		heap_acct__stats(a, &st);
-		if (a->cap > max_cap)
-			max_cap = a->cap;
+		if (a->blocks.cap > max_cap)
+			max_cap = a->blocks.cap;
 		assert_int_equal(st.live_bytes, live);
 		assert_int_equal(st.live_count, count);
 		assert_int_equal(st.unmatched_frees, unmatched);
@@ -560,10 +564,11 @@ static void test_against_model(void **state)
 		assert_int_equal(st.nomem, 0);
 		assert_int_equal(a->peak_heap, peak);
 		assert_int_equal(a->allocs, allocs);
+		assert_int_equal(a->allocated, allocated);
 		assert_int_equal(a->frees, frees);
 	}
 	assert_int_equal(a->nr_imgs, HEAP_IMG_MAX); /* the fallback ran */
-	assert_true(max_cap * sizeof(struct slot) >= PREFETCH_MIN_BYTES);
+	assert_true(max_cap * sizeof(struct block_slot) >= PREFETCH_MIN_BYTES);
 	heap_acct__free(a);
 }
 

@@ -13,32 +13,20 @@
 #include <cmocka.h>
 #include <jansson.h>
 #include "artifact/manifest.h"
+#include "../lib/mt_tmpdir.h"
 
 static char tmpdir[64];
 
 static int setup(void **state)
 {
 	(void)state;
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/test_manifest.XXXXXX");
-	return mkdtemp(tmpdir) ? 0 : -1;
+	return mt_tmpdir_make(tmpdir, sizeof(tmpdir), "manifest");
 }
 
 static int teardown(void **state)
 {
-	DIR *d = opendir(tmpdir);
-	struct dirent *de;
-	char p[512];
-
 	(void)state;
-	while (d && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", tmpdir, de->d_name);
-		unlink(p);
-	}
-	if (d)
-		closedir(d);
-	return rmdir(tmpdir);
+	return mt_tmpdir_remove(tmpdir);
 }
 
 /* Returns one of 4 rotating static buffers, so a few paths can be alive at once. */
@@ -98,6 +86,7 @@ static struct manifest sample(void)
 		.peak_heap = 1 << 20,
 		.peak_rss = 6 << 20,
 		.allocs = 13,
+		.allocated_bytes = 3 << 20,
 		.frees = 12,
 		.leaked_bytes = 64,
 		.leaked_count = 1,
@@ -162,6 +151,7 @@ static void test_roundtrip(void **state)
 	assert_int_equal(out.peak_heap, in.peak_heap);
 	assert_int_equal(out.peak_rss, in.peak_rss);
 	assert_int_equal(out.allocs, in.allocs);
+	assert_int_equal(out.allocated_bytes, in.allocated_bytes);
 	assert_int_equal(out.frees, in.frees);
 	assert_int_equal(out.leaked_bytes, in.leaked_bytes);
 	assert_int_equal(out.leaked_count, in.leaked_count);

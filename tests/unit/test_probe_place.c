@@ -16,6 +16,7 @@
 #include "track/deps.h"
 #include "track/elf_syms.h"
 #include "track/probe_place.h"
+#include "../lib/mt_tmpdir.h"
 
 #define F 64 /* the function's offset in the synthetic segments */
 
@@ -111,7 +112,7 @@ static void test_libc_sites(void **state)
 	(void)state;
 	assert_int_equal(deps__ldcache_lookup("", "libc.so.6", path, sizeof(path)), 0);
 	assert_int_equal(elf_info__load(path, &info), 0);
-	n = alloc_table__sites(&info, ALLOC_LIBC, sites, 64);
+	n = alloc_table__sites(&info, ALLOC_LIBC, false, sites, 64);
 	for (int i = 0; i < n; i++) {
 		/* only entry-only sites move, and never far */
 		if (sites[i].ret || !sites[i].entry)
@@ -121,7 +122,19 @@ static void test_libc_sites(void **state)
 		if (!strcmp(sites[i].name, "free"))
 			print_message("free: entry probe at +%d\n",
 				      (int)(sites[i].probe - sites[i].offset));
+		/* the cookie says where the entry is from the probe: the BPF side compares a
+		 * direct call's target with it (MT_SPEC_SELF) */
+		if (sites[i].entry && (sites[i].spec & MT_SPEC_FREE)) {
+			assert_true(sites[i].spec & MT_SPEC_SELF);
+			assert_int_equal(MT_SPEC_AT(sites[i].spec),
+					 sites[i].probe - sites[i].offset);
+		}
 	}
+	/* in an executable the program's own calls are direct: none is skipped */
+	n = alloc_table__sites(&info, ALLOC_LIBC, true, sites, 64);
+	assert_true(n > 0);
+	for (int i = 0; i < n; i++)
+		assert_false(sites[i].spec & MT_SPEC_SELF);
 	elf_info__free(&info);
 }
 
@@ -161,7 +174,7 @@ static int libc_sites(struct alloc_site *sites, int cap)
 
 	assert_int_equal(deps__ldcache_lookup("", "libc.so.6", path, sizeof(path)), 0);
 	assert_int_equal(elf_info__load(path, &info), 0);
-	n = alloc_table__sites(&info, ALLOC_LIBC, sites, cap);
+	n = alloc_table__sites(&info, ALLOC_LIBC, false, sites, cap);
 	elf_info__free(&info);
 	return n;
 }
@@ -209,8 +222,7 @@ static void test_placement_cache(void **state)
 	assert_int_equal(tamper(dir, 0), 0);
 	unsetenv("MEMTRACK_BTF_CACHE");
 	unsetenv("MEMTRACK_CACHE_DIR");
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(mt_tmpdir_remove(dir), 0);
 }
 
 /* The other tests leave nothing in the user's cache folder. */

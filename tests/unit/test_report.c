@@ -17,6 +17,7 @@
 #include "cli/cmd_report.h"
 #include "common/log.h"
 #include "report/report.h"
+#include "../lib/mt_tmpdir.h"
 
 #define MiB (1ULL << 20)
 #define ROOT 4242
@@ -91,8 +92,7 @@ static int setup(void **state)
 	struct fix *f = calloc(1, sizeof(*f));
 
 	assert_non_null(f);
-	strcpy(f->dir, "/tmp/memtrack-test-report-XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
+	assert_int_equal(mt_tmpdir_make(f->dir, sizeof(f->dir), "report"), 0);
 	snprintf(f->art, sizeof(f->art), "%s/%d%s", f->dir, ROOT, ARTIFACT_SUFFIX);
 	snprintf(f->man, sizeof(f->man), "%s/%d%s", f->dir, ROOT, MANIFEST_SUFFIX);
 	snprintf(f->out, sizeof(f->out), "%s/out.txt", f->dir);
@@ -100,7 +100,7 @@ static int setup(void **state)
 	snprintf(f->trace, sizeof(f->trace), "%s/trace.json", f->dir);
 	write_artifact(f);
 	write_manifest(f);
-	log__level = 0; /* the error paths below are expected */
+	log__level = LOG_QUIET; /* the error paths below are expected */
 	*state = f;
 	return 0;
 }
@@ -108,10 +108,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fix *f = *state;
-	char cmd[128];
 
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(mt_tmpdir_remove(f->dir), 0);
 	free(f);
 	return 0;
 }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "track/spawn.h"
+#include "../lib/mt_tmpdir.h"
 
 struct dirs {
 	char a[64], b[64];
@@ -39,10 +40,8 @@ static int setup(void **state)
 	struct dirs *d = calloc(1, sizeof(*d));
 	const char *path = getenv("PATH");
 
-	snprintf(d->a, sizeof(d->a), "/tmp/mt-spawn-a.XXXXXX");
-	snprintf(d->b, sizeof(d->b), "/tmp/mt-spawn-b.XXXXXX");
-	assert_non_null(mkdtemp(d->a));
-	assert_non_null(mkdtemp(d->b));
+	assert_int_equal(mt_tmpdir_make(d->a, sizeof(d->a), "spawn-a"), 0);
+	assert_int_equal(mt_tmpdir_make(d->b, sizeof(d->b), "spawn-b"), 0);
 	d->old_path = path ? strdup(path) : NULL;
 	*state = d;
 	return 0;
@@ -51,14 +50,13 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct dirs *d = *state;
-	char cmd[256];
 
-	if (d->old_path) /* first: system() below looks rm up in PATH */
+	if (d->old_path)
 		setenv("PATH", d->old_path, 1);
 	else
 		unsetenv("PATH");
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", d->a, d->b);
-	assert_int_equal(WEXITSTATUS(system(cmd)), 0);
+	assert_int_equal(mt_tmpdir_remove(d->a), 0);
+	assert_int_equal(mt_tmpdir_remove(d->b), 0);
 	free(d->old_path);
 	free(d);
 	return 0;

@@ -24,13 +24,17 @@
  *   Processes still running at the end of the stream leak what is live then.
  * - Rss{member, size} is the absolute value of one counter; process RSS = file + anon + shmem
  *   (swap excluded); the tree RSS is the sum over live processes.
- * - Mmap, Munmap, Brk, Rmap are only counted. Control records (>= MT_EV_CTL_EXEC_STOPPED) and
+ * - Mmap, Munmap, Brk, Rmap are only counted. Control records (REC_CONTROL, records.h) and
  *   unknown types are ignored entirely.
+ * - Byte sums never wrap: past 2^64 - 1 they show as UINT64_MAX and heap_stats.saturated is set.
+ * - allocated_bytes sums the sizes of the blocks added (a Realloc adds its whole new size): the
+ *   bytes requested over the run, freed or not.
  * Invariant: allocs - frees == live_count + leaked_count + lost_at_exec_count + replaced_allocs.
  */
-#ifndef MEMTRACK_HEAP_H
-#define MEMTRACK_HEAP_H
+#ifndef MEMTRACK_ACCT_H
+#define MEMTRACK_ACCT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "bpf/events.h"
@@ -49,6 +53,8 @@ struct heap_stats {
 	uint64_t nomem; /* blocks not recorded: the table could not grow */
 	uint64_t first_ts, last_ts; /* ns, over accounted records; 0 when none */
 	uint32_t nr_procs;
+	/* a byte figure passed 2^64 - 1 (crafted or corrupt sizes): it is shown as UINT64_MAX */
+	bool saturated;
 };
 
 int heap_acct__new(struct heap_acct **a);
@@ -56,9 +62,9 @@ void heap_acct__free(struct heap_acct *a);
 /* Updates the accounting with one artifact event (control records are ignored). Never fails:
  * a block that cannot be recorded for lack of memory is counted in heap_stats.nomem. */
 void heap_acct__event(struct heap_acct *a, const struct mt_event *ev);
-/* Fills the results part of the manifest: peak_heap, peak_rss, allocs, frees, leaked_*,
- * counts[], events_total and procs[] (allocated; manifest__free releases them; a procs[]
- * already there is released first). comm is what heap_acct__set_comm said, else empty: the
+/* Fills the results part of the manifest: peak_heap, peak_rss, allocs, allocated_bytes, frees,
+ * leaked_*, counts[], events_total and procs[] (allocated, the caller's to free: manifest__free only
+ * frees what manifest__read allocated; a procs[] already there is released first). comm is what heap_acct__set_comm said, else empty: the
  * artifact does not carry names. */
 /* The same over n records in order; faster on big tables (it prefetches the slots ahead). */
 void heap_acct__events(struct heap_acct *a, const struct mt_event *ev, size_t n);

@@ -1,63 +1,55 @@
 // SPDX-License-Identifier: MIT
 /*
- * Heap and RSS accounting. Hot path (runs in the tracker's consumer): one open-addressing table,
- * linear probing with backward-shift deletion (no tombstones, so probe lengths do not degrade
- * over a long malloc/free storm), no allocation per event, a one-entry pid cache in front of
- * the pid table. Blocks of an image that exec'd or exited stay in the table as dead slots
- * (their image is no longer their process' current one) and are purged at the next rehash:
- * exec/exit cost O(1), not a scan of every live block of the tree.
+ * Heap and RSS accounting: what each record means (see acct.h). Runs in the tracker's consumer:
+ * no allocation per event, a one-entry pid cache in front of the pid table, live blocks in the
+ * table of blocks.h. Blocks of an image that exec'd or exited stay in the table as dead slots
+ * (their image is no longer their process' current one): exec/exit cost O(1), not a scan of
+ * every live block of the tree.
  *
- * Slots are 16 bytes, four to a cache line and never straddling two: with ~200k live blocks the
- * table is far bigger than what the compressor leaves of the caches, and 24-byte slots made the
- * table half as big again and a quarter of the slots cost two misses (~10-15% of the consumer's
- * CPU time then). The owner is a 32-bit image id (a global numbering of process images, each
- * mapped back to its process in imgs[]) and the size is 32 bits; sizes that do not fit live in
- * a side array, and an exec that cannot get a new image id purges the old image's slots in
- * place instead, so the accounting stays exact either way. A new process that cannot get one
- * (past ~4 billion images, or out of memory) is not recorded and counts in nomem, as when its
- * proc record cannot be allocated.
+ * The owner of a block is a 32-bit image id (a global numbering of process images, each mapped
+ * back to its process in imgs[]); an exec that cannot get a new image id purges the old image's
+ * slots in place instead, so the accounting stays exact either way. A new process that cannot
+ * get one (past ~4 billion images, or out of memory) is not recorded and counts in nomem, as
+ * when its proc record cannot be allocated.
  */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include "common/log.h"
-#include "report/heap.h"
+#include "acct/acct.h"
+#include "acct/blocks.h"
+#include "common/records.h"
 
-#define TAB_MIN_CAP 1024 /* slots, power of two */
+/*
+ * Byte sums are 128-bit: sizes come from the artifact, and crafted ones (2^64 - 1) would wrap a
+ * 64-bit sum silently ("peak heap 10 B"). They stay exact here, and what does not fit the
+ * 64-bit outputs is shown as UINT64_MAX with heap_stats.saturated set.
+ */
+typedef unsigned __int128 u128;
+
+static inline uint64_t sat64(u128 v)
+{
+	return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v;
+}
+
 #define PID_MIN_CAP 64
-#define LOAD_NUM 7 /* grow past 7/10 full: linear probing stays ~2 probes per hit */
-#define LOAD_DEN 10
-#define HUGE_PAGE (2UL << 20)
-#define SIZE_BIG UINT32_MAX /* slot.size: the size is in the side array big[] */
 #define IMG_NONE UINT32_MAX /* proc.img after Exit: owns no slot */
 #ifndef HEAP_IMG_MAX
 #define HEAP_IMG_MAX (UINT32_MAX - 1) /* image ids 0 .. HEAP_IMG_MAX - 1; tests lower it */
 #endif
 
-struct slot {
-	uint64_t addr; /* 0: empty (no block lives at 0) */
-	uint32_t size; /* bytes; SIZE_BIG: see big[] */
-	uint32_t owner; /* image id of the allocating process image */
-};
-
-/* A block of SIZE_BIG bytes or more: rare, so a plain array searched linearly. */
-struct big_block {
-	uint64_t addr, size;
-	uint32_t owner;
-};
-
 struct proc {
 	int32_t pid, ppid;
 	uint32_t img; /* current image id; older images' slots are dead; IMG_NONE after Exit */
 	bool exited;
-	uint64_t live, live_count, peak_heap; /* bytes, blocks, bytes */
+	u128 live, peak_heap; /* bytes */
+	uint64_t live_count;
 	uint64_t allocs, frees, execs;
-	uint64_t leaked_bytes, leaked_count; /* live at Exit */
-	uint64_t lost_bytes, lost_count; /* live at Exec */
+	u128 leaked_bytes, lost_bytes; /* live at Exit, at Exec */
+	uint64_t leaked_count, lost_count;
 	uint64_t rss[MT_RSS_NR]; /* bytes, last absolute value per member */
-	uint64_t rss_sum, peak_rss; /* file + anon + shmem */
+	u128 rss_sum, peak_rss; /* file + anon + shmem */
 	char comm[16]; /* the kernel's name for it, NUL-terminated; "" until told */
 };
 
@@ -67,196 +59,35 @@ struct pid_slot {
 };
 
 struct heap_acct {
-	struct slot *tab;
-	size_t cap, mask, used, dead, grow_at; /* used counts dead slots too */
-	unsigned shift; /* 64 - log2(cap) */
+	struct blocks blocks;
 
 	struct proc *procs;
 	uint32_t nr_procs, procs_cap;
 	uint32_t *imgs; /* image id -> proc index */
 	uint32_t nr_imgs, imgs_cap;
-	struct big_block *big;
-	size_t nr_big, big_cap;
 	struct pid_slot *pids; /* pid -> current proc (the newest one with that pid) */
 	uint32_t pids_cap;
 	int32_t last_pid; /* one-entry cache: events come in runs of one process */
 	uint32_t last_idx;
 	bool last_valid;
 
-	uint64_t live, live_count, peak_heap; /* tree-wide, bytes */
-	uint64_t rss, peak_rss; /* tree-wide, bytes: sum over live processes */
+	u128 live, peak_heap; /* tree-wide, bytes */
+	u128 rss, peak_rss; /* tree-wide, bytes: sum over live processes */
+	uint64_t live_count;
 	uint64_t allocs, frees;
+	u128 allocated; /* bytes, sum of the sizes of every block added */
 	uint64_t counts[MT_EV_TYPE_MAX], events;
-	uint64_t unmatched_frees, replaced, lost_bytes, lost_count, ignored, nomem;
+	u128 lost_bytes;
+	uint64_t unmatched_frees, replaced, lost_count, ignored, nomem;
 	uint64_t first_ts, last_ts;
 	bool warned;
 };
 
-static inline size_t tab_home(const struct heap_acct *a, uint64_t addr, uint32_t owner)
+static bool img_is_dead(const void *ctx, uint32_t img)
 {
-	/* malloc addresses have their low 4 bits clear: multiply and keep the high bits */
-	uint64_t h = (addr ^ ((uint64_t)owner * 0x9e3779b97f4a7c15ULL)) * 0xbf58476d1ce4e5b9ULL;
+	const struct heap_acct *a = ctx;
 
-	return h >> a->shift;
-}
-
-static unsigned log2_exact(size_t v)
-{
-	return (unsigned)__builtin_ctzll(v);
-}
-
-/* Big tables on transparent huge pages when allowed: a lookup in a table much larger than the
- * caches is one DRAM miss, and without huge pages a TLB miss on top of it. */
-static struct slot *tab_calloc(size_t cap)
-{
-	size_t bytes = cap * sizeof(struct slot);
-	void *p;
-
-	if (bytes < HUGE_PAGE)
-		return calloc(cap, sizeof(struct slot));
-	if (posix_memalign(&p, HUGE_PAGE, bytes))
-		return NULL;
-	madvise(p, bytes, MADV_HUGEPAGE); /* advisory: failure only costs speed */
-	memset(p, 0, bytes);
-	return p;
-}
-
-static int tab_alloc(struct heap_acct *a, size_t cap)
-{
-	struct slot *tab = tab_calloc(cap);
-
-	if (!tab)
-		return -ENOMEM;
-	a->tab = tab;
-	a->cap = cap;
-	a->mask = cap - 1;
-	a->shift = 64 - log2_exact(cap);
-	a->grow_at = cap / LOAD_DEN * LOAD_NUM;
-	a->used = 0;
-	a->dead = 0;
-	return 0;
-}
-
-static inline bool img_is_dead(const struct heap_acct *a, uint32_t img)
-{
 	return a->procs[a->imgs[img]].img != img;
-}
-
-/* Drops the side entries of dead images (after a rehash dropped their slots). */
-static void big_purge_dead(struct heap_acct *a)
-{
-	size_t n = 0;
-
-	for (size_t i = 0; i < a->nr_big; i++)
-		if (!img_is_dead(a, a->big[i].owner))
-			a->big[n++] = a->big[i];
-	a->nr_big = n;
-}
-
-/* Removes and returns the size of a big block. */
-static uint64_t big_take(struct heap_acct *a, uint64_t addr, uint32_t owner)
-{
-	for (size_t i = 0; i < a->nr_big; i++) {
-		uint64_t size = a->big[i].size;
-
-		if (a->big[i].addr != addr || a->big[i].owner != owner)
-			continue;
-		a->big[i] = a->big[--a->nr_big];
-		return size;
-	}
-	return 0; /* not reached: every SIZE_BIG slot has its entry */
-}
-
-static int big_reserve(struct heap_acct *a)
-{
-	struct big_block *big;
-	size_t cap;
-
-	if (a->nr_big < a->big_cap)
-		return 0;
-	cap = a->big_cap ? a->big_cap * 2 : 8;
-	big = realloc(a->big, cap * sizeof(*big));
-	if (!big)
-		return -ENOMEM;
-	a->big = big;
-	a->big_cap = cap;
-	return 0;
-}
-
-/* The size of the block in slot s, which leaves the table (or is overwritten) next. */
-static inline uint64_t slot_take_size(struct heap_acct *a, const struct slot *s)
-{
-	return s->size == SIZE_BIG ? big_take(a, s->addr, s->owner) : s->size;
-}
-
-/* Rehash into a table sized for the blocks that are still alive: doubles, or keeps the size
- * when dropping dead slots frees enough. */
-static int tab_rehash(struct heap_acct *a)
-{
-	struct slot *old = a->tab;
-	size_t old_cap = a->cap, alive = a->used - a->dead, cap = a->cap;
-	int err;
-
-	while ((alive + 1) * LOAD_DEN * 2 > cap * LOAD_NUM)
-		cap *= 2;
-	err = tab_alloc(a, cap);
-	if (err) {
-		a->tab = old;
-		/* keep going until truly full; retry growing only then */
-		a->grow_at = old_cap - 1;
-		return err;
-	}
-	for (size_t i = 0; i < old_cap; i++) {
-		const struct slot *s = &old[i];
-		size_t j;
-
-		if (!s->addr || img_is_dead(a, s->owner))
-			continue;
-		for (j = tab_home(a, s->addr, s->owner); a->tab[j].addr; j = (j + 1) & a->mask)
-			;
-		a->tab[j] = *s;
-		a->used++;
-	}
-	free(old);
-	if (a->nr_big)
-		big_purge_dead(a);
-	return 0;
-}
-
-/* Removes slot i, shifting back the entries of its cluster that would become unreachable. */
-static inline void tab_delete(struct heap_acct *a, size_t i)
-{
-	size_t j = i;
-
-	for (;;) {
-		size_t k;
-
-		j = (j + 1) & a->mask;
-		if (!a->tab[j].addr)
-			break;
-		k = tab_home(a, a->tab[j].addr, a->tab[j].owner);
-		/* move j into the hole at i unless its home lies cyclically in (i, j] */
-		if ((j > i && (k <= i || k > j)) || (j < i && k <= i && k > j)) {
-			a->tab[i] = a->tab[j];
-			i = j;
-		}
-	}
-	a->tab[i].addr = 0;
-	a->used--;
-}
-
-/* Deletes every slot of image img, without allocating. A forward scan is enough: a deletion
- * at i only moves entries from after i into i (checked again) or into holes after i, and
- * entries that wrap around from the table's start were already checked. */
-static void tab_purge_img(struct heap_acct *a, uint32_t img)
-{
-	for (size_t i = 0; i < a->cap; i++) {
-		while (a->tab[i].addr && a->tab[i].owner == img) {
-			if (a->tab[i].size == SIZE_BIG)
-				big_take(a, a->tab[i].addr, img);
-			tab_delete(a, i);
-		}
-	}
 }
 
 /* A new image id for process pi: 0, or -ENOMEM when imgs[] cannot grow or ids ran out. */
@@ -369,7 +200,7 @@ int heap_acct__new(struct heap_acct **out)
 	a->imgs = calloc(a->imgs_cap, sizeof(*a->imgs));
 	if (!a->procs || !a->pids || !a->imgs)
 		goto cleanup;
-	err = tab_alloc(a, TAB_MIN_CAP);
+	err = blocks__init(&a->blocks, img_is_dead, a);
 	if (err)
 		goto cleanup;
 	*out = a;
@@ -383,79 +214,49 @@ void heap_acct__free(struct heap_acct *a)
 {
 	if (!a)
 		return;
-	free(a->tab);
+	blocks__free(&a->blocks);
 	free(a->procs);
 	free(a->pids);
 	free(a->imgs);
-	free(a->big);
 	free(a);
 }
 
 static void heap_remove(struct heap_acct *a, struct proc *p, uint64_t addr)
 {
-	uint32_t owner = p->img;
-	size_t i = tab_home(a, addr, owner);
+	uint64_t size;
 
-	for (; a->tab[i].addr; i = (i + 1) & a->mask) {
-		struct slot *s = &a->tab[i];
-		uint64_t size;
-
-		if (s->addr != addr || s->owner != owner)
-			continue;
-		size = slot_take_size(a, s);
-		p->live -= size;
-		p->live_count--;
-		p->frees++;
-		a->live -= size;
-		a->live_count--;
-		a->frees++;
-		tab_delete(a, i);
+	if (!blocks__take(&a->blocks, addr, p->img, &size)) {
+		a->unmatched_frees++;
 		return;
 	}
-	a->unmatched_frees++;
+	p->live -= size;
+	p->live_count--;
+	p->frees++;
+	a->live -= size;
+	a->live_count--;
+	a->frees++;
 }
 
 static void heap_add(struct heap_acct *a, struct proc *p, uint64_t addr, uint64_t size)
 {
-	uint32_t owner = p->img;
-	size_t i;
+	uint64_t old = 0;
+	int rc = blocks__put(&a->blocks, addr, p->img, size, &old);
 
-	/* before anything changes: a block that cannot be recorded is not accounted at all */
-	if (size >= SIZE_BIG && big_reserve(a)) {
+	if (rc < 0) {
 		acct_nomem(a);
 		return;
 	}
-	if (a->used + 1 > a->grow_at) {
-		/* a failed rehash still leaves room unless the table is completely full */
-		if (tab_rehash(a) && a->used + 1 >= a->cap) {
-			acct_nomem(a);
-			return;
-		}
-	}
-	for (i = tab_home(a, addr, owner); a->tab[i].addr; i = (i + 1) & a->mask) {
-		struct slot *s = &a->tab[i];
-		uint64_t old;
-
-		if (s->addr != addr || s->owner != owner)
-			continue;
-		/* still live: its free was lost. Replace it, it is no free. */
-		old = slot_take_size(a, s);
+	if (rc) {
+		/* still live: its free was lost. Replaced, it is no free. */
 		p->live -= old;
 		a->live -= old;
 		p->live_count--;
 		a->live_count--;
 		a->replaced++;
-		a->used--;
-		break;
 	}
-	a->tab[i].addr = addr;
-	a->tab[i].size = size >= SIZE_BIG ? SIZE_BIG : (uint32_t)size;
-	a->tab[i].owner = owner;
-	if (size >= SIZE_BIG)
-		a->big[a->nr_big++] = (struct big_block){.addr = addr, .size = size, .owner = owner};
-	a->used++;
 	p->allocs++;
 	a->allocs++;
+	a->allocated += size;
 	p->live += size;
 	p->live_count++;
 	a->live += size;
@@ -476,9 +277,9 @@ static void heap_drop_image(struct heap_acct *a, struct proc *p, uint32_t pi, bo
 	a->live -= p->live;
 	a->live_count -= p->live_count;
 	if (exec && img_new(a, pi, &img)) {
-		tab_purge_img(a, p->img);
+		blocks__purge(&a->blocks, p->img);
 	} else {
-		a->dead += p->live_count;
+		blocks__add_dead(&a->blocks, p->live_count);
 		p->img = img;
 	}
 	p->live = 0;
@@ -498,8 +299,8 @@ static void rss_set(struct heap_acct *a, struct proc *p, uint32_t member, uint64
 		return;
 	if (member != MT_RSS_SWAP) {
 		/* unsigned wrap-around makes the delta right in both directions */
-		p->rss_sum += val - p->rss[member];
-		a->rss += val - p->rss[member];
+		p->rss_sum += (u128)val - p->rss[member];
+		a->rss += (u128)val - p->rss[member];
 		if (p->rss_sum > p->peak_rss)
 			p->peak_rss = p->rss_sum;
 		if (a->rss > a->peak_rss)
@@ -553,7 +354,7 @@ void heap_acct__event(struct heap_acct *a, const struct mt_event *ev)
 	struct proc *p;
 	int idx;
 
-	if (ev->type == MT_EV_NONE || ev->type >= MT_EV_CTL_EXEC_STOPPED)
+	if (!records__has(ev->type, REC_ARTIFACT))
 		return;
 	a->counts[ev->type]++;
 	if (!a->events++)
@@ -621,7 +422,7 @@ static inline void heap_prefetch(const struct heap_acct *a, const struct mt_even
 	uint32_t owner;
 	int idx;
 
-	if (ev->type > MT_EV_REALLOC && ev->type != MT_EV_ALIGNED_ALLOC && ev->type != MT_EV_FREE)
+	if (!records__has(ev->type, REC_HEAP))
 		return;
 	if (a->last_valid && a->last_pid == ev->pid)
 		idx = (int)a->last_idx;
@@ -629,9 +430,9 @@ static inline void heap_prefetch(const struct heap_acct *a, const struct mt_even
 		return;
 	owner = a->procs[idx].img;
 	if (ev->addr)
-		__builtin_prefetch(&a->tab[tab_home(a, ev->addr, owner)], 1);
-	if (ev->type == MT_EV_REALLOC && ev->old_addr)
-		__builtin_prefetch(&a->tab[tab_home(a, ev->old_addr, owner)], 1);
+		blocks__prefetch(&a->blocks, ev->addr, owner);
+	if (ev->old_addr)
+		blocks__prefetch(&a->blocks, ev->old_addr, owner);
 }
 
 /* Records ahead to prefetch: enough to cover a DRAM miss at ~20-40 ns of work per record. */
@@ -641,7 +442,7 @@ static inline void heap_prefetch(const struct heap_acct *a, const struct mt_even
 
 void heap_acct__events(struct heap_acct *a, const struct mt_event *ev, size_t n)
 {
-	if (a->cap * sizeof(struct slot) < PREFETCH_MIN_BYTES) {
+	if (blocks__bytes(&a->blocks) < PREFETCH_MIN_BYTES) {
 		for (size_t i = 0; i < n; i++)
 			heap_acct__event(a, &ev[i]);
 		return;
@@ -653,6 +454,16 @@ void heap_acct__events(struct heap_acct *a, const struct mt_event *ev, size_t n)
 			heap_prefetch(a, &ev[i + PREFETCH_AHEAD]);
 		heap_acct__event(a, &ev[i]);
 	}
+}
+
+/* Leaked at exit, and live at the end, over every process. */
+static u128 leaked_total(const struct heap_acct *a)
+{
+	u128 sum = 0;
+
+	for (uint32_t i = 0; i < a->nr_procs; i++)
+		sum += a->procs[i].leaked_bytes + a->procs[i].live;
+	return sum;
 }
 
 int heap_acct__fill(const struct heap_acct *a, struct manifest *m)
@@ -667,7 +478,6 @@ int heap_acct__fill(const struct heap_acct *a, struct manifest *m)
 	free(m->procs);
 	m->procs = procs;
 	m->nr_procs = a->nr_procs;
-	m->leaked_bytes = 0;
 	m->leaked_count = 0;
 	for (uint32_t i = 0; i < a->nr_procs; i++) {
 		const struct proc *p = &a->procs[i];
@@ -675,21 +485,22 @@ int heap_acct__fill(const struct heap_acct *a, struct manifest *m)
 
 		mp->pid = p->pid;
 		mp->ppid = p->ppid;
-		mp->peak_heap = p->peak_heap;
-		mp->peak_rss = p->peak_rss;
+		mp->peak_heap = sat64(p->peak_heap);
+		mp->peak_rss = sat64(p->peak_rss);
 		mp->allocs = p->allocs;
 		mp->frees = p->frees;
 		/* p->live is 0 after Exit: this is what leaked at exit, or is live at the end */
-		mp->leaked_bytes = p->leaked_bytes + p->live;
+		mp->leaked_bytes = sat64(p->leaked_bytes + p->live);
 		mp->leaked_count = p->leaked_count + p->live_count;
 		mp->execs = p->execs;
 		memcpy(mp->comm, p->comm, sizeof(mp->comm));
-		m->leaked_bytes += mp->leaked_bytes;
 		m->leaked_count += mp->leaked_count;
 	}
-	m->peak_heap = a->peak_heap;
-	m->peak_rss = a->peak_rss;
+	m->leaked_bytes = sat64(leaked_total(a));
+	m->peak_heap = sat64(a->peak_heap);
+	m->peak_rss = sat64(a->peak_rss);
 	m->allocs = a->allocs;
+	m->allocated_bytes = sat64(a->allocated);
 	m->frees = a->frees;
 	memcpy(m->counts, a->counts, sizeof(m->counts));
 	m->events_total = a->events;
@@ -718,28 +529,32 @@ void heap_acct__comm_copy(char out[16], const char comm[16])
 void heap_acct__stats(const struct heap_acct *a, struct heap_stats *s)
 {
 	memset(s, 0, sizeof(*s));
-	s->live_bytes = a->live;
+	s->live_bytes = sat64(a->live);
 	s->live_count = a->live_count;
-	s->rss = a->rss;
+	s->rss = sat64(a->rss);
 	s->unmatched_frees = a->unmatched_frees;
 	s->replaced_allocs = a->replaced;
-	s->lost_at_exec_bytes = a->lost_bytes;
+	s->lost_at_exec_bytes = sat64(a->lost_bytes);
 	s->lost_at_exec_count = a->lost_count;
 	s->ignored_after_exit = a->ignored;
 	s->nomem = a->nomem;
 	s->first_ts = a->first_ts;
 	s->last_ts = a->last_ts;
 	s->nr_procs = a->nr_procs;
+	/* every per-process figure is bounded by one of these tree-wide ones */
+	s->saturated = a->peak_heap > UINT64_MAX || a->peak_rss > UINT64_MAX ||
+		       a->lost_bytes > UINT64_MAX || leaked_total(a) > UINT64_MAX ||
+		       a->allocated > UINT64_MAX;
 }
 
 uint64_t heap_acct__live_heap(const struct heap_acct *a)
 {
-	return a->live;
+	return sat64(a->live);
 }
 
 uint64_t heap_acct__live_rss(const struct heap_acct *a)
 {
-	return a->rss;
+	return sat64(a->rss);
 }
 
 int heap_acct__proc_lost(const struct heap_acct *a, uint32_t idx, uint64_t *bytes,
@@ -747,7 +562,7 @@ int heap_acct__proc_lost(const struct heap_acct *a, uint32_t idx, uint64_t *byte
 {
 	if (idx >= a->nr_procs)
 		return -ENOENT;
-	*bytes = a->procs[idx].lost_bytes;
+	*bytes = sat64(a->procs[idx].lost_bytes);
 	*count = a->procs[idx].lost_count;
 	return 0;
 }

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Root test: memtrack-bench --mode memory end to end with the real memtrack. alloc_fixed's heap
+ * is known exactly, so every round's peak heap must be it and the metric deterministic; a 5%
+ * larger heap in HEAD must be a regression, shown exactly; BASE against a second run of BASE
+ * must not be.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "../lib/mt_harness.h"
+
+#define COUNT	    64
+#define BYTES	    16384		 /* 1 MiB live: far above bash's heap before exec */
+#define BYTES_GROWN (BYTES + BYTES / 20) /* +5% */
+
+static char dir[] = "/tmp/test_bench_memory.XXXXXX";
+
+static int setup(void **state)
+{
+	(void)state;
+	return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Runs memtrack-bench on alloc_fixed COUNT bytes, 5 rounds, into dir/NAME.json. */
+static void bench_run(const char *name, unsigned bytes)
+{
+	char cfg[256], cmd[1024];
+	FILE *f;
+
+	snprintf(cfg, sizeof(cfg), "%s/%s.yml", dir, name);
+	f = fopen(cfg, "w");
+	assert_non_null(f);
+	fprintf(f, "benchmarks:\n  - name: fixed\n    exec: %s %d %u\n", mt_target("alloc_fixed"),
+		COUNT, bytes);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd),
+		 "MEMTRACK=%s %s/build/memtrack-bench run %s --mode memory --no-progress "
+		 "--max-rounds 5 --json %s/%s.json > /dev/null",
+		 mt_memtrack(), mt_repo_root(), cfg, dir, name);
+	assert_int_equal(system(cmd), 0);
+}
+
+static json_t *metric(json_t *root, const char *key)
+{
+	json_t *m = json_object_get(
+	    json_object_get(json_array_get(json_object_get(root, "results"), 0), "memory"), key);
+	if (!json_is_object(m))
+		fail_msg("no memory.%s", key);
+	return m;
+}
+
+/* Runs compare; returns its exit status with --fail-on-regression, the report in out. */
+static int compare(const char *base, const char *head, char *out, size_t size)
+{
+	char cmd[1024];
+	FILE *p;
+	size_t n;
+	int status;
+
+	snprintf(cmd, sizeof(cmd),
+		 "%s/build/memtrack-bench compare %s/%s.json %s/%s.json --threshold 2%% "
+		 "--fail-on-regression",
+		 mt_repo_root(), dir, base, dir, head);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	n = fread(out, 1, size - 1, p);
+	out[n] = '\0';
+	status = pclose(p);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_rounds_and_verdicts(void **state)
+{
+	char path[256], md[16384];
+	json_error_t jerr;
+	json_t *root, *m;
+
+	(void)state;
+	MT_REQUIRE_ROOT();
+	bench_run("base", BYTES);
+	snprintf(path, sizeof(path), "%s/base.json", dir);
+	root = json_load_file(path, 0, &jerr);
+	assert_non_null(root);
+	assert_int_equal(json_integer_value(json_object_get(
+			     json_array_get(json_object_get(root, "results"), 0), "rounds")),
+			 5);
+	m = metric(root, "peak_heap");
+	assert_int_equal(json_array_size(json_object_get(m, "values")), 5);
+	for (size_t i = 0; i < 5; i++)
+		assert_int_equal(
+		    json_integer_value(json_array_get(json_object_get(m, "values"), i)),
+		    COUNT * BYTES);
+	assert_true(json_number_value(json_object_get(m, "cv")) == 0);
+	/* every block of ours, plus what bash allocated before it exec'd the target */
+	assert_true(json_number_value(json_object_get(metric(root, "allocated_bytes"), "min")) >=
+		    COUNT * BYTES);
+	assert_true(json_number_value(json_object_get(metric(root, "allocs"), "cv")) == 0);
+	assert_true(json_number_value(json_object_get(metric(root, "leaked_bytes"), "max")) == 0);
+	assert_true(json_number_value(json_object_get(metric(root, "peak_rss"), "min")) >=
+		    COUNT * BYTES);
+	json_decref(root);
+
+	bench_run("again", BYTES);
+	bench_run("grown", BYTES_GROWN);
+	if (compare("base", "again", md, sizeof(md)) != 0)
+		fail_msg("A/A reported a regression:\n%s", md);
+	if (compare("base", "grown", md, sizeof(md)) != 1)
+		fail_msg("+5%% heap not reported:\n%s", md);
+	/* exact, because every round of both sides agreed: 64 blocks x 819 B more */
+	if (!strstr(md, "| fixed | Peak heap | 1.00 MiB | 1.05 MiB | +52416 B, +5.0% | regressed: "
+			"identical in every round |"))
+		fail_msg("unexpected report:\n%s", md);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_rounds_and_verdicts),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: MIT
+/*
+ * `alloc_fixed COUNT BYTES`: COUNT blocks of BYTES each, all live at once, then all freed; no
+ * other allocation (no stdio). Its peak heap is COUNT * BYTES exactly, the same every run: the
+ * deterministic program memtrack-bench's memory-mode test measures.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_BLOCKS 4096
+
+static void *volatile blocks[MAX_BLOCKS]; /* volatile: -O2 must keep every pair */
+
+int main(int argc, char **argv)
+{
+	unsigned long count = argc > 1 ? strtoul(argv[1], NULL, 10) : 0;
+	unsigned long bytes = argc > 2 ? strtoul(argv[2], NULL, 10) : 0;
+
+	if (count > MAX_BLOCKS || bytes == 0)
+		return 2;
+	for (unsigned long i = 0; i < count; i++) {
+		blocks[i] = malloc(bytes);
+		if (!blocks[i])
+			return 1;
+		memset(blocks[i], 1, bytes); /* resident, as data a program uses */
+	}
+	for (unsigned long i = 0; i < count; i++)
+		free(blocks[i]);
+	return 0;
+}
