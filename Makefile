@@ -50,13 +50,23 @@ TESTLIB_SRCS := $(sort $(wildcard tests/lib/*.c))
 TESTLIB_OBJS := $(patsubst %.c,$(OUTPUT)/%.o,$(TESTLIB_SRCS))
 TARGET_C  := $(sort $(wildcard tests/targets/*.c))
 TARGET_CC := $(sort $(wildcard tests/targets/*.cc))
+# The interposer (LD_PRELOAD): position-independent, no allocation through libc builtins
+# (-fno-builtin: gcc would turn malloc+memset into calloc, i.e. into us), initial-exec TLS,
+# unwind tables so that operator new can throw through it (no -fexceptions: no libgcc_s, whose
+# presence would change what pthread_exit loads).
+PRELOAD_SRCS := $(sort $(wildcard src/preload/*.c))
+PRELOAD_OBJS := $(patsubst %.c,$(OUTPUT)/pic/%.o,$(PRELOAD_SRCS))
+PRELOAD      := $(BUILD)/libmemtrack-preload.so
+PRELOAD_CFLAGS := -O2 -g -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -Isrc -MMD -MP -fPIC \
+	    -fvisibility=hidden -fno-builtin -fasynchronous-unwind-tables -ftls-model=initial-exec \
+	    -fno-stack-protector
 TARGETS   := $(patsubst tests/targets/%.c,$(BUILD)/targets/%,$(TARGET_C)) \
 	     $(patsubst tests/targets/%.cc,$(BUILD)/targets/%,$(TARGET_CC))
 
 .PHONY: all clean deps demo check check-unit check-root check-repeat check-vm bench bench-consumer install \
 	format
-all: $(BUILD)/memtrack $(BUILD)/memtrack-bench $(BUILD)/memtrack-floor $(BUILD)/memtrack-bench-consumer \
-	$(TARGETS) $(BUILD)/tests/libmt_count.so
+all: $(BUILD)/memtrack $(PRELOAD) $(BUILD)/memtrack-bench $(BUILD)/memtrack-floor \
+	$(BUILD)/memtrack-bench-consumer $(TARGETS) $(BUILD)/tests/libmt_count.so
 
 deps:
 	$(Q)scripts/deps.sh
@@ -99,6 +109,16 @@ $(OUTPUT)/%.o: %.c | $(OUTPUT)
 # this, `make -j2 check` in a fresh clone could compile them before the skeleton exists.
 $(patsubst %.c,$(OUTPUT)/%.o,$(wildcard src/track/*.c src/cli/*.c) $(UNIT_SRCS) $(ROOT_SRCS) \
 	$(TESTLIB_SRCS)): $(SKEL)
+
+$(OUTPUT)/pic/%.o: %.c | $(OUTPUT)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(PRELOAD_CFLAGS) -c $< -o $@
+
+$(PRELOAD): $(PRELOAD_OBJS) src/preload/preload.map | $(BUILD)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined \
+		-Wl,--version-script=src/preload/preload.map $(PRELOAD_OBJS) -o $@ -ldl -lpthread
 
 $(LIB): $(LIB_OBJS)
 	$(call msg,AR,$@)
@@ -203,6 +223,8 @@ bench-consumer: deps
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 0755 $(BUILD)/memtrack $(BUILD)/memtrack-bench $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(PREFIX)/lib/memtrack
+	install -m 0644 $(PRELOAD) $(DESTDIR)$(PREFIX)/lib/memtrack/
 	install -m 0644 docs/memtrack.1 docs/memtrack-bench.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 
 format:

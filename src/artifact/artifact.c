@@ -218,21 +218,13 @@ static inline uint64_t field_value(const struct mt_event *ev, unsigned member)
 static inline int encode(const struct mt_event *ev, uint8_t *buf)
 {
 	const struct shape *sh;
-	uint64_t v[RECORD_MAX_FIELDS];
-	bool on[RECORD_MAX_FIELDS];
 	unsigned nfields = 0;
 	uint8_t *p = buf;
 
 	if (ev->type >= MT_EV_TYPE_MAX || !shapes[ev->type].valid)
 		return -EINVAL;
 	sh = &shapes[ev->type];
-	for (int i = 0; i < RECORD_MAX_FIELDS; i++) {
-		v[i] = field_value(ev, sh->member[i]);
-		on[i] = i < sh->nfields && (!sh->optional[i] || v[i]);
-		nfields += on[i];
-	}
-	*p = (uint8_t)(0x80 | (5 + nfields));
-	memcpy(p + 1, "\xa3pid", 4);
+	memcpy(p + 1, "\xa3pid", 4); /* the map header last, once the fields are counted */
 	p = put_int(p + 5, ev->pid);
 	memcpy(p, "\xa3tid", 4);
 	p = put_int(p + 4, ev->tid);
@@ -242,13 +234,19 @@ static inline int encode(const struct mt_event *ev, uint8_t *buf)
 	p = put_uint(p + 5, ev->addr);
 	memcpy(p, sh->mid, MID_COPY);
 	p += sh->mid_len;
-	for (int i = 0; i < RECORD_MAX_FIELDS; i++) {
-		if (!on[i])
-			continue;
-		memcpy(p, sh->key[i], KEY_COPY); /* key_len 0 when the key is in mid */
-		p += sh->key_len[i];
-		p = sh->enc[i] == RE_I64 ? put_int(p, (int64_t)v[i]) : put_uint(p, v[i]);
+	for (int i = 0; i < sh->nfields; i++) {
+		uint64_t v = field_value(ev, sh->member[i]);
+
+		if (sh->optional[i] && !v)
+			continue; /* omitted, never nil */
+		nfields++;
+		if (sh->key_len[i]) { /* 0: the key is in mid */
+			memcpy(p, sh->key[i], KEY_COPY);
+			p += sh->key_len[i];
+		}
+		p = sh->enc[i] == RE_I64 ? put_int(p, (int64_t)v) : put_uint(p, v);
 	}
+	*buf = (uint8_t)(0x80 | (5 + nfields)); /* fixmap: compile_shape checked < 16 */
 	return (int)(p - buf);
 }
 

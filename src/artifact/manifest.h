@@ -22,6 +22,9 @@ struct manifest_proc {
 	uint64_t allocs, frees;
 	uint64_t leaked_bytes, leaked_count; /* still live at exit */
 	uint64_t execs;
+	/* which mechanism recorded its allocator calls, per family: "preload", "uprobe", "none";
+	 * NULL: not written */
+	const char *hooks_libc, *hooks_cxx;
 };
 
 /* A process of the tree still running when memtrack stopped waiting for the tree (a signal
@@ -59,6 +62,12 @@ struct manifest {
 	/* kernel BTF used for CO-RE: "cache" or "generated" (a minimal BTF, see
 	 * src/track/btf_cache.h), "vmlinux" (the whole kernel BTF) */
 	const char *btf_source;
+	/* --alloc-hooks: "uprobe" or "preload"; the interposer's path and its drops by reason
+	 * (enum mt_shm_drop: no_slot, closed) */
+	const char *alloc_hooks;
+	const char *preload_lib;
+	uint64_t preload_drops[2];
+	uint64_t preload_drops_total;
 	struct manifest_library *libraries;
 	uint32_t nr_libraries;
 

@@ -115,6 +115,36 @@ static int array_put(json_t *o, const char *key, const void *elems, size_t n, si
 	return set(o, key, a);
 }
 
+/* processes[].alloc_hooks: which mechanism served each family, when the tracker said. The row
+ * is one of proc_rows, so the base is a struct manifest_proc (field_put passes it as is). */
+static int put_proc_hooks(json_t *o, const struct field *f, const struct manifest *base)
+{
+	const struct manifest_proc *p = (const void *)base;
+	json_t *h;
+
+	if (!p->hooks_libc && !p->hooks_cxx)
+		return 0;
+	h = json_object();
+	if (set(o, f->key, h))
+		return -ENOMEM;
+	return set(h, "libc", str_or_null(p->hooks_libc)) | set(h, "libstdc++", str_or_null(p->hooks_cxx));
+}
+
+/* mechanisms.alloc_hooks, preload_lib and preload_drops (enum mt_shm_drop), when set */
+static int put_preload(json_t *o, const struct field *f, const struct manifest *m)
+{
+	json_t *d;
+
+	(void)f;
+	if (!m->alloc_hooks)
+		return 0;
+	d = json_object();
+	if (set(o, "alloc_hooks", json_string(m->alloc_hooks)) ||
+	    set(o, "preload_lib", str_or_null(m->preload_lib)) || set(o, "preload_drops", d))
+		return -ENOMEM;
+	return set(d, "no_slot", u64(m->preload_drops[0])) | set(d, "closed", u64(m->preload_drops[1]));
+}
+
 static const struct field proc_rows[] = {
 	{NULL, "pid", F_I32, AT(struct manifest_proc, pid)},
 	{NULL, "ppid", F_I32, AT(struct manifest_proc, ppid)},
@@ -126,6 +156,7 @@ static const struct field proc_rows[] = {
 	{NULL, "leaked_bytes", F_U64, AT(struct manifest_proc, leaked_bytes)},
 	{NULL, "leaked_count", F_U64, AT(struct manifest_proc, leaked_count)},
 	{NULL, "execs", F_U64, AT(struct manifest_proc, execs)},
+	{NULL, "alloc_hooks", F_SUB, .put = put_proc_hooks},
 };
 
 static const struct field running_rows[] = {
@@ -201,7 +232,7 @@ static int put_drop_reasons(json_t *o, const struct field *f, const struct manif
 
 static int put_drops_total(json_t *o, const struct field *f, const struct manifest *m)
 {
-	uint64_t total = m->consumer_drops;
+	uint64_t total = m->consumer_drops + m->preload_drops_total;
 
 	for (int i = 0; i < MT_DROP_NR; i++)
 		total += m->drops[i];
@@ -232,6 +263,7 @@ static const struct field manifest_rows[] = {
 	{"mechanisms", "rmap_backend", F_STR, M(rmap_backend)},
 	{"mechanisms", "rmap_reason", F_STR, M(rmap_reason)},
 	{"mechanisms", "btf", F_STR, M(btf_source)},
+	{"mechanisms", NULL, F_SUB, .put = put_preload},
 	{NULL, "libraries", F_SUB, .put = put_libraries, .get = get_libraries},
 	{"events", "total", F_U64, M(events_total)},
 	{"events", "by_type", F_SUB, .put = put_by_type, .get = get_by_type},

@@ -8,6 +8,7 @@
 #include "cli/exit_status.h"
 #include "common/log.h"
 #include "report/report.h"
+#include "track/preload_setup.h"
 
 static const char track_usage[] =
 	"Usage: memtrack track [OPTIONS] \"SHELL COMMAND\"\n"
@@ -25,6 +26,11 @@ static const char track_usage[] =
 	"      --ring-size SIZE  BPF ring buffer size, rounded up to a power of two (default 8M)\n"
 	"      --rss-step SIZE   write an Rss record when a counter moved this much (default 64K;\n"
 	"                        0 = every change); peaks are always kept exactly\n"
+	"      --alloc-hooks MODE  how allocator calls are caught (env MEMTRACK_ALLOC_HOOKS):\n"
+	"                        uprobe (default): eBPF uprobes on every allocator library;\n"
+	"                        preload: an LD_PRELOAD interposer for glibc and libstdc++ (in\n"
+	"                        process, ~10x cheaper per call), uprobes for the rest;\n"
+	"                        auto: preload when it can be set up (for now)\n"
 	"      --sync-detach     detach the probes before exiting (default: a child process does\n"
 	"                        it once the outputs are written, off the command's critical path)\n"
 	"  -q, --quiet           no summary at the end\n"
@@ -76,7 +82,8 @@ static bool env_flag(const char *name, bool *val)
 
 int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_argv[4])
 {
-	enum { OPT_RMAP = 256, OPT_NO_RMAP, OPT_RING_SIZE, OPT_RSS_STEP, OPT_SYNC_DETACH };
+	enum { OPT_RMAP = 256, OPT_NO_RMAP, OPT_RING_SIZE, OPT_RSS_STEP, OPT_SYNC_DETACH,
+	       OPT_ALLOC_HOOKS };
 	static const struct option longopts[] = {
 		{"output", required_argument, NULL, 'o'},
 		{"rmap", no_argument, NULL, OPT_RMAP},
@@ -84,11 +91,14 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 		{"ring-size", required_argument, NULL, OPT_RING_SIZE},
 		{"rss-step", required_argument, NULL, OPT_RSS_STEP},
 		{"sync-detach", no_argument, NULL, OPT_SYNC_DETACH},
+		{"alloc-hooks", required_argument, NULL, OPT_ALLOC_HOOKS},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
+	const char *hooks = getenv("MEMTRACK_ALLOC_HOOKS");
+	enum alloc_hooks mode = ALLOC_HOOKS_UPROBE;
 	int c, rmap_flag = -1;
 	uint64_t v;
 
@@ -128,6 +138,9 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 		case OPT_SYNC_DETACH:
 			o->sync_detach = true;
 			break;
+		case OPT_ALLOC_HOOKS:
+			hooks = optarg;
+			break;
 		case 'q':
 			o->quiet = true;
 			break;
@@ -144,6 +157,11 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 	}
 	if (o->quiet)
 		log__level = LOG_QUIET;
+	if (hooks && *hooks && preload_setup__parse(hooks, &mode)) {
+		log__error("invalid --alloc-hooks '%s': use auto, preload or uprobe", hooks);
+		return -EINVAL;
+	}
+	o->alloc_hooks = mode;
 	/* The flag wins over the environment; ours over codspeed-memtrack's names. */
 	if (rmap_flag >= 0)
 		o->rmap = rmap_flag;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <linux/bpf.h>
@@ -59,6 +60,8 @@ void consumer__dispatch(struct consumer *c, const struct mt_event *ev)
 			c->rejected++;
 		return;
 	}
+	if (c->order.fn && (ev->type == MT_EV_EXEC || ev->type == MT_EV_EXIT))
+		c->order.fn(c->order.ctx, c, ev);
 	c->batch[c->nr_batch++] = *ev;
 	if (c->nr_batch == CONSUMER_BATCH)
 		consumer__flush(c);
@@ -66,8 +69,11 @@ void consumer__dispatch(struct consumer *c, const struct mt_event *ev)
 
 int consumer__drain(struct consumer *c)
 {
+	struct timespec ts;
 	int total = 0;
 
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	c->round_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	for (int i = 0; i < c->nr_sources; i++) {
 		int n = c->sources[i]->drain(c->sources[i], c);
 
@@ -151,6 +157,7 @@ static int ringbuf_source__drain(struct event_source *src, struct consumer *c)
 		if (cons >= prod)
 			prod = __atomic_load_n(p->producer_pos, __ATOMIC_ACQUIRE);
 	}
+	src->caught_up = cons >= prod;
 	return n;
 }
 

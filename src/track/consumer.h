@@ -11,6 +11,7 @@
 #ifndef MEMTRACK_CONSUMER_H
 #define MEMTRACK_CONSUMER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "bpf/events.h"
@@ -31,6 +32,7 @@ struct event_source {
 	int (*drain)(struct event_source *src, struct consumer *c);
 	void (*destroy)(struct event_source *src);
 	uint64_t delivered;
+	bool caught_up; /* its last drain reached the end: nothing committed before it is left */
 	void *priv;
 };
 
@@ -46,6 +48,13 @@ struct consumer {
 		void *ctx;
 	} control;
 	int nr_sinks;
+	/* Called before an Exec or Exit record is dispatched, so that another source can hand
+	 * over that process's older records first (shm_source.h). */
+	struct {
+		void (*fn)(void *ctx, struct consumer *c, const struct mt_event *ev);
+		void *ctx;
+	} order;
+	uint64_t round_ns; /* CLOCK_MONOTONIC when the current consumer__drain began */
 	uint64_t dispatched;
 	uint64_t rejected; /* refusals by a sink or the control handler, and unknown types */
 	unsigned nr_batch;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "bpf/probe_spec.h"
 #include "common/log.h"
 #include "track/deps.h"
 #include "track/libs.h"
@@ -30,6 +31,9 @@ struct libs {
 	struct lib_entry *v; /* every file inspected, allocator or not: inspected once */
 	size_t nr, cap;
 	uint64_t attach_ns;
+	bool preload; /* libs__preload */
+	dev_t pre_dev;
+	ino_t pre_ino;
 };
 
 static uint64_t libs__now(void)
@@ -102,6 +106,29 @@ static int libs__attach_sites(struct libs *l, struct lib_entry *e, const struct 
 	return 0;
 }
 
+void libs__preload(struct libs *l, dev_t dev, ino_t ino)
+{
+	l->preload = true;
+	l->pre_dev = dev;
+	l->pre_ino = ino;
+}
+
+/* Preload mode: what is left to probe in a file (see libs__preload). */
+static int libs__preload_filter(const struct libs *l, const struct lib_entry *e,
+				const struct stat *st, struct alloc_site *sites, int n)
+{
+	int kept = 0;
+
+	if (st->st_dev == l->pre_dev && st->st_ino == l->pre_ino)
+		return 0;
+	if (e->kind != ALLOC_LIBC && e->kind != ALLOC_CXX)
+		return n;
+	for (int i = 0; i < n; i++)
+		if (sites[i].spec & MT_SPEC_DLOPEN)
+			sites[kept++] = sites[i];
+	return kept;
+}
+
 /* name: the path to show for it, NULL when path says it (see libs__fill). */
 static int libs__attach_file(struct libs *l, const char *path, const char *name, bool is_exe)
 {
@@ -137,6 +164,8 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 	e->kind = alloc_table__classify(&info, is_exe);
 	n = alloc_table__sites(&info, e->kind, is_exe, sites, LIBS_MAX_SITES);
 	elf_info__free(&info);
+	if (l->preload)
+		n = libs__preload_filter(l, e, &st, sites, n);
 	if (n <= 0)
 		return 0;
 	e->sites = n;

@@ -12,6 +12,10 @@ struct libs;
 /* set may be NULL: libraries are then inspected (ELF work only, no BPF object needed, so it can
  * run on another thread while the programs load) and attached by libs__bind. */
 int libs__new(struct libs **l, struct attach_set *set);
+/* Preload mode: the interposer (dev, ino) serves glibc's and libstdc++'s entry points, so
+ * those libraries get no allocator probes (libc keeps its dlopen stop), and the interposer
+ * itself is never probed. */
+void libs__preload(struct libs *l, dev_t dev, ino_t ino);
 /* Attaches every library inspected before, and any later, through set. Returns 0 or -errno. */
 int libs__bind(struct libs *l, struct attach_set *set);
 /* Resolves what pid's (just exec'd) executable maps and attaches to every allocator in it not

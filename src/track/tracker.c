@@ -39,6 +39,7 @@
 #include "track/consumer.h"
 #include "track/detacher.h"
 #include "track/libs.h"
+#include "track/preload_setup.h"
 #include "track/root_prep.h"
 #include "track/rmap_backend.h"
 #include "track/sinks.h"
@@ -68,6 +69,8 @@ struct tracker {
 	uint64_t ctl_stops;
 	bool handed_off; /* a detacher holds every BPF fd and our address space (detach below) */
 	struct root_prep root; /* the root executable, inspected while the programs load */
+	struct preload_setup pre; /* --alloc-hooks preload: the interposer's source */
+	bool pre_added; /* its source belongs to the consumer (destroyed with it) */
 };
 
 static uint64_t now_ns(clockid_t clk)
@@ -349,6 +352,14 @@ static int tracker__setup_loop(struct tracker *t)
 	if (err)
 		return err;
 	consumer__set_control(&t->cons, control_exec_stopped, t);
+	if (t->pre.on) {
+		shm_source__set_ring(t->pre.shm, src);
+		err = consumer__add_source(&t->cons, shm_source__src(t->pre.shm));
+		if (err)
+			return err;
+		t->pre_added = true;
+		shm_source__order(t->pre.shm, &t->cons);
+	}
 
 	/* Signals for memtrack are forwarded to the command; read them from a signalfd. */
 	sigemptyset(&sigs);
@@ -399,7 +410,8 @@ static int tracker__loop(struct tracker *t)
 		/* Records are submitted without wakeup below 256 KiB pending (a quarter of a
 		 * smaller ring): poll every 10 ms so the ring never holds more than that long's
 		 * worth. */
-		int n = epoll_wait(t->epfd, evs, 4, 10);
+		int n = epoll_wait(t->epfd, evs, 4,
+				   t->pre_added ? shm_source__poll_ms(t->pre.shm) : 10);
 
 		if (n < 0 && errno != EINTR)
 			return -errno;
@@ -547,6 +559,11 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 		log__warn("cannot list the processes still running: out of memory");
 	while (consumer__drain(&t->cons) > 0)
 		;
+	if (t->pre_added) {
+		shm_source__drain_all(t->pre.shm, &t->cons);
+		shm_source__close(t->pre.shm);
+		t->m.preload_drops_total = shm_source__drops(t->pre.shm, t->m.preload_drops);
+	}
 	t->m.t_drain = now_ns(CLOCK_MONOTONIC) - t0;
 	artifact_writer__flush(t->writer);
 	in_file = artifact_writer__events_written(t->writer);
@@ -560,6 +577,9 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 	drops_total = tracker__read_drops(t, t->m.drops);
 	bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.global), &zero, &g);
 	heap_acct__fill(t->acct, &t->m);
+	t->m.alloc_hooks = t->pre.on ? "preload" : "uprobe";
+	t->m.preload_lib = t->pre.on ? t->pre.lib : NULL;
+	preload_setup__fill(&t->pre, &t->m, !t->pre.on);
 	/* The kernel-side tree peak is exact (every page); the artifact's Rss records are
 	 * decimated, so prefer the larger of the two. */
 	if ((uint64_t)g.tree_peak > t->m.peak_rss)
@@ -570,7 +590,7 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 		t->m.events_total += t->sinks.counts[i];
 	t->m.consumer_drops = t->cons.rejected;
 	t->m.complete = drops_total == 0 && t->cons.rejected == 0 && !t->sinks.write_err &&
-			!t->m.nr_running;
+			!t->m.nr_running && !t->m.preload_drops_total;
 	t->m.exit_status = exit_code;
 	t->m.term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 	uname(&un);
@@ -607,14 +627,16 @@ static int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint6
 	}
 	if (t->m.nr_running)
 		tracker__explain_running(&t->m);
-	if (!t->m.complete && drops_total + t->cons.rejected == 0)
+	if (!t->m.complete && drops_total + t->cons.rejected + t->m.preload_drops_total == 0)
 		return MT_EXIT_LOST;
 	if (!t->m.complete) {
 		char what[256], advice[512];
 
-		log__error("%" PRIu64 " events were lost (%s): the artifact is incomplete.%s",
-			   drops_total + t->cons.rejected,
+		log__error("%" PRIu64 " events were lost (%s, preload %" PRIu64
+			   "): the artifact is incomplete.%s",
+			   drops_total + t->cons.rejected + t->m.preload_drops_total,
 			   records__drops_text(what, sizeof(what), t->m.drops, t->cons.rejected, true),
+			   t->m.preload_drops_total,
 			   records__drops_advice(advice, sizeof(advice), t->m.drops));
 		return MT_EXIT_LOST;
 	}
@@ -661,6 +683,8 @@ static void tracker__destroy(struct tracker *t)
 	if (t->handed_off)
 		return; /* the detacher's exit frees everything at once, off our critical path */
 	tracker__detach(t);
+	if (!t->pre_added && t->pre.shm)
+		shm_source__src(t->pre.shm)->destroy(shm_source__src(t->pre.shm));
 	artifact_writer__close(t->writer);
 	heap_acct__free(t->acct);
 	libs__free(t->libs);
@@ -725,6 +749,9 @@ int tracker__run(const struct tracker_opts *o)
 	if (outdir__open(&t.out, o->outdir, 10 + strlen(ARTIFACT_SUFFIX)) ||
 	    heap_acct__new(&t.acct))
 		goto cleanup;
+	/* before the fork: the command inherits LD_PRELOAD and the shared memory's name */
+	if (preload_setup__start(&t.pre, (enum alloc_hooks)o->alloc_hooks))
+		goto cleanup;
 	/* The command is forked first, held before its exec: from a small process (no BPF maps
 	 * or ring mapped yet) the fork copies little, and its exec has little to tear down. */
 	err = spawn__start(&t.sp, o->argv, true);
@@ -747,7 +774,11 @@ int tracker__run(const struct tracker_opts *o)
 		log__error("cannot start the watchdog process: %s", strerror(-err));
 		goto cleanup;
 	}
-	if (libs__new(&t.libs, NULL) || root_prep__start(&t.root, t.libs, o->argv[0]))
+	if (libs__new(&t.libs, NULL))
+		goto cleanup;
+	if (t.pre.on)
+		libs__preload(t.libs, t.pre.dev, t.pre.ino);
+	if (root_prep__start(&t.root, t.libs, o->argv[0]))
 		goto cleanup;
 
 	t0 = now_ns(CLOCK_MONOTONIC);

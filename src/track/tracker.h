@@ -26,6 +26,7 @@ struct tracker_opts {
 	/* prints the end-of-run summary unless quiet (report__summary); NULL: none. The caller
 	 * wires it: the tracker knows nothing of the report module. */
 	int (*summary)(FILE *out, const struct manifest *m);
+	int alloc_hooks; /* enum alloc_hooks (preload_setup.h) */
 };
 
 /* Returns the exit status memtrack should exit with. */

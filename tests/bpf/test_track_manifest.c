@@ -158,7 +158,8 @@ static void test_storm_complete(void **state)
 static void test_lost_events_123(void **state)
 {
 	struct mt_run *r = mt_new_run(state);
-	static const char *const opts[] = {"--ring-size", "4096", NULL};
+	/* the BPF ring itself: the interposer's rings wait instead of dropping */
+	static const char *const opts[] = {"--alloc-hooks", "uprobe", "--ring-size", "4096", NULL};
 	struct mt_run_opts o = {.track_opts = opts};
 	const struct mt_expect *b, *e;
 	struct mt_filter f = {.heap_only = true};

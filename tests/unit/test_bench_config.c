@@ -318,6 +318,8 @@ static void test_nesting_capped(void **state)
 	text[len] = 0;
 	assert_logged(text, "unknown key 'x'");
 	free(text);
+}
+
 /* `aslr: false` at either level, the benchmark's and then the CLI's winning. */
 static void test_aslr(void **state)
 {

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The interposer's internals, shared by its two files: preload_ring.c (process and thread
+ * state, the shared-memory rings) and preload_hooks.c (the interposed entry points).
+ * Nothing here is exported from the library but the entry points.
+ */
+#ifndef MEMTRACK_PRELOAD_H
+#define MEMTRACK_PRELOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "preload/shm_abi.h"
+
+#define PL_HIDDEN __attribute__((visibility("hidden")))
+#define pl_likely(x) __builtin_expect(!!(x), 1)
+#define pl_unlikely(x) __builtin_expect(!!(x), 0)
+
+enum pl_state {
+	PL_UNINIT = 0,
+	PL_INIT, /* one thread resolves the next definitions; its own calls use the bootstrap */
+	PL_ON, /* recording */
+	PL_PASS, /* forwarding only: no memtrack, another allocator, or memtrack went away */
+	PL_BOOT, /* returned by pl_mode() to the initialising thread: bootstrap buffer */
+};
+
+/* The next definition of every C entry point (glibc's, normally). */
+struct pl_next {
+	void *(*malloc)(size_t);
+	void *(*calloc)(size_t, size_t);
+	void *(*realloc)(void *, size_t);
+	void *(*reallocarray)(void *, size_t, size_t);
+	void (*free)(void *);
+	int (*posix_memalign)(void **, size_t, size_t);
+	void *(*aligned_alloc)(size_t, size_t);
+	void *(*memalign)(size_t, size_t);
+	void *(*valloc)(size_t);
+	void *(*pvalloc)(size_t);
+	void (*free_sized)(void *, size_t);
+	void (*free_aligned_sized)(void *, size_t, size_t);
+};
+
+struct pl_proc {
+	int state; /* enum pl_state */
+	struct pl_next next;
+	struct mt_shm_hdr *hdr;
+	struct mt_shm_slot *slots;
+	struct mt_event *data;
+	uint32_t nrec, mask; /* records per slot, nrec - 1 */
+	uint32_t gen_counter;
+	/* A MADV_WIPEONFORK page: word 0 is this process's generation, 0 in a fresh fork or raw
+	 * clone child (which then claims its own slots before its first record). */
+	uint32_t *wipe;
+	uint32_t flags; /* MT_SHM_PROC_* */
+};
+
+/* Per-thread state: initial-exec TLS (no __tls_get_addr, which may allocate). */
+struct pl_thread {
+	struct mt_shm_slot *slot;
+	struct mt_event *ring;
+	uint64_t head, tail; /* our copy of the slot's head; the last tail we read */
+	uint32_t gen; /* the process generation the slot was claimed in */
+	int depth; /* hooked calls in progress: only the outermost is recorded */
+	int32_t pid, tid;
+	int in_init;
+};
+
+extern struct pl_proc pl PL_HIDDEN;
+extern __thread struct pl_thread pl_t PL_HIDDEN __attribute__((tls_model("initial-exec")));
+
+int pl_mode_slow(void) PL_HIDDEN;
+static inline int pl_mode(void)
+{
+	int s = __atomic_load_n(&pl.state, __ATOMIC_ACQUIRE);
+
+	return pl_likely(s == PL_ON) ? PL_ON : pl_mode_slow();
+}
+
+/* Bootstrap buffer for the allocations dlsym makes while the next definitions are resolved. */
+void *pl_boot_alloc(size_t size, size_t align) PL_HIDDEN;
+int pl_boot_owns(const void *p) PL_HIDDEN;
+size_t pl_boot_size(const void *p) PL_HIDDEN;
+
+int pl_thread_prepare(struct pl_thread *t) PL_HIDDEN;
+int pl_wait_room(struct pl_thread *t) PL_HIDDEN;
+uint64_t pl_now(void) PL_HIDDEN;
+
+/* Writes one record for the calling thread; the caller holds depth, so that a signal handler
+ * allocating meanwhile is nested (not recorded), never a second writer of the ring. */
+static inline void pl_emit(struct pl_thread *t, uint32_t type, uint64_t addr, uint64_t size,
+			   uint64_t old)
+{
+	struct mt_event *e;
+
+	if (pl_unlikely(!t->slot || t->gen != __atomic_load_n(pl.wipe, __ATOMIC_RELAXED)) &&
+	    pl_thread_prepare(t))
+		return;
+	if (pl_unlikely(t->head - t->tail >= pl.nrec) && pl_wait_room(t))
+		return;
+	e = &t->ring[t->head & pl.mask];
+	e->type = type;
+	e->pid = t->pid;
+	e->tid = t->tid;
+	e->aux = 0;
+	e->ts = pl_now();
+	e->addr = addr;
+	e->size = size;
+	e->old_addr = old;
+	t->head++;
+	__atomic_store_n(&t->slot->head, t->head, __ATOMIC_RELEASE);
+}
+
+#endif

@@ -1,0 +1,342 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The interposer's process and thread state: initialisation (next definitions, the shared
+ * file), slot claims per thread and per process generation (fork), back-pressure, release at
+ * thread exit. Everything here may run inside malloc: no stdio, no allocation except through
+ * the bootstrap buffer while dlsym runs.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include "preload/preload.h"
+
+struct pl_proc pl;
+__thread struct pl_thread pl_t __attribute__((tls_model("initial-exec")));
+static pthread_key_t pl_key;
+
+/* --- bootstrap buffer -------------------------------------------------------------------- */
+
+/* dlsym allocates its error state (a few dozen bytes) with calloc; 64 KiB is ample. Blocks are
+ * never reused: a free of one is ignored. Each block is preceded by its size. */
+static _Alignas(64) unsigned char pl_boot[64 << 10];
+static size_t pl_boot_used;
+
+void *pl_boot_alloc(size_t size, size_t align)
+{
+	size_t off, start;
+
+	if (align < 16)
+		align = 16;
+	start = __atomic_load_n(&pl_boot_used, __ATOMIC_RELAXED);
+	for (;;) {
+		off = (start + sizeof(size_t) + align - 1) & ~(align - 1);
+		if (off + size > sizeof(pl_boot) || off + size < off)
+			return NULL;
+		if (__atomic_compare_exchange_n(&pl_boot_used, &start, off + size, false,
+						__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			break;
+	}
+	memcpy(pl_boot + off - sizeof(size_t), &size, sizeof(size));
+	return pl_boot + off;
+}
+
+int pl_boot_owns(const void *p)
+{
+	return (const unsigned char *)p >= pl_boot && (const unsigned char *)p < pl_boot + sizeof(pl_boot);
+}
+
+size_t pl_boot_size(const void *p)
+{
+	size_t n;
+
+	memcpy(&n, (const unsigned char *)p - sizeof(size_t), sizeof(n));
+	return n;
+}
+
+/* --- time -------------------------------------------------------------------------------- */
+
+uint64_t pl_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* the vDSO; the clock bpf_ktime_get_ns reads */
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* --- initialisation ---------------------------------------------------------------------- */
+
+extern void *malloc(size_t);
+
+/* Is the interposer's malloc the one the program calls, and libc's the next? Otherwise another
+ * allocator (preloaded, linked in, or in the executable) serves the process: uprobes cover it,
+ * and recording here as well would count its calls twice. */
+static int pl_next_is_libc(void)
+{
+	Dl_info info;
+
+	if (dlsym(RTLD_DEFAULT, "malloc") != (void *)malloc)
+		return 0;
+	if (!dladdr((void *)pl.next.malloc, &info) || !info.dli_fname)
+		return 0;
+	return strstr(info.dli_fname, "/libc.so") != NULL;
+}
+
+static void pl_resolve(void)
+{
+#define PL_NEXT(f) pl.next.f = (__typeof__(pl.next.f))dlsym(RTLD_NEXT, #f)
+	PL_NEXT(malloc);
+	PL_NEXT(calloc);
+	PL_NEXT(realloc);
+	PL_NEXT(reallocarray);
+	PL_NEXT(free);
+	PL_NEXT(posix_memalign);
+	PL_NEXT(aligned_alloc);
+	PL_NEXT(memalign);
+	PL_NEXT(valloc);
+	PL_NEXT(pvalloc);
+	PL_NEXT(free_sized);
+	PL_NEXT(free_aligned_sized);
+#undef PL_NEXT
+}
+
+static void pl_release(void *arg);
+
+/* Adds this process to the header's list (the manifest's per-process mechanism). */
+static void pl_register(void)
+{
+	struct mt_shm_proc *procs = (void *)((char *)pl.hdr + pl.hdr->procs_off);
+	uint32_t i = __atomic_fetch_add(&pl.hdr->nr_procs, 1, __ATOMIC_RELAXED);
+
+	if (i >= MT_SHM_MAX_PROCS)
+		return;
+	procs[i].flags = pl.flags;
+	__atomic_store_n(&procs[i].pid, (int32_t)getpid(), __ATOMIC_RELEASE);
+}
+
+/* Maps the shared file named in the environment. 0, or -1 when there is none to use. */
+static int pl_map(void)
+{
+	const char *path = getenv(MT_SHM_ENV);
+	struct mt_shm_hdr *h;
+	struct stat st;
+	void *m;
+	int fd;
+
+	if (!path || !*path)
+		return -1;
+	fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) || (size_t)st.st_size < sizeof(*h)) {
+		close(fd);
+		return -1;
+	}
+	m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return -1;
+	h = m;
+	if (h->magic != MT_SHM_MAGIC || h->version != MT_SHM_VERSION ||
+	    h->file_size != (uint64_t)st.st_size || !h->nr_slots || !h->slot_records ||
+	    (h->slot_records & (h->slot_records - 1)) ||
+	    h->data_off + (uint64_t)h->nr_slots * h->slot_records * sizeof(struct mt_event) >
+		    h->file_size ||
+	    __atomic_load_n(&h->closed, __ATOMIC_ACQUIRE)) {
+		munmap(m, (size_t)st.st_size);
+		return -1;
+	}
+	pl.hdr = h;
+	pl.slots = (void *)((char *)m + h->slots_off);
+	pl.data = (void *)((char *)m + h->data_off);
+	pl.nrec = h->slot_records;
+	pl.mask = h->slot_records - 1;
+	return 0;
+}
+
+static int pl_init(void)
+{
+	int state = PL_PASS, saved = errno;
+
+	pl_t.in_init = 1;
+	pl_resolve();
+	pl.flags = MT_SHM_PROC_OFF;
+	if (pl.next.malloc && pl.next.free && pl_map() == 0) {
+		pl.wipe = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (pl.wipe != MAP_FAILED && !madvise(pl.wipe, 4096, MADV_WIPEONFORK) &&
+		    !pthread_key_create(&pl_key, pl_release)) {
+			if (pl_next_is_libc()) {
+				pl.flags = MT_SHM_PROC_LIBC | MT_SHM_PROC_CXX;
+				state = PL_ON;
+			}
+			pl.gen_counter = 1;
+			*pl.wipe = 1;
+		}
+		pl_register();
+	}
+	pl_t.in_init = 0;
+	__atomic_store_n(&pl.state, state, __ATOMIC_RELEASE);
+	errno = saved;
+	return state;
+}
+
+int pl_mode_slow(void)
+{
+	int s = __atomic_load_n(&pl.state, __ATOMIC_ACQUIRE);
+
+	if (s == PL_UNINIT) {
+		int want = PL_UNINIT;
+
+		if (__atomic_compare_exchange_n(&pl.state, &want, PL_INIT, false, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE))
+			return pl_init();
+		s = want;
+	}
+	if (s == PL_INIT) {
+		if (pl_t.in_init)
+			return PL_BOOT;
+		while ((s = __atomic_load_n(&pl.state, __ATOMIC_ACQUIRE)) == PL_INIT)
+			sched_yield();
+	}
+	return s;
+}
+
+__attribute__((constructor)) static void pl_ctor(void)
+{
+	pl_mode();
+}
+
+/* --- slots ------------------------------------------------------------------------------- */
+
+/* A fork (or raw clone) child: its page was wiped. Take a new generation, so that every thread
+ * claims a slot of its own before writing. */
+static uint32_t pl_refork(void)
+{
+	uint32_t gen = __atomic_load_n(pl.wipe, __ATOMIC_ACQUIRE), want = 0;
+
+	if (gen)
+		return gen;
+	gen = __atomic_add_fetch(&pl.gen_counter, 1, __ATOMIC_RELAXED);
+	if (!gen)
+		gen = __atomic_add_fetch(&pl.gen_counter, 1, __ATOMIC_RELAXED);
+	if (__atomic_compare_exchange_n(pl.wipe, &want, gen, false, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE)) {
+		pl_register();
+		return gen;
+	}
+	return want;
+}
+
+int pl_thread_prepare(struct pl_thread *t)
+{
+	uint32_t gen = pl_refork(), n = pl.hdr->nr_slots;
+
+	/* a slot inherited from the parent (fork) is the parent's: leave it alone */
+	t->slot = NULL;
+	/* lowest free slot first: the consumer scans only up to the highest ever taken */
+	for (uint32_t idx = 0; idx < n; idx++) {
+		uint32_t want = MT_SLOT_FREE, hwm;
+		struct mt_shm_slot *s = &pl.slots[idx];
+
+		if (__atomic_load_n(&s->state, __ATOMIC_RELAXED) != MT_SLOT_FREE ||
+		    !__atomic_compare_exchange_n(&s->state, &want, MT_SLOT_OWNED, false,
+						 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+			continue;
+		t->pid = (int32_t)getpid();
+		t->tid = (int32_t)gettid();
+		t->head = __atomic_load_n(&s->head, __ATOMIC_RELAXED);
+		t->tail = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
+		t->ring = pl.data + (size_t)idx * pl.nrec;
+		t->gen = gen;
+		s->claim_ns = pl_now();
+		s->tid = t->tid;
+		__atomic_store_n(&s->pid, t->pid, __ATOMIC_RELEASE);
+		hwm = __atomic_load_n(&pl.hdr->next_slot, __ATOMIC_RELAXED);
+		while (hwm < idx + 1 &&
+		       !__atomic_compare_exchange_n(&pl.hdr->next_slot, &hwm, idx + 1, false,
+						    __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+			;
+		t->slot = s;
+		pthread_setspecific(pl_key, s); /* released by pl_release at thread exit */
+		return 0;
+	}
+	__atomic_fetch_add(&pl.hdr->drops[MT_SHM_DROP_NO_SLOT], 1, __ATOMIC_RELAXED);
+	return -1;
+}
+
+/* Thread exit (a pthread key destructor): the slot goes back once the consumer drained it.
+ * An event after this (a later destructor) claims a slot again, and the key runs again. */
+static void pl_release(void *arg)
+{
+	struct pl_thread *t = &pl_t;
+
+	if (!t->slot || t->slot != arg || t->gen != __atomic_load_n(pl.wipe, __ATOMIC_RELAXED))
+		return;
+	__atomic_store_n(&t->slot->state, MT_SLOT_RELEASED, __ATOMIC_RELEASE);
+	t->slot = NULL;
+}
+
+static int pl_consumer_gone(void)
+{
+	if (__atomic_load_n(&pl.hdr->closed, __ATOMIC_ACQUIRE))
+		return 1;
+	/* EPERM (memtrack runs as root, we do not) still means it is there */
+	return kill(pl.hdr->consumer_pid, 0) && errno == ESRCH;
+}
+
+static inline void pl_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#else
+	__asm__ volatile("" ::: "memory");
+#endif
+}
+
+/* The ring is full: wait for the consumer (back-pressure). 0 when there is room; -1 when
+ * memtrack stopped reading: the process then passes through, untracked, and never hangs. */
+int pl_wait_room(struct pl_thread *t)
+{
+	struct mt_shm_slot *s = t->slot;
+	int saved = errno;
+
+	for (int spin = 0;; spin++) {
+		struct timespec to = {0, 10 * 1000 * 1000};
+		uint64_t tail;
+
+		t->tail = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
+		if (t->head - t->tail < pl.nrec)
+			break;
+		if (spin < 64) {
+			pl_cpu_relax();
+			continue;
+		}
+		__atomic_store_n(&s->waiting, 1, __ATOMIC_SEQ_CST);
+		tail = __atomic_load_n(&s->tail, __ATOMIC_SEQ_CST);
+		if (t->head - tail >= pl.nrec &&
+		    syscall(SYS_futex, (uint32_t *)&s->tail, FUTEX_WAIT, (uint32_t)tail, &to, NULL,
+			    0) &&
+		    errno == ETIMEDOUT && pl_consumer_gone()) {
+			__atomic_store_n(&s->waiting, 0, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&pl.hdr->drops[MT_SHM_DROP_CLOSED], 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&pl.state, PL_PASS, __ATOMIC_RELEASE);
+			errno = saved;
+			return -1;
+		}
+		__atomic_store_n(&s->waiting, 0, __ATOMIC_RELAXED);
+	}
+	errno = saved;
+	return 0;
+}

@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The preload -> memtrack shared-memory ABI (the interposer, src/preload/, writes; the
+ * consumer's shm source, src/track/shm_source.c, reads). memtrack creates one file per run
+ * (mode 0600, owned by the user the command runs as) and names it in $MEMTRACK_PRELOAD_SHM;
+ * every process of the tree that loads the interposer maps it. Records are struct mt_event
+ * (src/bpf/events.h), the same fixed-width records the BPF programs write.
+ *
+ * Layout (offsets in the header):
+ *   page 0             struct mt_shm_hdr
+ *   procs_off          MT_SHM_MAX_PROCS x struct mt_shm_proc: which process the interposer
+ *                      served, and how (the manifest's per-process mechanism)
+ *   slots_off          nr_slots x struct mt_shm_slot (128 bytes: producer line, consumer line)
+ *   data_off           nr_slots rings of slot_records records each (slot i at
+ *                      data_off + i * slot_records * sizeof(struct mt_event))
+ *
+ * One slot is a single-producer single-consumer ring owned by one thread: the producer writes
+ * a record at head % slot_records, then publishes head + 1 (release); the consumer copies
+ * records from tail to head and publishes tail (release). A full ring makes the producer
+ * wait (futex on the low 32 bits of `tail`, woken by the consumer when `waiting` is set):
+ * back-pressure, never a silent drop. A record is written entirely (timestamp last but one,
+ * head last), so the consumer never sees a partial one.
+ *
+ * Slot life: FREE -(thread's first event, CAS)-> OWNED -(thread exit)-> RELEASED; the
+ * consumer returns RELEASED slots to FREE once drained, and OWNED slots of a process that
+ * exited or exec'd (claimed before that Exit/Exec) as well: their threads are gone.
+ */
+#ifndef MEMTRACK_SHM_ABI_H
+#define MEMTRACK_SHM_ABI_H
+
+#include <stdint.h>
+#include "bpf/events.h"
+
+#define MT_SHM_ENV "MEMTRACK_PRELOAD_SHM"
+#define MT_SHM_MAGIC 0x316b61727474656dull /* "mettrak1" little-endian */
+#define MT_SHM_VERSION 1
+#define MT_SHM_MAX_PROCS 16384
+
+enum mt_slot_state {
+	MT_SLOT_FREE = 0,
+	MT_SLOT_OWNED = 1, /* a live thread writes it */
+	MT_SLOT_RELEASED = 2, /* its thread exited; records may remain */
+};
+
+/* Records the interposer could not write, by reason (header `drops`): each one is counted in
+ * the manifest and makes the run incomplete. */
+enum mt_shm_drop {
+	MT_SHM_DROP_NO_SLOT = 0, /* every slot owned by a live thread (more threads than slots) */
+	MT_SHM_DROP_CLOSED, /* memtrack stopped reading (it exited or was killed) */
+	MT_SHM_DROP_NR,
+};
+
+/* flags of struct mt_shm_proc */
+#define MT_SHM_PROC_LIBC 1u /* the glibc malloc family was served by the interposer */
+#define MT_SHM_PROC_CXX 2u /* operator new/delete too */
+#define MT_SHM_PROC_OFF 4u /* interposer loaded but passing through (another allocator or the
+			    * executable defines malloc): uprobes serve the process */
+
+struct mt_shm_proc {
+	mt_s32 pid;
+	mt_u32 flags;
+};
+
+struct mt_shm_hdr {
+	mt_u64 magic;
+	mt_u32 version;
+	mt_u32 nr_slots;
+	mt_u32 slot_records; /* power of two */
+	mt_s32 consumer_pid; /* memtrack; producers stop waiting when it is gone */
+	mt_u64 procs_off, slots_off, data_off, file_size;
+	mt_u32 closed; /* set by memtrack when it stops reading: producers pass through */
+	mt_u32 next_slot; /* 1 + the highest slot index ever claimed: the consumer scans below */
+	mt_u32 nr_procs; /* entries of procs[] taken (may exceed MT_SHM_MAX_PROCS: not listed) */
+	mt_u32 pad;
+	mt_u64 drops[MT_SHM_DROP_NR];
+};
+
+struct mt_shm_slot {
+	/* producer's cache line */
+	mt_u32 state; /* enum mt_slot_state */
+	mt_s32 pid, tid;
+	mt_u32 waiting; /* the producer sleeps on tail's low word */
+	mt_u64 head; /* records published */
+	mt_u64 claim_ns; /* CLOCK_MONOTONIC when the thread took the slot */
+	uint8_t pad0[64 - 32];
+	/* consumer's cache line */
+	mt_u64 tail; /* records consumed; the futex word is its low half */
+	uint8_t pad1[64 - 8];
+};
+
+_Static_assert(sizeof(struct mt_shm_slot) == 128, "two cache lines");
+_Static_assert(sizeof(struct mt_event) == 48, "the record ABI");
+
+#endif

@@ -1,0 +1,382 @@
+// SPDX-License-Identifier: MIT
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "track/shm_source.h"
+
+struct shm_heap_ent {
+	uint64_t ts;
+	uint32_t slot;
+};
+
+struct shm_source {
+	struct event_source src;
+	const struct event_source *ring;
+	char path[96];
+	void *map;
+	size_t map_len;
+	struct mt_shm_hdr *hdr;
+	struct mt_shm_slot *slots;
+	struct mt_event *data;
+	uint32_t nr_slots, nrec, mask;
+	uint64_t safe_ns; /* every BPF record older than this has been dispatched */
+	uint64_t last_delivered; /* by the last drain */
+	struct shm_heap_ent *heap; /* the k-way merge by timestamp, nr_slots entries */
+};
+
+#define SHM_TAIL_EVERY 256 /* publish the tail (and wake a waiting producer) this often */
+
+static const struct mt_event *shm__rec(const struct shm_source *s, uint32_t slot, uint64_t pos)
+{
+	return &s->data[(size_t)slot * s->nrec + (pos & s->mask)];
+}
+
+static void shm__publish_tail(struct shm_source *s, struct mt_shm_slot *sl, uint64_t tail)
+{
+	__atomic_store_n(&sl->tail, tail, __ATOMIC_SEQ_CST);
+	/* seq_cst pairs with the producer's waiting store then tail load: one of us sees the
+	 * other's write, so no wake-up is lost */
+	if (__atomic_load_n(&sl->waiting, __ATOMIC_SEQ_CST))
+		syscall(SYS_futex, (uint32_t *)&sl->tail, FUTEX_WAKE, 1, NULL, NULL, 0);
+	(void)s;
+}
+
+static void shm__heap_push(struct shm_heap_ent *h, uint32_t *n, struct shm_heap_ent e)
+{
+	uint32_t i = (*n)++;
+
+	while (i) {
+		uint32_t p = (i - 1) / 2;
+
+		if (h[p].ts <= e.ts)
+			break;
+		h[i] = h[p];
+		i = p;
+	}
+	h[i] = e;
+}
+
+static struct shm_heap_ent shm__heap_pop(struct shm_heap_ent *h, uint32_t *n)
+{
+	struct shm_heap_ent top = h[0], last = h[--(*n)];
+	uint32_t i = 0;
+
+	for (;;) {
+		uint32_t c = 2 * i + 1;
+
+		if (c >= *n)
+			break;
+		if (c + 1 < *n && h[c + 1].ts < h[c].ts)
+			c++;
+		if (last.ts <= h[c].ts)
+			break;
+		h[i] = h[c];
+		i = c;
+	}
+	if (*n)
+		h[i] = last;
+	return top;
+}
+
+/* Returns a slot whose thread is gone (released, or of an exited/exec'd image) to the pool once
+ * everything it holds was delivered. */
+static void shm__reclaim(struct mt_shm_slot *sl)
+{
+	uint32_t want = MT_SLOT_RELEASED;
+
+	if (__atomic_load_n(&sl->state, __ATOMIC_ACQUIRE) != MT_SLOT_RELEASED ||
+	    __atomic_load_n(&sl->head, __ATOMIC_ACQUIRE) != sl->tail)
+		return;
+	sl->pid = 0;
+	__atomic_compare_exchange_n(&sl->state, &want, MT_SLOT_FREE, false, __ATOMIC_RELEASE,
+				    __ATOMIC_RELAXED);
+}
+
+/*
+ * Dispatches the records of every slot (of `pid` only, when nonzero) older than `limit`, merged
+ * by timestamp; a thread's own records are in order already. Returns how many.
+ */
+static int shm__deliver(struct shm_source *s, struct consumer *c, int32_t pid, uint64_t limit)
+{
+	uint32_t n = 0, hwm = __atomic_load_n(&s->hdr->next_slot, __ATOMIC_ACQUIRE);
+	int delivered = 0;
+
+	if (hwm > s->nr_slots)
+		hwm = s->nr_slots;
+	for (uint32_t i = 0; i < hwm; i++) {
+		struct mt_shm_slot *sl = &s->slots[i];
+		uint64_t head = __atomic_load_n(&sl->head, __ATOMIC_ACQUIRE);
+		const struct mt_event *ev;
+
+		if (head == sl->tail)
+			continue;
+		if (pid && __atomic_load_n(&sl->pid, __ATOMIC_ACQUIRE) != pid)
+			continue;
+		ev = shm__rec(s, i, sl->tail);
+		if (ev->ts < limit)
+			shm__heap_push(s->heap, &n, (struct shm_heap_ent){ev->ts, i});
+	}
+	while (n) {
+		struct shm_heap_ent e = shm__heap_pop(s->heap, &n);
+		struct mt_shm_slot *sl = &s->slots[e.slot];
+		uint64_t tail = sl->tail, head = __atomic_load_n(&sl->head, __ATOMIC_ACQUIRE);
+		const struct mt_event *ev;
+
+		/* this slot's records until another slot's next one is older */
+		uint64_t next_ts = n ? s->heap[0].ts : limit;
+
+		if (next_ts > limit)
+			next_ts = limit;
+		do {
+			consumer__dispatch(c, shm__rec(s, e.slot, tail));
+			tail++;
+			delivered++;
+			if (!(tail % SHM_TAIL_EVERY))
+				shm__publish_tail(s, sl, tail);
+			if (tail == head)
+				head = __atomic_load_n(&sl->head, __ATOMIC_ACQUIRE);
+			ev = tail < head ? shm__rec(s, e.slot, tail) : NULL;
+		} while (ev && ev->ts <= next_ts && ev->ts < limit);
+		shm__publish_tail(s, sl, tail);
+		if (ev && ev->ts < limit)
+			shm__heap_push(s->heap, &n, (struct shm_heap_ent){ev->ts, e.slot});
+	}
+	return delivered;
+}
+
+static int shm__drain(struct event_source *src, struct consumer *c)
+{
+	struct shm_source *s = src->priv;
+	uint32_t hwm = __atomic_load_n(&s->hdr->next_slot, __ATOMIC_ACQUIRE);
+	int n;
+
+	/* The ring's drain in this round reached its end: every BPF record committed before the
+	 * round began has been dispatched. Otherwise the previous bound stands. */
+	if (!s->ring || s->ring->caught_up)
+		s->safe_ns = c->round_ns;
+	n = shm__deliver(s, c, 0, s->safe_ns);
+	for (uint32_t i = 0; i < hwm && i < s->nr_slots; i++)
+		shm__reclaim(&s->slots[i]);
+	s->last_delivered = (uint64_t)n;
+	return n;
+}
+
+int shm_source__drain_all(struct shm_source *s, struct consumer *c)
+{
+	int n = shm__deliver(s, c, 0, UINT64_MAX);
+
+	consumer__flush(c);
+	s->src.delivered += (uint64_t)n;
+	return n;
+}
+
+/* Before a process's Exec or Exit: its records older than it (all written: its threads, or
+ * those of its old image, run no more), and its slots claimed before it go back once drained. */
+static void shm__order(void *ctx, struct consumer *c, const struct mt_event *ev)
+{
+	struct shm_source *s = ctx;
+	uint32_t hwm = __atomic_load_n(&s->hdr->next_slot, __ATOMIC_ACQUIRE);
+
+	s->src.delivered += (uint64_t)shm__deliver(s, c, ev->pid, ev->ts);
+	for (uint32_t i = 0; i < hwm && i < s->nr_slots; i++) {
+		struct mt_shm_slot *sl = &s->slots[i];
+		uint32_t want = MT_SLOT_OWNED;
+
+		if (__atomic_load_n(&sl->pid, __ATOMIC_ACQUIRE) != ev->pid || sl->claim_ns >= ev->ts)
+			continue;
+		__atomic_compare_exchange_n(&sl->state, &want, MT_SLOT_RELEASED, false,
+					    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+		shm__reclaim(sl);
+	}
+}
+
+void shm_source__order(struct shm_source *s, struct consumer *c)
+{
+	c->order.fn = shm__order;
+	c->order.ctx = s;
+}
+
+int shm_source__poll_ms(const struct shm_source *s)
+{
+	if (s->last_delivered >= 4096)
+		return 0;
+	return s->last_delivered ? 1 : 10;
+}
+
+static void shm__destroy(struct event_source *src)
+{
+	struct shm_source *s = src->priv;
+
+	shm_source__close(s);
+	if (s->map)
+		munmap(s->map, s->map_len);
+	free(s->heap);
+	free(s);
+}
+
+void shm_source__close(struct shm_source *s)
+{
+	if (!s || !s->hdr || s->hdr->closed)
+		return;
+	__atomic_store_n(&s->hdr->closed, 1, __ATOMIC_SEQ_CST);
+	for (uint32_t i = 0; i < s->nr_slots; i++)
+		if (__atomic_load_n(&s->slots[i].waiting, __ATOMIC_SEQ_CST))
+			syscall(SYS_futex, (uint32_t *)&s->slots[i].tail, FUTEX_WAKE, 1, NULL, NULL,
+				0);
+	if (s->path[0])
+		unlink(s->path);
+	s->path[0] = 0;
+}
+
+uint64_t shm_source__drops(const struct shm_source *s, uint64_t drops[MT_SHM_DROP_NR])
+{
+	uint64_t total = 0;
+
+	for (int i = 0; i < MT_SHM_DROP_NR; i++) {
+		drops[i] = s ? __atomic_load_n(&s->hdr->drops[i], __ATOMIC_RELAXED) : 0;
+		total += drops[i];
+	}
+	return total;
+}
+
+int shm_source__proc_flags(const struct shm_source *s, int32_t pid)
+{
+	const struct mt_shm_proc *procs;
+	uint32_t n;
+	int flags = -1;
+
+	if (!s)
+		return -1;
+	procs = (const void *)((const char *)s->hdr + s->hdr->procs_off);
+	n = __atomic_load_n(&s->hdr->nr_procs, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n && i < MT_SHM_MAX_PROCS; i++)
+		if (procs[i].pid == pid)
+			flags = (int)procs[i].flags; /* the last image's */
+	return flags;
+}
+
+void shm_source__set_ring(struct shm_source *s, const struct event_source *ring)
+{
+	s->ring = ring;
+}
+
+const char *shm_source__path(const struct shm_source *s)
+{
+	return s->path;
+}
+
+struct event_source *shm_source__src(struct shm_source *s)
+{
+	return &s->src;
+}
+
+/* Files of runs whose memtrack was killed (it removes its own at the end): their pid is gone. */
+static void shm__sweep_stale(void)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		char path[300];
+		int pid;
+
+		if (sscanf(de->d_name, "memtrack-%d-", &pid) != 1 || pid <= 0 ||
+		    !(kill(pid, 0) && errno == ESRCH))
+			continue;
+		snprintf(path, sizeof(path), "/dev/shm/%s", de->d_name);
+		unlink(path);
+	}
+	if (d)
+		closedir(d);
+}
+
+int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_records, uid_t uid,
+		    gid_t gid, const struct event_source *ring)
+{
+	size_t procs_off = 4096, slots_off, data_off, size = 0;
+	struct shm_source *s;
+	uint64_t rnd = 0;
+	int fd = -1, err;
+
+	if (!nr_slots || !slot_records || (slot_records & (slot_records - 1)))
+		return -EINVAL;
+	shm__sweep_stale();
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->heap = calloc(nr_slots, sizeof(*s->heap));
+	if (!s->heap) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	slots_off = (procs_off + MT_SHM_MAX_PROCS * sizeof(struct mt_shm_proc) + 4095) & ~4095ul;
+	data_off = (slots_off + nr_slots * sizeof(struct mt_shm_slot) + 4095) & ~4095ul;
+	size = data_off + (size_t)nr_slots * slot_records * sizeof(struct mt_event);
+	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
+		rnd ^= (uint64_t)(uintptr_t)s ^ (uint64_t)getpid() << 32;
+	snprintf(s->path, sizeof(s->path), "/dev/shm/memtrack-%d-%016llx", (int)getpid(),
+		 (unsigned long long)rnd);
+	/* 0600 and, under sudo, the invoking user's (the command runs as that user): no one else
+	 * can open it */
+	fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		err = -errno;
+		s->path[0] = 0;
+		goto fail;
+	}
+	if ((uid != (uid_t)-1 && fchown(fd, uid, gid)) || ftruncate(fd, (off_t)size)) {
+		err = -errno;
+		goto fail;
+	}
+	s->map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (s->map == MAP_FAILED) {
+		s->map = NULL;
+		err = -errno;
+		goto fail;
+	}
+	close(fd);
+	fd = -1;
+	s->map_len = size;
+	s->hdr = s->map;
+	s->slots = (void *)((char *)s->map + slots_off);
+	s->data = (void *)((char *)s->map + data_off);
+	s->nr_slots = nr_slots;
+	s->nrec = slot_records;
+	s->mask = slot_records - 1;
+	s->ring = ring;
+	s->hdr->version = MT_SHM_VERSION;
+	s->hdr->nr_slots = nr_slots;
+	s->hdr->slot_records = slot_records;
+	s->hdr->consumer_pid = getpid();
+	s->hdr->procs_off = procs_off;
+	s->hdr->slots_off = slots_off;
+	s->hdr->data_off = data_off;
+	s->hdr->file_size = size;
+	__atomic_store_n(&s->hdr->magic, MT_SHM_MAGIC, __ATOMIC_RELEASE);
+	s->src.name = "preload-shm";
+	s->src.fd = -1;
+	s->src.drain = shm__drain;
+	s->src.destroy = shm__destroy;
+	s->src.priv = s;
+	*out = s;
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	if (s->path[0])
+		unlink(s->path);
+	if (s->map)
+		munmap(s->map, size);
+	free(s->heap);
+	free(s);
+	return err;
+}

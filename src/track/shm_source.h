@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The interposer's shared memory as a second event source (ABI: src/preload/shm_abi.h).
+ *
+ * Ordering against the BPF ring (same clock, CLOCK_MONOTONIC): a record of the interposer is
+ * delivered only once every BPF record that could precede it has been: those with an earlier
+ * timestamp. The consumer takes the time before each ring drain (consumer.round_ns); when that
+ * drain caught up with the ring (no record still being written), every BPF record committed
+ * before that time has been dispatched, and interposer records older than it may follow,
+ * merged across threads by timestamp. What a record of the interposer can depend on (its
+ * process's Fork, the Exec of its image) is committed before its thread runs, so before its
+ * timestamp. The other direction: before the consumer dispatches a process's Exec or Exit it
+ * asks this source (consumer.order hook) for that process's records older than it; they are
+ * all written, since no thread of the old image or of the exited process runs any more.
+ */
+#ifndef MEMTRACK_SHM_SOURCE_H
+#define MEMTRACK_SHM_SOURCE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include "preload/shm_abi.h"
+#include "track/consumer.h"
+
+struct shm_source;
+
+/* Creates the shared file (mode 0600 in /dev/shm, owned by uid/gid when they are not -1) with
+ * nr_slots rings of slot_records records (a power of two) and maps it. `ring` is the source
+ * whose drains order ours (the BPF ring). Returns 0 or -errno. */
+int shm_source__new(struct shm_source **s, uint32_t nr_slots, uint32_t slot_records, uid_t uid,
+		    gid_t gid, const struct event_source *ring);
+void shm_source__set_ring(struct shm_source *s, const struct event_source *ring);
+const char *shm_source__path(const struct shm_source *s);
+struct event_source *shm_source__src(struct shm_source *s);
+/* Registers the Exec/Exit ordering hook with the consumer. */
+void shm_source__order(struct shm_source *s, struct consumer *c);
+/* How long the event loop may sleep before the next drain, ms: 0 while records pour in. */
+int shm_source__poll_ms(const struct shm_source *s);
+/* Delivers every record left, whatever its time (the tree has exited). */
+int shm_source__drain_all(struct shm_source *s, struct consumer *c);
+/* Tells the producers nobody reads any more (they pass through from then on), wakes any that
+ * waits, and removes the file's name. */
+void shm_source__close(struct shm_source *s);
+/* Drops by reason (enum mt_shm_drop); returns their sum. */
+uint64_t shm_source__drops(const struct shm_source *s, uint64_t drops[MT_SHM_DROP_NR]);
+/* The processes the interposer saw: flags (MT_SHM_PROC_*) of pid, or -1 if it never loaded. */
+int shm_source__proc_flags(const struct shm_source *s, int32_t pid);
+
+#endif
