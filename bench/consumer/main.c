@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include "artifact/artifact.h"
@@ -26,6 +27,7 @@
 #include "synth.h"
 
 #define MAX_ROUNDS 100
+#define MAX_CONFIGS 4
 
 struct opts {
 	struct synth_opts synth;
@@ -34,6 +36,8 @@ struct opts {
 	size_t batch;	     /* records per drain: one ring wake-up */
 	int level;	     /* zstd level */
 	size_t frame_events; /* 0: the writer's default */
+	unsigned workers[MAX_CONFIGS]; /* compressing threads, one value per config */
+	unsigned nconfigs;	       /* rounds alternate between the configs */
 	unsigned rounds;
 	int no_acct;
 	int check; /* read the artifact back and compare it with the input */
@@ -42,12 +46,15 @@ struct opts {
 static const char usage[] =
     "usage: memtrack-bench-consumer [--events N] [--procs P] [--threads T] [--live N]\n"
     "                               [--seed S] [--replay ARTIFACT] [--batch N] [--rounds R]\n"
-    "                               [--level L] [--frame-events N] [--no-acct] [--check]\n"
-    "                               [-o FILE]\n"
+    "                               [--level L] [--frame-events N] [--workers W[,W...]]\n"
+    "                               [--no-acct] [--check] [-o FILE]\n"
     "Feeds records through the tracker's consumer and sinks; prints events/s.\n"
     "Defaults: 2000000 events, 2 processes x 2 threads, 1024 live blocks per thread,\n"
-    "batch 5461 (256 KiB of ring records), 5 rounds. --rounds 0 only makes the input (the\n"
-    "reference a wall-clock benchmark subtracts).\n";
+    "batch 5461 (256 KiB of ring records), 5 rounds, compression workers as `memtrack track`\n"
+    "uses (0: compress on the consumer's thread; a list such as 0,2 alternates the values\n"
+    "round by round, R rounds each, and prints a median for each). --rounds 0 only makes the\n"
+    "input (the reference a wall-clock benchmark subtracts). CPU is the whole process's\n"
+    "(workers included).\n";
 
 static double now_s(clockid_t clk)
 {
@@ -98,14 +105,17 @@ static int load_replay(const char *path, struct mt_event **out, size_t *nr)
 	return 0;
 }
 
-/* One pass of every record through a fresh consumer; *secs and *cpu are what it took. */
-static int run_round(const struct opts *o, const char *path, const struct mt_event *ev, size_t nr,
-		     double *secs, double *cpu, uint64_t *bytes)
+/* One pass of every record through a fresh consumer; *secs and *cpu are what it took, *own the
+ * consumer's thread alone (without the compression workers). */
+static int run_round(const struct opts *o, unsigned workers, const char *path,
+		     const struct mt_event *ev, size_t nr, double *secs, double *cpu, double *own,
+		     uint64_t *bytes)
 {
 	struct record_sinks sinks = {0};
 	struct event_source *src;
 	struct consumer c;
-	double t0, c0;
+	struct stat st;
+	double t0, c0, o0;
 	int rc, n;
 
 	rc = artifact_writer__open(&sinks.writer, path, o->level, (unsigned)o->frame_events);
@@ -113,8 +123,11 @@ static int run_round(const struct opts *o, const char *path, const struct mt_eve
 		return rc;
 	consumer__init(&c);
 	t0 = now_s(CLOCK_MONOTONIC);
-	c0 = now_s(CLOCK_THREAD_CPUTIME_ID);
-	rc = o->no_acct ? 0 : heap_acct__new(&sinks.acct);
+	c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
+	o0 = now_s(CLOCK_THREAD_CPUTIME_ID);
+	rc = artifact_writer__set_workers(sinks.writer, workers);
+	if (!rc && !o->no_acct)
+		rc = heap_acct__new(&sinks.acct);
 	if (!rc)
 		rc = replay_source__new(&src, ev, nr, o->batch);
 	if (!rc)
@@ -123,10 +136,11 @@ static int run_round(const struct opts *o, const char *path, const struct mt_eve
 		rc = record_sinks__add(&sinks, &c);
 	while (!rc && (n = consumer__drain(&c)) > 0)
 		;
-	*bytes = artifact_writer__bytes(sinks.writer);
 	rc = artifact_writer__close(sinks.writer) ?: rc;
-	*cpu = now_s(CLOCK_THREAD_CPUTIME_ID) - c0;
+	*cpu = now_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+	*own = now_s(CLOCK_THREAD_CPUTIME_ID) - o0;
 	*secs = now_s(CLOCK_MONOTONIC) - t0;
+	*bytes = stat(path, &st) ? 0 : (uint64_t)st.st_size; /* every frame is in after close */
 	if (!rc && c.rejected)
 		rc = -EBADMSG;
 	if (!rc && sinks.write_err)
@@ -184,6 +198,26 @@ static int parse_size(const char *s, size_t *v)
 	return 0;
 }
 
+/* "2" or "0,2": the configs rounds alternate between */
+static int parse_workers(const char *arg, struct opts *o)
+{
+	char *end;
+
+	o->nconfigs = 0;
+	do {
+		unsigned long v = strtoul(arg, &end, 10);
+
+		if (end == arg || v > 64 || o->nconfigs == MAX_CONFIGS || (*end && *end != ',')) {
+			log__error("bad --workers '%s': up to %d numbers 0-64, comma-separated",
+				   arg, MAX_CONFIGS);
+			return -EINVAL;
+		}
+		o->workers[o->nconfigs++] = (unsigned)v;
+		arg = end + 1;
+	} while (*end);
+	return 0;
+}
+
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	static const struct option lo[] = {
@@ -199,6 +233,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	    {"check", no_argument, NULL, 'c'},
 	    {"level", required_argument, NULL, 'L'},
 	    {"frame-events", required_argument, NULL, 'F'},
+	    {"workers", required_argument, NULL, 'W'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -234,6 +269,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'F':
 			o->frame_events = v;
+			break;
+		case 'W':
+			if (parse_workers(optarg, o))
+				return -EINVAL;
 			break;
 		case 'L':
 			o->level = atoi(optarg);
@@ -273,7 +312,8 @@ int main(int argc, char **argv)
 	    .rounds = 5,
 	    .level = ARTIFACT_DEFAULT_LEVEL,
 	};
-	double secs[MAX_ROUNDS], cpu[MAX_ROUNDS], med, medc;
+	double secs[MAX_CONFIGS][MAX_ROUNDS], cpu[MAX_CONFIGS][MAX_ROUNDS];
+	double own[MAX_CONFIGS][MAX_ROUNDS], med, medc, medo;
 	char tmp[] = "/tmp/memtrack-bench-consumer.XXXXXX";
 	const char *path;
 	struct mt_event *ev = NULL;
@@ -284,6 +324,10 @@ int main(int argc, char **argv)
 
 	if (parse_opts(argc, argv, &o))
 		return 2;
+	if (!o.nconfigs) {
+		o.workers[0] = artifact__default_workers();
+		o.nconfigs = 1;
+	}
 	rc = o.replay ? load_replay(o.replay, &ev, &nr) : synth__generate(&o.synth, &ev);
 	if (rc) {
 		if (o.replay)
@@ -304,11 +348,15 @@ int main(int argc, char **argv)
 		close(fd);
 		path = tmp;
 	}
-	for (unsigned i = 0; i < o.rounds && !rc; i++) {
-		rc = run_round(&o, path, ev, nr, &secs[i], &cpu[i], &bytes);
+	for (unsigned i = 0; i < o.rounds * o.nconfigs && !rc; i++) {
+		unsigned k = i % o.nconfigs, j = i / o.nconfigs;
+
+		rc = run_round(&o, o.workers[k], path, ev, nr, &secs[k][j], &cpu[k][j],
+			       &own[k][j], &bytes);
 		if (!rc)
-			printf("round %u: %zu events in %.3f s (CPU %.3f s): %.2f M events/s\n",
-			       i + 1, nr, secs[i], cpu[i], nr / secs[i] / 1e6);
+			printf("round %u, %u workers: %zu events in %.3f s (CPU %.3f s): "
+			       "%.2f M events/s\n",
+			       j + 1, o.workers[k], nr, secs[k][j], cpu[k][j], nr / secs[k][j] / 1e6);
 	}
 	if (!rc && o.check && o.rounds)
 		rc = check_artifact(path, ev, nr);
@@ -323,17 +371,24 @@ int main(int argc, char **argv)
 		printf("%zu records made, none dispatched (--rounds 0)\n", nr);
 		return 0;
 	}
-	qsort(secs, o.rounds, sizeof(double), cmp_double);
-	qsort(cpu, o.rounds, sizeof(double), cmp_double);
-	med = secs[o.rounds / 2];
-	medc = cpu[o.rounds / 2];
 	getrusage(RUSAGE_SELF, &ru);
-	/* CPU time is the figure for "one core" on a shared machine; the best round is the one
-	 * least disturbed by neighbours (caches, SMT siblings) */
-	printf("median of %u: %.2f M events/s wall (%.1f ns/event), %.2f M events/s CPU "
-	       "(best %.2f); artifact %.1f B/event; max RSS %ld MiB%s\n",
-	       o.rounds, nr / med / 1e6, med * 1e9 / nr, nr / medc / 1e6, nr / cpu[0] / 1e6,
-	       (double)bytes / nr, ru.ru_maxrss / 1024,
-	       o.check ? "; --check: artifact == input" : "");
+	for (unsigned k = 0; k < o.nconfigs; k++) {
+		qsort(secs[k], o.rounds, sizeof(double), cmp_double);
+		qsort(cpu[k], o.rounds, sizeof(double), cmp_double);
+		qsort(own[k], o.rounds, sizeof(double), cmp_double);
+		medo = own[k][o.rounds / 2];
+		med = secs[k][o.rounds / 2];
+		medc = cpu[k][o.rounds / 2];
+		/* CPU time is the figure for "one core" on a shared machine; the best round is the
+		 * one least disturbed by neighbours (caches, SMT siblings). The consumer's thread
+		 * alone bounds what workers on idle cores can reach. */
+		printf("median of %u, %u workers: %.2f M events/s wall (%.1f ns/event, best %.2f), "
+		       "%.2f M events/s CPU (best %.2f), consumer thread alone %.2f M events/s CPU; "
+		       "artifact %.1f B/event; max RSS %ld MiB%s\n",
+		       o.rounds, o.workers[k], nr / med / 1e6, med * 1e9 / nr,
+		       nr / secs[k][0] / 1e6, nr / medc / 1e6, nr / cpu[k][0] / 1e6, nr / medo / 1e6,
+		       (double)bytes / nr, ru.ru_maxrss / 1024,
+		       o.check ? "; --check: artifact == input" : "");
+	}
 	return 0;
 }

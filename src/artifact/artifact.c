@@ -2,23 +2,27 @@
 /*
  * Artifact encoding and writer. The writer is on the consumer's hot path (one call per ring
  * buffer record), so it never allocates after open: events are packed into a frame buffer sized
- * for frame_events worst-case events, and each full frame is compressed into a second buffer
- * sized by ZSTD_compressBound, then written with write(2).
+ * for frame_events worst-case events, and each full frame goes to the frame pipe
+ * (frame_pipe.h), which compresses it (on the caller's thread, or on worker threads) and
+ * writes it with write(2), frames in order.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zstd.h>
 #include "artifact/artifact.h"
-#include "common/log.h"
+#include "artifact/frame_pipe.h"
 #include "common/records.h"
 
 /*
  * Worst case of one encoded event: Realloc with every integer in its widest form is 97 bytes
  * (map header 1, five common keys 28 + values 28, "Realloc" 8, size 5+9, old_addr 9+9).
- * artifact.h promises that 128 always suffices; the frame buffer is sized with this.
+ * artifact.h promises that 128 always suffices; the frame buffer is sized with this, and the
+ * encoder's fixed-size copies (struct shape) never write past 128 bytes from an event's start.
  */
 #define ARTIFACT_MAX_EVENT 128
 
@@ -98,20 +102,104 @@ static inline uint8_t *put_int(uint8_t *p, int64_t v)
 	return put_be64(p, 0xd3, (uint64_t)v);
 }
 
-/* A fixstr (keys and variant names, all shorter than 32 bytes): header byte, then the text. */
-static inline uint8_t *put_fixstr(uint8_t *p, const char *s, size_t len)
+/*
+ * A record type's row (src/common/records.c) compiled to bytes: everything between the addr
+ * value and the first field's value is constant for a type ("\xa4type", the name as a fixstr,
+ * and the first key when that field is never omitted), and so is each other key. They are
+ * copied with fixed-size copies (plain vector stores): a copy may run past its piece, never
+ * past ARTIFACT_MAX_EVENT from the event's start (compile_shape checks every row), and what it
+ * leaves beyond the piece is overwritten by what follows or lies past the end. Realloc at its
+ * widest: mid copied at offset 52 (52 + 32 = 84), old_addr's key at 79 (79 + 16 = 95), 97
+ * bytes in all.
+ */
+#define MID_COPY 32
+#define KEY_COPY 16
+#define COMMON_MAX 52 /* map header, pid, tid, timestamp, addr at their widest: mid's offset */
+
+struct shape {
+	uint8_t mid[MID_COPY]; /* "\xa4type", fixstr name, fixstr of the first key if in mid */
+	uint8_t key[RECORD_MAX_FIELDS][KEY_COPY]; /* fixstr of each key not in mid */
+	uint8_t mid_len, key_len[RECORD_MAX_FIELDS]; /* key_len 0: the key is in mid */
+	uint8_t nfields;
+	uint8_t member[RECORD_MAX_FIELDS]; /* enum record_member */
+	uint8_t enc[RECORD_MAX_FIELDS]; /* enum record_enc */
+	bool optional[RECORD_MAX_FIELDS]; /* omitted (never nil) when 0 */
+	bool valid; /* an artifact type */
+};
+
+static struct shape shapes[MT_EV_TYPE_MAX];
+static pthread_once_t shapes_once = PTHREAD_ONCE_INIT;
+
+/* A fixstr (keys and variant names, all shorter than 32 bytes) into p, within cap bytes. */
+static bool put_fixstr(uint8_t *p, size_t cap, uint8_t *len, const char *s, size_t n)
 {
-	*p = (uint8_t)(0xa0 | len);
-	memcpy(p + 1, s, len); /* a constant length for the keys: inlined as plain stores */
-	return p + 1 + len;
+	if (n >= 32 || n + 1 > cap)
+		return false;
+	*p = (uint8_t)(0xa0 | n);
+	memcpy(p + 1, s, n);
+	*len = (uint8_t)(n + 1);
+	return true;
 }
 
-#define PUT_KEY(p, lit) put_fixstr(p, lit, sizeof(lit) - 1)
-
-/* The value of a variant field, as its encoding reads it. */
-static inline uint64_t field_value(const struct mt_event *ev, const struct record_field_desc *f)
+/* One row; false when it does not fit the fixed-size copies (a row too long for the encoder). */
+static bool compile_shape(const struct record_type *rt, struct shape *sh)
 {
-	switch (f->member) {
+	size_t off;
+	uint8_t n;
+
+	if (!put_fixstr(sh->mid, MID_COPY, &sh->mid_len, "type", 4) ||
+	    !put_fixstr(sh->mid + sh->mid_len, MID_COPY - sh->mid_len, &n, rt->name, rt->name_len))
+		return false;
+	sh->mid_len += n;
+	off = COMMON_MAX + MID_COPY; /* where mid's copy ends, at the widest */
+	if (off > ARTIFACT_MAX_EVENT)
+		return false;
+	off = COMMON_MAX + sh->mid_len;
+	for (int i = 0; i < RECORD_MAX_FIELDS && rt->fields[i]; i++) {
+		const struct record_field_desc *f = &records__fields[rt->fields[i]];
+
+		if (i == 0 && !f->optional) {
+			/* always present: its key is part of the constant run */
+			if (!put_fixstr(sh->mid + sh->mid_len, MID_COPY - sh->mid_len, &n, f->key,
+					f->key_len))
+				return false;
+			sh->mid_len += n;
+			off += n;
+		} else {
+			if (!put_fixstr(sh->key[i], KEY_COPY, &sh->key_len[i], f->key, f->key_len) ||
+			    off + KEY_COPY > ARTIFACT_MAX_EVENT)
+				return false;
+			off += sh->key_len[i];
+		}
+		off += 9; /* the widest integer */
+		sh->member[i] = f->member;
+		sh->enc[i] = f->enc;
+		sh->optional[i] = f->optional;
+		sh->nfields = (uint8_t)(i + 1);
+	}
+	return off <= ARTIFACT_MAX_EVENT && 5 + sh->nfields < 16; /* fixmap: < 16 entries */
+}
+
+static void compile_shapes(void)
+{
+	for (uint32_t t = 0; t < MT_EV_TYPE_MAX; t++) {
+		if (!records__has(t, REC_ARTIFACT))
+			continue;
+		if (!compile_shape(&records__types[t], &shapes[t])) {
+			/* a row of records.c this encoder cannot hold: a build defect, caught by
+			 * the unit tests (every type is encoded there) */
+			fprintf(stderr, "memtrack: record type %s does not fit the artifact encoder\n",
+				records__types[t].name);
+			abort();
+		}
+		shapes[t].valid = true;
+	}
+}
+
+/* The value of a variant field, as its encoding reads it (enum record_member). */
+static inline uint64_t field_value(const struct mt_event *ev, unsigned member)
+{
+	switch (member) {
 	case RM_AUX:
 		return ev->aux;
 	case RM_OLD_ADDR:
@@ -122,54 +210,53 @@ static inline uint64_t field_value(const struct mt_event *ev, const struct recor
 }
 
 /*
- * Encodes into buf, which has room for ARTIFACT_MAX_EVENT bytes: the five common keys, then
- * the variant's fields in the order of its row in src/common/records.c. Returns the encoded
- * length, or -EINVAL for a control/unknown record.
+ * Encodes into buf, which has room for ARTIFACT_MAX_EVENT bytes (all of them may be written):
+ * the five common keys, then the variant's fields in the order of its row in
+ * src/common/records.c. Returns the encoded length, or -EINVAL for a control/unknown record.
+ * compile_shapes has run.
  */
 static inline int encode(const struct mt_event *ev, uint8_t *buf)
 {
-	const struct record_type *rt;
+	const struct shape *sh;
+	unsigned nfields = 0;
 	uint8_t *p = buf;
-	size_t nfields = 0;
 
-	if (!records__has(ev->type, REC_ARTIFACT))
+	if (ev->type >= MT_EV_TYPE_MAX || !shapes[ev->type].valid)
 		return -EINVAL;
-	rt = &records__types[ev->type];
-	for (int i = 0; i < RECORD_MAX_FIELDS && rt->fields[i]; i++) {
-		const struct record_field_desc *f = &records__fields[rt->fields[i]];
+	sh = &shapes[ev->type];
+	memcpy(p + 1, "\xa3pid", 4); /* the map header last, once the fields are counted */
+	p = put_int(p + 5, ev->pid);
+	memcpy(p, "\xa3tid", 4);
+	p = put_int(p + 4, ev->tid);
+	memcpy(p, "\xa9timestamp", 10);
+	p = put_uint(p + 10, ev->ts);
+	memcpy(p, "\xa4" "addr", 5);
+	p = put_uint(p + 5, ev->addr);
+	memcpy(p, sh->mid, MID_COPY);
+	p += sh->mid_len;
+	for (int i = 0; i < sh->nfields; i++) {
+		uint64_t v = field_value(ev, sh->member[i]);
 
-		/* an optional field is omitted, never nil */
-		nfields += !f->optional || field_value(ev, f);
+		if (sh->optional[i] && !v)
+			continue; /* omitted, never nil */
+		nfields++;
+		if (sh->key_len[i]) { /* 0: the key is in mid */
+			memcpy(p, sh->key[i], KEY_COPY);
+			p += sh->key_len[i];
+		}
+		p = sh->enc[i] == RE_I64 ? put_int(p, (int64_t)v) : put_uint(p, v);
 	}
-
-	*p++ = (uint8_t)(0x80 | (5 + nfields)); /* fixmap: at most 7 entries */
-	p = PUT_KEY(p, "pid");
-	p = put_int(p, ev->pid);
-	p = PUT_KEY(p, "tid");
-	p = put_int(p, ev->tid);
-	p = PUT_KEY(p, "timestamp");
-	p = put_uint(p, ev->ts);
-	p = PUT_KEY(p, "addr");
-	p = put_uint(p, ev->addr);
-	p = PUT_KEY(p, "type");
-	p = put_fixstr(p, rt->name, rt->name_len);
-
-	for (int i = 0; i < RECORD_MAX_FIELDS && rt->fields[i]; i++) {
-		const struct record_field_desc *f = &records__fields[rt->fields[i]];
-		uint64_t v = field_value(ev, f);
-
-		if (f->optional && !v)
-			continue;
-		p = put_fixstr(p, f->key, f->key_len);
-		p = f->enc == RE_I64 ? put_int(p, (int64_t)v) : put_uint(p, v);
-	}
+	*buf = (uint8_t)(0x80 | (5 + nfields)); /* fixmap: compile_shape checked < 16 */
 	return (int)(p - buf);
 }
 
 int artifact__encode(const struct mt_event *ev, void *buf, size_t cap)
 {
 	uint8_t tmp[ARTIFACT_MAX_EVENT];
-	int n = encode(ev, tmp);
+	int n;
+
+	pthread_once(&shapes_once, compile_shapes);
+	n = encode(ev, tmp);
 
 	if (n < 0)
 		return n;
@@ -184,69 +271,35 @@ struct artifact_writer {
 	int err; /* first I/O or compression failure; sticky, reported by close */
 	unsigned frame_events; /* events per zstd frame */
 	unsigned in_frame; /* events in buf */
-	uint64_t frames; /* frames written */
+	int level; /* zstd level, kept for artifact_writer__set_workers */
+	uint64_t frames; /* frames submitted to the pipe */
 	uint64_t events; /* events accepted */
-	uint64_t events_written; /* events in the frames written whole */
-	uint64_t bytes; /* compressed bytes written to fd: whole frames only */
-	uint8_t *buf; /* msgpack bytes of the current frame */
+	uint8_t *buf; /* msgpack bytes of the current frame: the pipe's current buffer */
 	size_t len, cap;
-	uint8_t *zbuf; /* compressed frame, ZSTD_compressBound(cap) bytes */
-	size_t zcap;
-	ZSTD_CCtx *cctx;
+	struct frame_pipe *pipe; /* compresses and writes frames, in order */
 };
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-/* Compresses buf as one independent frame (content size included) and writes it. */
+/* Hands the current frame to the pipe, which gives the next buffer. */
 static int flush_frame(struct artifact_writer *w)
 {
-	size_t z;
 	int rc;
 
 	if (w->err)
 		return w->err;
-	z = ZSTD_compress2(w->cctx, w->zbuf, w->zcap, w->buf, w->len);
-	if (ZSTD_isError(z)) {
-		w->err = -EIO;
-		return w->err;
-	}
-	rc = write_all(w->fd, w->zbuf, z);
-	if (rc) {
-		/* A full disk: cut the partial frame off, so that the file holds whole frames,
-		 * all readable, and events_written says how many events (shrinking needs no
-		 * space; a file that cannot shrink, /dev/full, keeps its bytes). */
-		if (ftruncate(w->fd, (off_t)w->bytes))
-			log__debug(LOG_VERBOSE, "artifact: cannot cut the partial frame: %s", strerror(errno));
-		w->err = rc;
-		return rc;
-	}
-	w->bytes += z;
-	w->events_written += w->in_frame;
+	rc = frame_pipe__submit(w->pipe, w->fd, w->len, w->in_frame);
 	w->frames++;
+	w->buf = frame_pipe__buf(w->pipe);
 	w->len = 0;
 	w->in_frame = 0;
-	return 0;
+	if (rc)
+		w->err = rc;
+	return rc;
 }
 
 int artifact_writer__open_fd(struct artifact_writer **wp, int fd, int level,
 			     unsigned frame_events)
 {
 	struct artifact_writer *w;
-	size_t zr;
 	int rc;
 
 	if (!wp || fd < 0) {
@@ -257,6 +310,7 @@ int artifact_writer__open_fd(struct artifact_writer **wp, int fd, int level,
 	*wp = NULL;
 	if (!frame_events)
 		frame_events = ARTIFACT_DEFAULT_FRAME_EVENTS;
+	pthread_once(&shapes_once, compile_shapes);
 	/* The frame buffer is frame_events * 128 bytes; 1M events (128 MiB) is plenty. */
 	w = frame_events <= (1u << 20) ? calloc(1, sizeof(*w)) : NULL;
 	if (!w) {
@@ -265,21 +319,12 @@ int artifact_writer__open_fd(struct artifact_writer **wp, int fd, int level,
 	}
 	w->fd = fd;
 	w->frame_events = frame_events;
+	w->level = level;
 	w->cap = (size_t)frame_events * ARTIFACT_MAX_EVENT;
-	w->zcap = ZSTD_compressBound(w->cap);
-	/* Untouched pages of these buffers cost no RSS: malloc maps them lazily. */
-	w->buf = malloc(w->cap);
-	w->zbuf = malloc(w->zcap);
-	w->cctx = ZSTD_createCCtx();
-	if (!w->buf || !w->zbuf || !w->cctx) {
-		rc = -ENOMEM;
+	rc = frame_pipe__new(&w->pipe, level, w->cap, 0);
+	if (rc)
 		goto cleanup;
-	}
-	zr = ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_compressionLevel, level);
-	if (ZSTD_isError(zr)) {
-		rc = -EINVAL;
-		goto cleanup;
-	}
+	w->buf = frame_pipe__buf(w->pipe);
 	*wp = w;
 	return 0;
 
@@ -321,6 +366,44 @@ int artifact_writer__write(struct artifact_writer *w, const struct mt_event *ev)
 	return 0;
 }
 
+size_t artifact_writer__write_many(struct artifact_writer *w, const struct mt_event *ev,
+				   size_t n, int *err)
+{
+	size_t i = 0;
+
+	*err = w->err;
+	if (*err)
+		return 0;
+	while (i < n) {
+		/* up to the end of the frame, then flush: the loop holds no per-record calls */
+		size_t room = w->frame_events - w->in_frame, end = i + (n - i < room ? n - i : room);
+		unsigned start = w->in_frame;
+
+		for (; i < end; i++) {
+			int len = encode(&ev[i], w->buf + w->len);
+
+			if (len < 0) {
+				*err = len;
+				break;
+			}
+			w->len += (size_t)len;
+			w->in_frame++;
+		}
+		w->events += w->in_frame - start;
+		if (w->in_frame == w->frame_events) {
+			int rc = flush_frame(w);
+
+			if (rc && !*err) {
+				*err = rc;
+				return i; /* written, and lost with the frame: the sticky error says so */
+			}
+		}
+		if (*err)
+			break;
+	}
+	return i;
+}
+
 uint64_t artifact_writer__events(const struct artifact_writer *w)
 {
 	return w ? w->events : 0;
@@ -328,19 +411,57 @@ uint64_t artifact_writer__events(const struct artifact_writer *w)
 
 uint64_t artifact_writer__events_written(const struct artifact_writer *w)
 {
-	return w ? w->events_written : 0;
+	struct frame_pipe_stats st = {0};
+
+	if (w && w->pipe)
+		frame_pipe__stats(w->pipe, &st);
+	return st.events_written;
 }
 
 uint64_t artifact_writer__bytes(const struct artifact_writer *w)
 {
-	return w ? w->bytes : 0;
+	return w && w->pipe ? frame_pipe__bytes(w->pipe) : 0;
+}
+
+int artifact_writer__set_workers(struct artifact_writer *w, unsigned workers)
+{
+	struct frame_pipe *p;
+	int rc;
+
+	if (w->events || w->frames)
+		return -EBUSY;
+	rc = frame_pipe__new(&p, w->level, w->cap, workers);
+	if (rc)
+		return rc;
+	frame_pipe__free(w->pipe);
+	w->pipe = p;
+	w->buf = frame_pipe__buf(p);
+	return 0;
+}
+
+unsigned artifact__default_workers(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	/* the consumer's thread encodes; with one CPU a worker would only add switches */
+	if (n <= 1)
+		return 0;
+	return n > FRAME_PIPE_MAX_WORKERS ? FRAME_PIPE_MAX_WORKERS : (unsigned)n;
 }
 
 int artifact_writer__flush(struct artifact_writer *w)
 {
-	/* The last partial frame; an empty artifact still gets one (empty) frame. */
+	int rc;
+
+	/* The last partial frame; an empty artifact still gets one (empty) frame. Then every
+	 * frame in flight is written: events_written and bytes are final. */
 	if (w->fd >= 0 && (w->in_frame || !w->frames))
-		return flush_frame(w);
+		flush_frame(w);
+	if (w->pipe) {
+		rc = frame_pipe__sync(w->pipe);
+		if (rc && !w->err)
+			w->err = rc;
+	}
 	return w->err;
 }
 
@@ -351,12 +472,15 @@ int artifact_writer__close(struct artifact_writer *w)
 	if (!w)
 		return 0;
 	artifact_writer__flush(w);
+	if (w->pipe) {
+		rc = frame_pipe__finish(w->pipe); /* the workers stop */
+		if (rc && !w->err)
+			w->err = rc;
+	}
 	if (w->fd >= 0 && close(w->fd) && !w->err)
 		w->err = -errno;
 	rc = w->err;
-	ZSTD_freeCCtx(w->cctx);
-	free(w->zbuf);
-	free(w->buf);
+	frame_pipe__free(w->pipe);
 	free(w);
 	return rc;
 }

@@ -34,18 +34,32 @@ int artifact_writer__open(struct artifact_writer **w, const char *path, int leve
 /* The same on a file the caller created (outdir__create); the writer owns fd, even on error. */
 int artifact_writer__open_fd(struct artifact_writer **w, int fd, int level,
 			     unsigned frame_events);
+/* 0, -EINVAL for a control/unknown record (the writer goes on), or the sticky -errno of a
+ * failed compression or write (with workers: maybe an earlier frame's). */
 int artifact_writer__write(struct artifact_writer *w, const struct mt_event *ev);
+/* artifact_writer__write over ev[0..n), stopping at the first refused record: returns how
+ * many were accepted, and *err is the refusal (0 when none). */
+size_t artifact_writer__write_many(struct artifact_writer *w, const struct mt_event *ev,
+				   size_t n, int *err);
+/* Compress frames on `workers` threads while the caller encodes the next one (0: on the
+ * caller's thread, the default). Frames are written in order either way; the caller waits when
+ * workers + 1 frames are in flight. Only before the first write; -EBUSY after. */
+int artifact_writer__set_workers(struct artifact_writer *w, unsigned workers);
+/* What `memtrack track` gives set_workers: one per online CPU (0 on a single CPU). */
+unsigned artifact__default_workers(void);
 /* Bytes written so far and events accepted. */
 uint64_t artifact_writer__events(const struct artifact_writer *w);
 uint64_t artifact_writer__bytes(const struct artifact_writer *w);
 /* Events in the frames written whole: what the file holds. After a write failure (a full disk)
- * the partial frame is cut off, so this is less than artifact_writer__events(). */
+ * the partial frame is cut off, so this is less than artifact_writer__events(). With workers,
+ * it lags behind until a flush. */
 uint64_t artifact_writer__events_written(const struct artifact_writer *w);
-/* Writes the events not yet written as a last frame (an empty artifact still gets one frame);
- * later writes start a new frame. Returns 0 or the first failure's -errno. */
+/* Writes the events not yet written as a last frame (an empty artifact still gets one frame),
+ * and waits until every frame in flight is written; later writes start a new frame. Returns 0
+ * or the first failure's -errno. */
 int artifact_writer__flush(struct artifact_writer *w);
-/* Flushes the last frame (an empty artifact still gets one frame), fsyncs nothing, closes.
- * NULL-safe. Returns 0 or -errno of the first failure seen since open. */
+/* Flushes, stops the workers, fsyncs nothing, closes. NULL-safe. Returns 0 or -errno of the
+ * first failure seen since open: after one, no later frame is written. */
 int artifact_writer__close(struct artifact_writer *w);
 
 struct artifact_reader;

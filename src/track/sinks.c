@@ -9,25 +9,19 @@
 static size_t sink_records(void *ctx, const struct mt_event *ev, size_t n)
 {
 	struct record_sinks *s = ctx;
-	size_t refused = 0, written = 0;
+	size_t refused = 0, written;
+	int err;
 
-	for (; written < n; written++) {
-		int err = artifact_writer__write(s->writer, &ev[written]);
-
-		if (err) {
-			if (!s->write_err)
-				s->write_err = err;
-			break;
-		}
-		s->counts[ev[written].type]++;
-	}
+	written = artifact_writer__write_many(s->writer, ev, n, &err);
+	if (err && !s->write_err)
+		s->write_err = err;
+	for (size_t i = 0; i < written; i++)
+		s->counts[ev[i].type]++;
 	if (s->acct && written)
 		heap_acct__events(s->acct, ev, written);
 	/* the rest, one by one: a refusal may be per record (an unknown type) */
-	for (size_t i = written + (written < n); i < n; i++) {
-		int err = artifact_writer__write(s->writer, &ev[i]);
-
-		if (err) {
+	for (size_t i = written; i < n; i++) {
+		if (artifact_writer__write(s->writer, &ev[i])) {
 			refused++;
 			continue;
 		}
@@ -35,7 +29,7 @@ static size_t sink_records(void *ctx, const struct mt_event *ev, size_t n)
 		if (s->acct)
 			heap_acct__event(s->acct, &ev[i]);
 	}
-	return refused + (written < n);
+	return refused;
 }
 
 int record_sinks__add(struct record_sinks *s, struct consumer *c)

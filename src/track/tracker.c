@@ -139,6 +139,12 @@ int tracker__run(const struct tracker_opts *o)
 		log__error("cannot write '%s/%s': %s", o->outdir, t.m.artifact, strerror(-err));
 		goto cleanup;
 	}
+	/* frames are compressed on every CPU while this thread drains the ring */
+	err = artifact_writer__set_workers(t.writer, artifact__default_workers());
+	if (err) {
+		log__error("cannot start the artifact's compression threads: %s", strerror(-err));
+		goto cleanup;
+	}
 	t.sinks.writer = t.writer;
 	err = spawn__exec_result(&t.sp);
 	if (err)

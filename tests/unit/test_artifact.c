@@ -729,6 +729,100 @@ static void test_fixture(void **state)
 	assert_memory_equal(buf, want, sizeof(want) - 1);
 }
 
+static uint64_t xorshift(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/* A value of a random width (0..64 bits), so every encoding form comes up often. */
+static uint64_t rnd_width(uint64_t *s)
+{
+	unsigned bits = (unsigned)(xorshift(s) % 65);
+
+	return bits ? xorshift(s) >> (64 - bits) : 0;
+}
+
+/* A random record of a random artifact type; signed fields negative half of the time. */
+static struct mt_event rnd_event(uint64_t *s)
+{
+	struct mt_event ev = {
+		.type = MT_EV_MALLOC + (uint32_t)(xorshift(s) % (MT_EV_RMAP - MT_EV_MALLOC + 1)),
+		.pid = (int32_t)rnd_width(s),
+		.tid = (int32_t)rnd_width(s),
+		.aux = (uint32_t)rnd_width(s),
+		.ts = rnd_width(s),
+		.addr = rnd_width(s),
+		.size = rnd_width(s),
+		.old_addr = xorshift(s) % 3 ? rnd_width(s) : 0,
+	};
+
+	if (xorshift(s) & 1)
+		ev.pid = -ev.pid;
+	if (xorshift(s) & 1)
+		ev.tid = -ev.tid;
+	if (ev.type == MT_EV_RMAP && (xorshift(s) & 1))
+		ev.size = -ev.size;
+	return ev;
+}
+
+/*
+ * Property: random records, through artifact__encode and through the writer (frames of 61
+ * events compressed by 0, 1 and 3 workers), give exactly msgpack-c's bytes, in order.
+ */
+static void test_random_vs_msgpack_c(void **state)
+{
+	const char *path = tpath("rnd" ARTIFACT_SUFFIX);
+	const unsigned n = 200000;
+	uint64_t seed = 0x5eed0001;
+	msgpack_sbuffer sb, all;
+	uint8_t buf[128];
+
+	(void)state;
+	msgpack_sbuffer_init(&sb);
+	msgpack_sbuffer_init(&all);
+	for (unsigned i = 0; i < n; i++) {
+		struct mt_event ev = rnd_event(&seed);
+		size_t want = ref_encode(&ev, &sb);
+		int got = artifact__encode(&ev, buf, sizeof(buf));
+
+		if (got != (int)want || memcmp(buf, sb.data, want))
+			fail_msg("record %u (type %u) encodes differently from msgpack-c", i,
+				 ev.type);
+		msgpack_sbuffer_write(&all, sb.data, sb.size);
+	}
+	for (unsigned workers = 0; workers <= 3; workers += workers ? 2 : 1) {
+		struct artifact_writer *w;
+		uint8_t *file, *raw;
+		size_t len;
+
+		seed = 0x5eed0001;
+		assert_int_equal(artifact_writer__open(&w, path, ARTIFACT_DEFAULT_LEVEL, 61), 0);
+		assert_int_equal(artifact_writer__set_workers(w, workers), 0);
+		for (unsigned i = 0; i < n; i++) {
+			struct mt_event ev = rnd_event(&seed);
+
+			assert_int_equal(artifact_writer__write(w, &ev), 0);
+		}
+		assert_int_equal(artifact_writer__close(w), 0);
+		file = slurp(path, &len);
+		assert_int_equal(count_frames(file, len), (n + 60) / 61);
+		raw = malloc(all.size + 1);
+		assert_non_null(raw);
+		/* every frame, back to back; one byte of room more shows a longer stream */
+		assert_int_equal(ZSTD_decompress(raw, all.size + 1, file, len), all.size);
+		if (memcmp(raw, all.data, all.size))
+			fail_msg("%u workers: the artifact's msgpack differs from msgpack-c's",
+				 workers);
+		free(raw);
+		free(file);
+	}
+	msgpack_sbuffer_destroy(&all);
+	msgpack_sbuffer_destroy(&sb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -747,6 +841,7 @@ int main(void)
 		cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_foreign_maps),
 		cmocka_unit_test(test_fixture),
+		cmocka_unit_test(test_random_vs_msgpack_c),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

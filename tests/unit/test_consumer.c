@@ -145,6 +145,49 @@ static void test_sinks_artifact_and_acct(void **state)
 	unlink(path);
 }
 
+/*
+ * A disk that is full: every record is either written or refused, never neither; the writer's
+ * error reaches the sinks (at once without workers: the records after it are refused) and
+ * close, so the tracker marks the run incomplete.
+ */
+static void test_sinks_write_error(void **state)
+{
+	struct mt_event ev[NR];
+
+	(void)state;
+	if (access("/dev/full", W_OK))
+		skip();
+	make_stream(ev);
+	for (unsigned workers = 0; workers <= 2; workers += 2) {
+		struct record_sinks sinks = {0};
+		struct event_source *src;
+		struct consumer c;
+		uint64_t counted = 0;
+
+		assert_int_equal(artifact_writer__open(&sinks.writer, "/dev/full",
+						       ARTIFACT_DEFAULT_LEVEL, 64), 0);
+		assert_int_equal(artifact_writer__set_workers(sinks.writer, workers), 0);
+		assert_int_equal(heap_acct__new(&sinks.acct), 0);
+		consumer__init(&c);
+		assert_int_equal(replay_source__new(&src, ev, NR, 100), 0);
+		assert_int_equal(consumer__add_source(&c, src), 0);
+		assert_int_equal(record_sinks__add(&sinks, &c), 0);
+		while (consumer__drain(&c) > 0)
+			;
+		for (int t = 0; t < MT_EV_TYPE_MAX; t++)
+			counted += sinks.counts[t];
+		assert_int_equal(counted + c.rejected, NR);
+		if (!workers) {
+			assert_int_equal(sinks.write_err, -ENOSPC);
+			assert_int_equal(counted, 64); /* the first frame, whose write failed */
+		}
+		assert_true(sinks.write_err == 0 || sinks.write_err == -ENOSPC);
+		assert_int_equal(artifact_writer__close(sinks.writer), -ENOSPC);
+		consumer__destroy(&c);
+		heap_acct__free(sinks.acct);
+	}
+}
+
 /* heap_acct__events (prefetching) and heap_acct__event one by one agree on everything, over
  * a stream with address reuse, reallocs, two processes, an exec and an exit, and a table that
  * grows several times. */
@@ -218,6 +261,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_replay_batches),
 	    cmocka_unit_test(test_sinks_artifact_and_acct),
+	    cmocka_unit_test(test_sinks_write_error),
 	    cmocka_unit_test(test_acct_batch_equals_single),
 	};
 

@@ -1,0 +1,389 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zstd.h>
+#include "artifact/frame_pipe.h"
+#include "common/log.h"
+
+/*
+ * A slot's life: FILLING (the caller's, exactly one) -> QUEUED -> BUSY (a worker compresses it)
+ * -> DONE -> written or dropped in sequence order -> FREE. All state changes under mu; the
+ * buffers of a slot are touched only by whoever owns it in its current state.
+ */
+enum slot_state { SLOT_FREE, SLOT_FILLING, SLOT_QUEUED, SLOT_BUSY, SLOT_DONE };
+
+struct slot {
+	uint8_t *buf; /* msgpack bytes, cap bytes */
+	uint8_t *zbuf; /* compressed frame, zcap bytes */
+	size_t len, zlen;
+	unsigned events;
+	int fd; /* where it goes */
+	int err; /* compression failure of this frame */
+	uint64_t seq; /* submission order */
+	enum slot_state state;
+};
+
+struct worker {
+	struct frame_pipe *p;
+	ZSTD_CCtx *cctx;
+	pthread_t thread;
+	bool started;
+};
+
+struct frame_pipe {
+	size_t cap, zcap;
+	unsigned nworkers, nslots;
+	struct slot *slots;
+	struct slot *cur; /* SLOT_FILLING */
+	ZSTD_CCtx *cctx; /* no workers: the caller compresses */
+	struct worker *workers;
+	pthread_mutex_t mu;
+	pthread_cond_t work; /* a slot was queued, or stop */
+	pthread_cond_t freed; /* a slot was written (or dropped) and freed */
+	uint64_t next_seq; /* of the next submitted frame */
+	uint64_t write_seq; /* of the next frame to write */
+	uint64_t done_max; /* highest seq compressed so far */
+	bool writing; /* a worker is in write(2): the others leave the writing to it */
+	bool stop, finished;
+	int err; /* sticky, -errno */
+	struct frame_pipe_stats st; /* bytes also read without mu: atomics */
+};
+
+/* Returns 0 or -errno; *done: bytes written, also on failure. */
+static int write_all(int fd, const uint8_t *p, size_t n, size_t *done)
+{
+	*done = 0;
+	while (n) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += w;
+		n -= (size_t)w;
+		*done += (size_t)w;
+	}
+	return 0;
+}
+
+/* One independent frame with its content size in the header (the reader relies on neither). */
+static void compress_slot(ZSTD_CCtx *cctx, struct slot *s, size_t zcap)
+{
+	size_t z = ZSTD_compress2(cctx, s->zbuf, zcap, s->buf, s->len);
+
+	s->err = ZSTD_isError(z) ? -EIO : 0;
+	s->zlen = ZSTD_isError(z) ? 0 : z;
+}
+
+/*
+ * Called with mu held (or no workers) and s compressed; writes it unless an error came first,
+ * dropping mu meanwhile when unlock. A frame written in part is cut off again (best effort), so
+ * the file stays whole frames: a prefix of the stream that every reader decodes to the end.
+ */
+static void write_slot(struct frame_pipe *p, struct slot *s, bool unlock)
+{
+	int rc = p->err ?: s->err;
+	size_t done = 0;
+
+	if (!rc) {
+		if (unlock)
+			pthread_mutex_unlock(&p->mu);
+		rc = write_all(s->fd, s->zbuf, s->zlen, &done);
+		if (rc && done) {
+			/* shrinking needs no space; a file that cannot shrink (/dev/full) keeps
+			 * its bytes */
+			off_t end = lseek(s->fd, 0, SEEK_CUR);
+
+			if (end >= (off_t)done && ftruncate(s->fd, end - (off_t)done) == 0)
+				lseek(s->fd, end - (off_t)done, SEEK_SET);
+			else
+				log__debug(LOG_VERBOSE, "artifact: cannot cut the partial frame: %s",
+					   strerror(errno));
+		}
+		if (unlock)
+			pthread_mutex_lock(&p->mu);
+	}
+	if (rc) {
+		if (!p->err)
+			p->err = rc;
+		return; /* dropped, and every frame after it: the error says so */
+	}
+	p->st.frames++;
+	p->st.events_written += s->events;
+	__atomic_store_n(&p->st.bytes, p->st.bytes + s->zlen, __ATOMIC_RELAXED);
+}
+
+/* With mu held: writes every frame that is next in line and compressed, in order. One worker
+ * writes at a time; the others go back to compressing. */
+static void write_ready(struct frame_pipe *p)
+{
+	while (!p->writing) {
+		struct slot *s = NULL;
+
+		for (unsigned i = 0; i < p->nslots; i++) {
+			if (p->slots[i].state == SLOT_DONE && p->slots[i].seq == p->write_seq) {
+				s = &p->slots[i];
+				break;
+			}
+		}
+		if (!s)
+			return;
+		p->writing = true;
+		write_slot(p, s, true);
+		p->writing = false;
+		s->state = SLOT_FREE;
+		p->write_seq++;
+		pthread_cond_signal(&p->freed);
+	}
+}
+
+/* The oldest queued slot, so frames are started in order; NULL when none. */
+static struct slot *oldest_queued(struct frame_pipe *p)
+{
+	struct slot *best = NULL;
+
+	for (unsigned i = 0; i < p->nslots; i++) {
+		struct slot *s = &p->slots[i];
+
+		if (s->state == SLOT_QUEUED && (!best || s->seq < best->seq))
+			best = s;
+	}
+	return best;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *wk = arg;
+	struct frame_pipe *p = wk->p;
+
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		struct slot *s = oldest_queued(p);
+
+		if (!s) {
+			if (p->stop)
+				break;
+			pthread_cond_wait(&p->work, &p->mu);
+			continue;
+		}
+		s->state = SLOT_BUSY;
+		pthread_mutex_unlock(&p->mu);
+		compress_slot(wk->cctx, s, p->zcap);
+		pthread_mutex_lock(&p->mu);
+		if (s->seq < p->done_max)
+			p->st.reordered++; /* a later frame started first and may finish first */
+		if (s->seq > p->done_max)
+			p->done_max = s->seq;
+		s->state = SLOT_DONE;
+		write_ready(p);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+static ZSTD_CCtx *new_cctx(int level)
+{
+	ZSTD_CCtx *c = ZSTD_createCCtx();
+
+	if (c && ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, level))) {
+		ZSTD_freeCCtx(c);
+		return NULL;
+	}
+	return c;
+}
+
+int frame_pipe__new(struct frame_pipe **pp, int level, size_t frame_cap, unsigned workers)
+{
+	struct frame_pipe *p;
+	sigset_t all, old;
+	int rc = 0;
+
+	*pp = NULL;
+	if (workers > FRAME_PIPE_MAX_WORKERS || !frame_cap)
+		return -EINVAL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->cap = frame_cap;
+	p->zcap = ZSTD_compressBound(frame_cap);
+	p->nworkers = workers;
+	/* one filling, one per worker, one compressed and waiting for an earlier frame */
+	p->nslots = workers ? workers + 2 : 1;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->work, NULL);
+	pthread_cond_init(&p->freed, NULL);
+	p->slots = calloc(p->nslots, sizeof(*p->slots));
+	p->workers = calloc(workers ? workers : 1, sizeof(*p->workers));
+	if (!p->slots || !p->workers) {
+		rc = -ENOMEM;
+		goto cleanup;
+	}
+	/* Untouched pages of these buffers cost no RSS: malloc maps them lazily. */
+	for (unsigned i = 0; i < p->nslots; i++) {
+		p->slots[i].buf = malloc(p->cap);
+		p->slots[i].zbuf = malloc(p->zcap);
+		if (!p->slots[i].buf || !p->slots[i].zbuf) {
+			rc = -ENOMEM;
+			goto cleanup;
+		}
+	}
+	/* Level errors show here, before any thread exists. */
+	if (!workers) {
+		p->cctx = new_cctx(level);
+		if (!p->cctx) {
+			rc = -EINVAL;
+			goto cleanup;
+		}
+	}
+	for (unsigned i = 0; i < workers; i++) {
+		p->workers[i].p = p;
+		p->workers[i].cctx = new_cctx(level);
+		if (!p->workers[i].cctx) {
+			rc = -EINVAL;
+			goto cleanup;
+		}
+	}
+	p->cur = &p->slots[0];
+	p->cur->state = SLOT_FILLING;
+	/* Workers take no signals: the tracker reads its own from a signalfd. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (unsigned i = 0; i < workers && !rc; i++) {
+		rc = -pthread_create(&p->workers[i].thread, NULL, worker_main, &p->workers[i]);
+		p->workers[i].started = !rc;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		goto cleanup;
+	*pp = p;
+	return 0;
+
+cleanup:
+	frame_pipe__free(p);
+	return rc;
+}
+
+uint8_t *frame_pipe__buf(const struct frame_pipe *p)
+{
+	return p->cur->buf;
+}
+
+int frame_pipe__submit(struct frame_pipe *p, int fd, size_t len, unsigned events)
+{
+	struct slot *s = p->cur;
+	int rc;
+
+	s->fd = fd;
+	s->len = len;
+	s->events = events;
+	if (!p->nworkers) {
+		/* the historical path, without a lock: nobody else touches p */
+		if (!p->err) {
+			compress_slot(p->cctx, s, p->zcap);
+			write_slot(p, s, false);
+		}
+		return p->err;
+	}
+	pthread_mutex_lock(&p->mu);
+	s->seq = p->next_seq++;
+	s->state = SLOT_QUEUED;
+	pthread_cond_signal(&p->work);
+	for (struct slot *next = NULL; !next;) {
+		/* s itself may be written and free again by now: any free slot will do */
+		for (unsigned i = 0; i < p->nslots && !next; i++)
+			if (p->slots[i].state == SLOT_FREE)
+				next = &p->slots[i];
+		if (next) {
+			p->cur = next;
+			break;
+		}
+		p->st.waits++;
+		pthread_cond_wait(&p->freed, &p->mu);
+	}
+	p->cur->state = SLOT_FILLING;
+	rc = p->err;
+	pthread_mutex_unlock(&p->mu);
+	return rc;
+}
+
+int frame_pipe__sync(struct frame_pipe *p)
+{
+	int rc;
+
+	if (!p->nworkers)
+		return p->err;
+	pthread_mutex_lock(&p->mu);
+	while (p->write_seq < p->next_seq)
+		pthread_cond_wait(&p->freed, &p->mu);
+	rc = p->err;
+	pthread_mutex_unlock(&p->mu);
+	return rc;
+}
+
+int frame_pipe__finish(struct frame_pipe *p)
+{
+	int rc = frame_pipe__sync(p);
+
+	if (!p->nworkers || p->finished)
+		return rc;
+	pthread_mutex_lock(&p->mu);
+	p->stop = true;
+	pthread_cond_broadcast(&p->work);
+	pthread_mutex_unlock(&p->mu);
+	for (unsigned i = 0; i < p->nworkers; i++) {
+		if (p->workers[i].started)
+			pthread_join(p->workers[i].thread, NULL);
+		p->workers[i].started = false;
+	}
+	p->finished = true;
+	return rc;
+}
+
+void frame_pipe__stats(struct frame_pipe *p, struct frame_pipe_stats *st)
+{
+	if (p->nworkers)
+		pthread_mutex_lock(&p->mu);
+	*st = p->st;
+	if (p->nworkers)
+		pthread_mutex_unlock(&p->mu);
+}
+
+uint64_t frame_pipe__bytes(const struct frame_pipe *p)
+{
+	return __atomic_load_n(&p->st.bytes, __ATOMIC_RELAXED);
+}
+
+void frame_pipe__free(struct frame_pipe *p)
+{
+	if (!p)
+		return;
+	if (p->workers) {
+		/* threads that did start (maybe not all, after a failed new) are stopped */
+		pthread_mutex_lock(&p->mu);
+		p->stop = true;
+		pthread_cond_broadcast(&p->work);
+		pthread_mutex_unlock(&p->mu);
+		if (!p->finished)
+			frame_pipe__finish(p);
+		for (unsigned i = 0; i < p->nworkers; i++)
+			ZSTD_freeCCtx(p->workers[i].cctx);
+	}
+	for (unsigned i = 0; p->slots && i < p->nslots; i++) {
+		free(p->slots[i].buf);
+		free(p->slots[i].zbuf);
+	}
+	ZSTD_freeCCtx(p->cctx);
+	free(p->workers);
+	free(p->slots);
+	pthread_cond_destroy(&p->freed);
+	pthread_cond_destroy(&p->work);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+}

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The artifact writer's back end: msgpack frames in, independent zstd frames out to a file, in
+ * the order they came in. With no workers each frame is compressed and written on the caller's
+ * thread when it is submitted (the writer's historical behaviour). With N workers, frames are
+ * compressed by N threads at once (each its own ZSTD_CCtx, reused) while the caller fills the
+ * next buffer; a frame is written only after every frame submitted before it, by whichever
+ * worker finishes the frame that is next in line. The caller waits for a free buffer when all
+ * are in flight (back-pressure), it never drops one.
+ *
+ * Errors are sticky: after the first failed compression or write, nothing more is written (the
+ * file stays a prefix of the stream, frame-aligned) and every later call returns the error.
+ */
+#ifndef MEMTRACK_FRAME_PIPE_H
+#define MEMTRACK_FRAME_PIPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FRAME_PIPE_MAX_WORKERS 64
+
+struct frame_pipe;
+
+struct frame_pipe_stats {
+	uint64_t frames;	 /* frames written */
+	uint64_t bytes;		 /* compressed bytes written */
+	uint64_t events_written; /* events in the frames written */
+	uint64_t waits;		 /* submits that waited for a free buffer */
+	uint64_t reordered;	 /* frames done compressing after a later frame was */
+};
+
+/* frame_cap: bytes of one uncompressed frame. level: zstd level (-EINVAL if zstd refuses it).
+ * workers: compressing threads; 0 compresses on the caller's thread. */
+int frame_pipe__new(struct frame_pipe **pp, int level, size_t frame_cap, unsigned workers);
+/* The buffer to fill (frame_cap bytes); valid until the next submit. */
+uint8_t *frame_pipe__buf(const struct frame_pipe *p);
+/* Hands the buffer over as one frame of `events` events and `len` bytes (len may be 0: an
+ * empty frame), to be written to fd (borrowed: open until finish). Returns 0 or the sticky
+ * error, -errno, which may be an earlier frame's. A new buffer is always made current. */
+int frame_pipe__submit(struct frame_pipe *p, int fd, size_t len, unsigned events);
+/* Waits until every submitted frame is written (or dropped after an error). 0 or the error. */
+int frame_pipe__sync(struct frame_pipe *p);
+/* frame_pipe__sync, then stops the workers. Returns 0 or the first error. Submitting after
+ * this is not allowed. */
+int frame_pipe__finish(struct frame_pipe *p);
+/* A consistent snapshot; safe while workers run. */
+void frame_pipe__stats(struct frame_pipe *p, struct frame_pipe_stats *st);
+/* Bytes written so far, without taking the lock (may lag a frame behind). */
+uint64_t frame_pipe__bytes(const struct frame_pipe *p);
+/* Finishes if needed, then frees. NULL-safe. */
+void frame_pipe__free(struct frame_pipe *p);
+
+#endif
