@@ -41,6 +41,8 @@ struct record_field_desc {
 #define REC_ARTIFACT (1u << 0) /* written to the artifact (has a variant name) */
 #define REC_HEAP (1u << 1) /* an allocator call: allocates or frees a heap block */
 #define REC_CONTROL (1u << 2) /* steers the consumer; never written, never accounted */
+#define REC_IMAGE_END (1u << 3) /* ends a process image (Exec, Exit): the consumer first delivers
+				  * the image's older records from the other sources */
 
 struct record_type {
 	const char *name; /* artifact variant name; NULL unless REC_ARTIFACT */

@@ -60,7 +60,7 @@ void consumer__dispatch(struct consumer *c, const struct mt_event *ev)
 			c->rejected++;
 		return;
 	}
-	if (c->order.fn && (ev->type == MT_EV_EXEC || ev->type == MT_EV_EXIT))
+	if (c->order.fn && records__has(ev->type, REC_IMAGE_END))
 		c->order.fn(c->order.ctx, c, ev);
 	c->batch[c->nr_batch++] = *ev;
 	if (c->nr_batch == CONSUMER_BATCH)
