@@ -16,6 +16,8 @@ pkgs=(
 	libmsgpack-dev libjansson-dev libyaml-dev libcmocka-dev
 	# allocators the tests track besides glibc
 	libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev
+	# real programs the overhead suite's rows run (benchmarks/memtrack.yml)
+	sqlite3 python3
 )
 # The VM lane (scripts/vm): an emulator, busybox for the guest's tools, cpio for its initramfs,
 # e2fsprogs (mkfs.ext4) for its disk. Only for check-vm: qemu is large, and `make check` does
