@@ -30,7 +30,7 @@ BPF_SRCS  := src/bpf/process.bpf.c $(filter-out src/bpf/process.bpf.c,$(sort $(w
 BPF_OBJS  := $(patsubst src/bpf/%.bpf.c,$(OUTPUT)/bpf/%.bpf.o,$(BPF_SRCS))
 SKEL      := $(OUTPUT)/memtrack.skel.h
 # Everything but the entry points goes into one archive, so unit tests link what they use.
-LIB_SRCS  := $(sort $(wildcard src/acct/*.c src/artifact/*.c src/report/*.c src/track/*.c src/common/*.c) \
+LIB_SRCS  := $(sort $(wildcard src/acct/*.c src/artifact/*.c src/report/*.c src/track/*.c src/common/*.c src/stacks/*.c) \
 	       $(filter-out src/cli/main.c,$(wildcard src/cli/*.c)))
 LIB_OBJS  := $(patsubst %.c,$(OUTPUT)/%.o,$(LIB_SRCS))
 LIB       := $(OUTPUT)/libmemtrack.a
