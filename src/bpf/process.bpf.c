@@ -91,7 +91,7 @@ int BPF_PROG(mt_on_fork, struct task_struct *parent, struct task_struct *child)
 		bool locked = mt_proc_lock(ctgid); /* kswapd may already reclaim from cmm */
 
 		mt_own_mm((__u64)cmm, ctgid);
-		mt_rss_seed(cp, ctgid, cpid, cmm);
+		mt_rss_seed(ctgid, cpid, (__u64)cmm);
 		if (locked)
 			mt_proc_unlock(cp);
 	}
@@ -122,7 +122,7 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	p->execs++;
 	mt_own_mm((__u64)mm, tgid);
 	/* The old image's memory is gone: the new mm starts from what exec mapped. */
-	mt_rss_seed(p, tgid, tid, mm);
+	mt_rss_seed(tgid, tid, (__u64)mm);
 	if (locked)
 		mt_proc_unlock(p);
 
@@ -167,8 +167,7 @@ int BPF_PROG(mt_on_exit, struct task_struct *task)
 	/* under p->lock, up to the mm's release: a reclaimer still changing the mm (rss.bpf.c)
 	 * writes nothing after the Exit */
 	locked = mt_proc_lock(tgid);
-	for (__u32 m = 0; m < MT_RSS_NR; m++)
-		mt_rss_set(p, tgid, tid, m, 0, true);
+	mt_rss_seed(tgid, tid, 0);
 	mt_emit(MT_EV_EXIT, tgid, tid, 0, 0, 0);
 	mt_disown_mm(p->mm, tgid);
 	p->mm = 0;
