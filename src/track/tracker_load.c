@@ -161,6 +161,18 @@ static int tracker__nr_cpus(void)
 	return want > n ? want : n;
 }
 
+/* Fork, exec and exit end in mt_rebase through a tail call (process.bpf.c): its program array
+ * is filled here, before anything is attached. Returns 0 or -errno. */
+static int tracker__fill_tail(struct memtrack_bpf *s)
+{
+	__u32 zero = 0;
+	int fd = bpf_program__fd(s->progs.mt_rebase);
+
+	if (bpf_map_update_elem(bpf_map__fd(s->maps.rebase_prog), &zero, &fd, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
 /* Opens the skeleton against the BTF in t->btf, configures and loads it for t->rmap's backend.
  * Returns 0 or -errno. */
 static int tracker__open_load(struct tracker *t)
@@ -189,6 +201,8 @@ static int tracker__open_load(struct tracker *t)
 	 * pass); otherwise tracker__alloc_ensure loads them if a process ever does */
 	tracker__alloc_autoload(s, t->multi, !t->pre.on);
 	err = memtrack_bpf__load(s);
+	if (!err)
+		err = tracker__fill_tail(s);
 	if (!err && !t->pre.on)
 		tracker__alloc_take(t, s);
 	/* attached at load, so that a kernel refusing them leaves time to reload without them */
