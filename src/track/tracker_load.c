@@ -180,6 +180,10 @@ static int tracker__open_load(struct tracker *t)
 	LIBBPF_OPTS(bpf_object_open_opts, oo,
 		    .btf_custom_path = t->btf.path[0] ? t->btf.path : NULL);
 	int backend = t->o->rmap ? t->rmap.backend : MT_RMAP_OFF;
+	/* Load the allocator programs now (one object, one verification pass) when the root
+	 * needs them for sure: uprobe mode (every allocator), preload mode (libc's dlopen stop).
+	 * In auto mode tracker__alloc_ensure loads them if a process ever does. */
+	bool eager = !t->pre.on || t->o->alloc_hooks == ALLOC_HOOKS_PRELOAD;
 	struct memtrack_bpf *s;
 	int err;
 
@@ -197,13 +201,11 @@ static int tracker__open_load(struct tracker *t)
 	 * be able to hold the threshold with room to spare while the consumer wakes up */
 	s->rodata->mt_wakeup_bytes =
 	    t->o->ring_bytes / 4 < 256 * 1024 ? t->o->ring_bytes / 4 : 256 * 1024;
-	/* uprobe mode: every process needs them, load them now (one object, one verification
-	 * pass); otherwise tracker__alloc_ensure loads them if a process ever does */
-	tracker__alloc_autoload(s, t->multi, !t->pre.on);
+	tracker__alloc_autoload(s, t->multi, eager);
 	err = memtrack_bpf__load(s);
 	if (!err)
 		err = tracker__fill_tail(s);
-	if (!err && !t->pre.on)
+	if (!err && eager)
 		tracker__alloc_take(t, s);
 	/* attached at load, so that a kernel refusing them leaves time to reload without them */
 	if (!err && backend == MT_RMAP_FENTRY)
