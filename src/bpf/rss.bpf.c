@@ -60,3 +60,17 @@ int mt_rss_rebase(__u32 tgid, __u32 tid, __u32 member, __u64 mm)
 		mt_rss_set(p, tgid, tid, m, val, true);
 	return 0;
 }
+
+int mt_rss_emit(__u32 tgid, __u32 tid, __u32 member, __s64 bytes, __u64 ts)
+{
+	struct mt_event *e = mt_reserve(MT_EV_RSS, tgid, tid);
+
+	if (!e)
+		return 0;
+	if (ts)
+		e->ts = ts;
+	e->aux = member;
+	e->size = bytes;
+	mt_submit(e, false);
+	return 0;
+}

@@ -240,18 +240,9 @@ static __always_inline void mt_tree_add(__s64 delta)
 		g->tree_peak_rss = now;
 }
 
-static __always_inline void mt_rss_emit(__u32 tgid, __u32 tid, __u32 member, __s64 bytes, __u64 ts)
-{
-	struct mt_event *e = mt_reserve(MT_EV_RSS, tgid, tid);
-
-	if (!e)
-		return;
-	if (ts)
-		e->ts = ts;
-	e->aux = member;
-	e->size = bytes;
-	mt_submit(e, false);
-}
+/* An Rss record (ts 0: now). A global function (rss.bpf.c): checked once per program, not at
+ * each of mt_rss_set's three call sites. Returns 0. */
+int mt_rss_emit(__u32 tgid, __u32 tid, __u32 member, __s64 bytes, __u64 ts);
 
 /*
  * rmap, tracepoint backend: a counter change of `delta` bytes becomes an Rmap record of
