@@ -146,26 +146,49 @@ static __always_inline void mt_rebase_call(void *ctx, __u32 tgid, __u32 tid, __u
 		bpf_map_delete_elem(&procs, &tgid);
 }
 
-/* Stops the task if the new executable was not inspected yet (mt_stop_on_exec). */
-static __always_inline void mt_exec_stop(__u32 tgid, __u32 tid, struct linux_binprm *bprm)
+/* A process' name, after its Fork or Exec record (MT_EV_CTL_COMM): task's comm (fork), or the
+ * current task's (task 0: exec, which sets it). Lost names are counted as ring drops. A global
+ * function, checked once per program. Returns 0. */
+__noinline int mt_emit_comm(__u32 pid, __u32 tid, __u64 task)
+{
+	struct mt_event *e = mt_reserve(MT_EV_CTL_COMM, pid, tid);
+
+	if (!e)
+		return 0;
+	/* addr and size, 16 contiguous bytes, zeroed by mt_reserve */
+	if (task)
+		bpf_core_read_str(&e->addr, 16, &((struct task_struct *)task)->comm);
+	else
+		bpf_get_current_comm(&e->addr, 16);
+	mt_submit(e, false);
+	return 0;
+}
+
+/*
+ * Stops the task if the new executable was not inspected yet (mt_stop_on_exec). Returns 0.
+ * A global function: checked once, not once per path of mt_on_exec that reaches it (the
+ * lock's and the records' outcomes multiply them).
+ */
+__noinline int mt_exec_stop(__u32 tgid, __u32 tid, __u64 bprm)
 {
 	struct inode *ino;
 	struct mt_event *e;
 	__u64 key;
 
 	if (!mt_stop_on_exec)
-		return;
-	ino = BPF_CORE_READ(bprm, file, f_inode);
+		return 0;
+	ino = BPF_CORE_READ((struct linux_binprm *)bprm, file, f_inode);
 	key = mt_exe_key(BPF_CORE_READ(ino, i_sb, s_dev), BPF_CORE_READ(ino, i_ino));
 	if (bpf_map_lookup_elem(&known_exe, &key))
-		return;
+		return 0;
 	e = mt_reserve(MT_EV_CTL_EXEC_STOPPED, tgid, tid);
 	if (!e)
-		return; /* counted as a ring drop; the task runs on unstopped */
+		return 0; /* counted as a ring drop; the task runs on unstopped */
 	e->addr = key;
 	/* SIGSTOP is taken on the way back to user space: no instruction of the new image runs
 	 * before the consumer answers with SIGCONT. */
 	mt_stop_submit(e);
+	return 0;
 }
 
 SEC("raw_tp/sched_process_fork")
@@ -194,7 +217,7 @@ int BPF_PROG(mt_on_fork, struct task_struct *parent, struct task_struct *child)
 	if (!cp)
 		return 0;
 	mt_emit(MT_EV_FORK, ctgid, cpid, 0, ptgid, 0);
-	mt_emit_comm(ctgid, cpid, child);
+	mt_emit_comm(ctgid, cpid, (__u64)child);
 	/* The parent copied the counters into the child's fresh mm in its own context, before this
 	 * tracepoint: seed the child from them. A CLONE_VM child (vfork) shares the parent's mm,
 	 * which stays the parent's until the child execs. */
@@ -222,14 +245,14 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	 * checks p->mm under the lock) */
 	locked = mt_proc_lock(tgid);
 	mt_emit(MT_EV_EXEC, tgid, tid, 0, 0, 0);
-	mt_emit_comm(tgid, tid, NULL); /* exec renamed it */
+	mt_emit_comm(tgid, tid, 0); /* exec renamed it */
 	mt_disown_mm(p->mm, tgid);
 	p->mm = (__u64)mm;
 	p->execs++;
 	mt_own_mm((__u64)mm, tgid);
 	/* before the re-base (the tail call does not return): the stop is taken on the way back
 	 * to user space, after all of this */
-	mt_exec_stop(tgid, tid, bprm);
+	mt_exec_stop(tgid, tid, (__u64)bprm);
 	/* The old image's memory is gone: the new mm starts from what exec mapped. */
 	mt_rebase_call(ctx, tgid, tid, (__u64)mm, locked, false);
 	return 0;

@@ -45,7 +45,7 @@ int mt_on_rss_stat(struct bpf_raw_tracepoint_args *ctx)
 	return 0;
 }
 
-int mt_rss_rebase(__u32 tgid, __u32 tid, __u32 member, __u64 mm)
+__noinline int mt_rss_rebase(__u32 tgid, __u32 tid, __u32 member, __u64 mm)
 {
 	struct mt_proc *p = bpf_map_lookup_elem(&procs, &tgid);
 	__s64 val = 0;

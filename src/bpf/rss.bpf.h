@@ -240,8 +240,9 @@ static __always_inline void mt_tree_add(__s64 delta)
 		g->tree_peak_rss = now;
 }
 
-/* An Rss record (ts 0: now). A global function (rss.bpf.c): checked once per program, not at
- * each of mt_rss_set's three call sites. Returns 0. */
+/* An Rss record (ts 0: now). Returns 0. Global (rss.bpf.c) but left to clang to inline or
+ * not: measured, rss_stat then verifies 1,071 instructions, 1,363 with it always inlined and
+ * 1,296 never inlined. */
 int mt_rss_emit(__u32 tgid, __u32 tid, __u32 member, __s64 bytes, __u64 ts);
 
 /*
