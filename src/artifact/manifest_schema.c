@@ -127,7 +127,8 @@ static int put_proc_hooks(json_t *o, const struct field *f, const struct manifes
 	h = json_object();
 	if (set(o, f->key, h))
 		return -ENOMEM;
-	return set(h, "libc", str_or_null(p->hooks_libc)) | set(h, "libstdc++", str_or_null(p->hooks_cxx));
+	return set(h, "libc", str_or_null(manifest__hooks_name(p->hooks_libc))) |
+	       set(h, "libstdc++", str_or_null(manifest__hooks_name(p->hooks_cxx)));
 }
 
 /* mechanisms.alloc_hooks, preload_lib and preload_drops (enum mt_shm_drop), when set */

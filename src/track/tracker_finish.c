@@ -161,8 +161,6 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 	t->drops_total = drops_total = tracker__read_drops(t, t->m.drops);
 	bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.global), &zero, &g);
 	heap_acct__fill(t->acct, &t->m);
-	t->m.alloc_hooks = t->pre.on ? "preload" : "uprobe";
-	t->m.preload_lib = t->pre.on ? t->pre.lib : NULL;
 	preload_setup__fill(&t->pre, &t->m, !t->pre.on);
 	/* The kernel-side tree peak is exact (every page); the artifact's Rss records are
 	 * decimated, so prefer the larger of the two. */
@@ -272,14 +270,5 @@ void tracker__destroy(struct tracker *t)
 	watchdog__close(&t->wd);
 	outdir__close(&t->out);
 	btf_cache__close(&t->btf);
-	free(t->m.kernel_release);
-	free(t->m.rmap_reason);
-	free(t->m.artifact);
-	for (uint32_t i = 0; i < t->m.nr_libraries; i++) {
-		free(t->m.libraries[i].path);
-		free(t->m.libraries[i].kind);
-	}
-	free(t->m.libraries);
-	free(t->m.procs);
-	free(t->m.running);
+	manifest__free(&t->m);
 }
