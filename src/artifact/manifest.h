@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "bpf/events.h"
+#include "common/records.h"
 
 #define MANIFEST_FORMAT_VERSION 1
 #define MANIFEST_SUFFIX ".memtrack.json"
@@ -78,19 +79,17 @@ struct manifest {
 	/* kernel BTF used for CO-RE: "cache" or "generated" (a minimal BTF, see
 	 * src/track/btf_cache.h), "vmlinux" (the whole kernel BTF) */
 	char *btf_source;
-	/* --alloc-hooks: "uprobe" or "preload"; the interposer's path and its drops by reason
-	 * (enum mt_shm_drop: no_slot, closed) */
+	/* --alloc-hooks: "uprobe" or "preload"; the interposer's path (its drops are rows of
+	 * drops[], from DROP_PRELOAD) */
 	char *alloc_hooks;
 	char *preload_lib;
-	uint64_t preload_drops[2];
-	uint64_t preload_drops_total;
 	struct manifest_library *libraries;
 	uint32_t nr_libraries;
 
 	/* accounting */
 	uint64_t counts[MT_EV_TYPE_MAX]; /* per event type written to the artifact */
 	uint64_t events_total;
-	uint64_t drops[MT_DROP_NR]; /* BPF side */
+	uint64_t drops[DROP_NR]; /* by reason (records__drops): BPF side, then preload */
 	uint64_t consumer_drops; /* user side: records rejected (bad type, write failure) */
 	bool complete; /* no drop anywhere, no process still running */
 	struct manifest_running *running; /* "still_running" */

@@ -12,7 +12,7 @@
 #define PRELOAD_NAME "libmemtrack-preload.so"
 /* Rings: 1024 threads alive at once, 16,384 records (768 KiB) each: a sparse 768 MiB file
  * that costs what the threads write. More threads than slots: their records are dropped and
- * counted (manifest preload_drops.no_slot). */
+ * counted (manifest drops.no_slot). */
 #define PRELOAD_SLOTS 1024
 #define PRELOAD_RECORDS 16384
 

@@ -29,18 +29,16 @@
  * incomplete (and why). */
 static int tracker__exit_status(const struct tracker *t)
 {
-	if (!t->m.complete && t->drops_total + t->cons.rejected + t->m.preload_drops_total == 0)
+	if (!t->m.complete && t->drops_total + t->cons.rejected == 0)
 		return MT_EXIT_LOST;
 	if (!t->m.complete) {
 		char what[256], advice[512];
 
-		log__error(
-		    "%" PRIu64 " events were lost (%s, preload %" PRIu64
-		    "): the artifact is incomplete.%s",
-		    t->drops_total + t->cons.rejected + t->m.preload_drops_total,
-		    records__drops_text(what, sizeof(what), t->m.drops, t->cons.rejected, true),
-		    t->m.preload_drops_total,
-		    records__drops_advice(advice, sizeof(advice), t->m.drops));
+		log__error("%" PRIu64 " events were lost (%s): the artifact is incomplete.%s",
+			   t->drops_total + t->cons.rejected,
+			   records__drops_text(what, sizeof(what), t->m.drops, t->cons.rejected,
+					       true),
+			   records__drops_advice(advice, sizeof(advice), t->m.drops));
 		return MT_EXIT_LOST;
 	}
 	return t->m.exit_status;

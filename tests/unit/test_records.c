@@ -145,8 +145,8 @@ static void test_consumer_follows_table(void **state)
 	consumer__destroy(&c);
 }
 
-/* Each reason nonzero and distinct: every key in the manifest and in report --json, every
- * label in the summary and in the lost-events text. */
+/* Each reason nonzero and distinct, the preload interposer's too: every key in the manifest
+ * and in report --json, every label in the summary and in the lost-events text. */
 static void test_drop_spellings(void **state)
 {
 	struct manifest m = {.complete = false};
@@ -157,7 +157,7 @@ static void test_drop_spellings(void **state)
 	FILE *f;
 
 	(void)state;
-	for (int i = 0; i < MT_DROP_NR; i++)
+	for (int i = 0; i < DROP_NR; i++)
 		m.drops[i] = 100 + (uint64_t)i;
 	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "records"), 0);
 	snprintf(path, sizeof(path), "%s/m.json", dir);
@@ -172,7 +172,7 @@ static void test_drop_spellings(void **state)
 	assert_int_equal(report__summary_view(f, &v), 0);
 	fclose(f);
 	records__drops_text(what, sizeof(what), m.drops, 0, true);
-	for (int i = 0; i < MT_DROP_NR; i++) {
+	for (int i = 0; i < DROP_NR; i++) {
 		const struct drop_reason *d = &records__drops[i];
 		char label[64];
 
