@@ -70,7 +70,7 @@ void heap_acct__events(struct heap_acct *a, const struct mt_event *ev, size_t n)
  * heap_acct__set_comm said, else empty: the artifact does not carry names. */
 int heap_acct__fill(const struct heap_acct *a, struct manifest *m);
 void heap_acct__stats(const struct heap_acct *a, struct heap_stats *s);
-/* Names pid's current process (the tracker's MT_EV_CTL_COMM records, which follow the Fork or
+/* Names pid's current process (the tracker's RA_NAME control records, which follow the Fork or
  * Exec they name); ignored when pid has no live process. comm: up to 16 bytes, NUL-padded. */
 void heap_acct__set_comm(struct heap_acct *a, int32_t pid, const char comm[16]);
 /* A kernel name as the outputs keep it: NUL-terminated, bytes outside printable ASCII as '?'. */

@@ -30,9 +30,9 @@ const struct record_type records__types[MT_EV_TYPE_MAX] = {
 	[MT_EV_EXIT] = {ART("Exit") | REC_IMAGE_END},
 	[MT_EV_RSS] = {ART("Rss"), .fields = {RF_MEMBER, RF_SIZE}},
 	[MT_EV_RMAP] = {ART("Rmap"), .fields = {RF_MEMBER, RF_DELTA}},
-	[MT_EV_CTL_EXEC_STOPPED] = {.flags = REC_CONTROL},
-	[MT_EV_CTL_DLOPEN_STOPPED] = {.flags = REC_CONTROL},
-	[MT_EV_CTL_COMM] = {.flags = REC_CONTROL},
+	[MT_EV_CTL_EXEC_STOPPED] = {.flags = REC_CONTROL | REC_STOPS, .action = RA_INSPECT_EXE},
+	[MT_EV_CTL_DLOPEN_STOPPED] = {.flags = REC_CONTROL | REC_STOPS, .action = RA_INSPECT_MAPS},
+	[MT_EV_CTL_COMM] = {.flags = REC_CONTROL, .action = RA_NAME},
 };
 
 uint32_t records__from_name(const char *name, size_t len)

@@ -44,12 +44,27 @@ struct record_field_desc {
 #define REC_CONTROL (1u << 2) /* steers the consumer; never written, never accounted */
 #define REC_IMAGE_END (1u << 3) /* ends a process image (Exec, Exit): the consumer first delivers
 				  * the image's older records from the other sources */
+#define REC_STOPS (1u << 4) /* control: its task stopped itself and waits for a SIGCONT, sent
+			     * once the record is handled (by the tracker, or by the watchdog
+			     * when memtrack died) */
+
+/* What the tracker does with a control record (its handlers in tracker_run.c, by this index),
+ * before the SIGCONT of a REC_STOPS one. */
+enum record_action {
+	RA_NONE = 0,
+	RA_INSPECT_EXE, /* attach to the allocators of pid's new executable; addr: its known_exe
+			 * key (bpf/proc.h), marked known after */
+	RA_INSPECT_MAPS, /* attach to the allocators among pid's mappings (after a dlopen) */
+	RA_NAME, /* pid's name for the accounting: 16 bytes, NUL-padded, in addr then size */
+	RA_NR,
+};
 
 struct record_type {
 	const char *name; /* artifact variant name; NULL unless REC_ARTIFACT */
 	uint8_t name_len;
 	uint8_t flags;
 	uint8_t fields[RECORD_MAX_FIELDS]; /* enum record_field in artifact order; RF_NONE ends */
+	uint8_t action; /* REC_CONTROL: enum record_action */
 };
 
 extern const struct record_type records__types[MT_EV_TYPE_MAX];
@@ -72,6 +87,12 @@ static inline bool records__has(uint32_t type, unsigned flag)
 static inline const char *records__name(uint32_t type)
 {
 	return records__has(type, REC_ARTIFACT) ? records__types[type].name : NULL;
+}
+
+/* The action of a control record (RA_NONE for others and unknown types). */
+static inline unsigned records__action(uint32_t type)
+{
+	return type < MT_EV_TYPE_MAX ? records__types[type].action : RA_NONE;
 }
 
 /* Inverse of records__name; MT_EV_NONE when unknown. */
