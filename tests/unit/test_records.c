@@ -51,6 +51,32 @@ static void test_table_shape(void **state)
 	assert_int_equal(control, 3);
 }
 
+/* Control rows say what the tracker does (an action of its table) and whether the task waits
+ * for a SIGCONT; only control rows do. The stops are the exec and dlopen ones. */
+static void test_control_rows(void **state)
+{
+	unsigned stops = 0;
+
+	(void)state;
+	for (uint32_t t = 0; t < MT_EV_TYPE_MAX; t++) {
+		const struct record_type *r = records__type(t);
+
+		if (!r)
+			continue;
+		if (!(r->flags & REC_CONTROL)) {
+			assert_int_equal(records__action(t), RA_NONE);
+			assert_false(r->flags & REC_STOPS);
+			continue;
+		}
+		assert_true(records__action(t) > RA_NONE && records__action(t) < RA_NR);
+		stops += !!(r->flags & REC_STOPS);
+	}
+	assert_int_equal(stops, 2);
+	assert_true(records__has(MT_EV_CTL_EXEC_STOPPED, REC_STOPS));
+	assert_true(records__has(MT_EV_CTL_DLOPEN_STOPPED, REC_STOPS));
+	assert_int_equal(records__action(MT_EV_TYPE_MAX), RA_NONE);
+}
+
 /* Every artifact type with every field set: what comes back is what the row says it carries. */
 static void test_every_type_round_trips(void **state)
 {
@@ -196,6 +222,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_table_shape),
+		cmocka_unit_test(test_control_rows),
 		cmocka_unit_test(test_every_type_round_trips),
 		cmocka_unit_test(test_consumer_follows_table),
 		cmocka_unit_test(test_drop_spellings),
