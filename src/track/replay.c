@@ -42,8 +42,11 @@ int replay_source__new(struct event_source **src, const struct mt_event *ev, siz
 	p->ev = ev;
 	p->nr = nr;
 	p->batch = batch;
-	p->src = (struct event_source){.name = "replay", .fd = -1, .drain = replay_source__drain,
-				       .destroy = replay_source__destroy, .priv = p};
+	p->src = (struct event_source){.name = "replay",
+				       .fd = -1,
+				       .drain = replay_source__drain,
+				       .destroy = replay_source__destroy,
+				       .priv = p};
 	*src = &p->src;
 	return 0;
 }

@@ -34,11 +34,11 @@ static int tracker__exit_status(const struct tracker *t)
 	if (!t->m.complete) {
 		char what[256], advice[512];
 
-		log__error("%" PRIu64 " events were lost (%s): the artifact is incomplete.%s",
-			   t->drops_total + t->cons.rejected,
-			   records__drops_text(what, sizeof(what), t->m.drops, t->cons.rejected,
-					       true),
-			   records__drops_advice(advice, sizeof(advice), t->m.drops));
+		log__error(
+		    "%" PRIu64 " events were lost (%s): the artifact is incomplete.%s",
+		    t->drops_total + t->cons.rejected,
+		    records__drops_text(what, sizeof(what), t->m.drops, t->cons.rejected, true),
+		    records__drops_advice(advice, sizeof(advice), t->m.drops));
 		return MT_EXIT_LOST;
 	}
 	return t->m.exit_status;
@@ -171,7 +171,7 @@ int tracker__run(const struct tracker_opts *o)
 cleanup:
 	root_prep__join(&t.root);
 	spawn__abort(&t.sp); /* a child never released, or one we cannot follow */
-	if (art_fd >= 0) { /* created, the command never ran: no empty artifact left behind */
+	if (art_fd >= 0) {   /* created, the command never ran: no empty artifact left behind */
 		close(art_fd);
 		unlinkat(t.out.fd, t.m.artifact, 0);
 	}

@@ -56,9 +56,9 @@ static void control_name(struct tracker *t, const struct mt_event *ev)
 }
 
 static void (*const control_actions[RA_NR])(struct tracker *t, const struct mt_event *ev) = {
-	[RA_INSPECT_EXE] = control_inspect_exe,
-	[RA_INSPECT_MAPS] = control_inspect_maps,
-	[RA_NAME] = control_name,
+    [RA_INSPECT_EXE] = control_inspect_exe,
+    [RA_INSPECT_MAPS] = control_inspect_maps,
+    [RA_NAME] = control_name,
 };
 
 static int control_record(void *ctx, const struct mt_event *ev)
