@@ -129,6 +129,7 @@ int tracker__alloc_ensure(struct tracker *t)
 	t->alloc_skel = s;
 	s = NULL;
 	tracker__alloc_take(t, t->alloc_skel);
+	err = manifest__set_str(&t->m.alloc_programs, "at first attach");
 	log__debug(LOG_VERBOSE, "allocator programs loaded in %.2f ms",
 		   (now_ns(CLOCK_MONOTONIC) - t0) / 1e6);
 cleanup:
@@ -287,7 +288,8 @@ int tracker__load(struct tracker *t)
 	err = btf_cache__load(&t->btf, tracker__load_try, &try);
 	if (err)
 		return tracker__explain_load_error(err);
-	if (manifest__set_str(&t->m.btf_source, t->btf.source))
+	if (manifest__set_str(&t->m.btf_source, t->btf.source) ||
+	    manifest__set_str(&t->m.alloc_programs, t->alloc_entry ? "at load" : "not loaded"))
 		return tracker__no_memory();
 	if (t->o->rmap &&
 	    (manifest__set_str(&t->m.rmap_backend,
