@@ -196,7 +196,6 @@ static __always_inline void mt_stop_submit(struct mt_event *e)
 	mt_submit(e, true);
 }
 
-
 static __always_inline int mt_emit(__u32 type, __u32 pid, __u32 tid, __u64 addr, __u64 size,
 				   __u64 old_addr)
 {

@@ -122,8 +122,8 @@ int mt_rebase(void *ctx)
 /* Re-bases and finishes through mt_rebase. The tail call fails only once the program array
  * is emptied, when memtrack's descriptors are being closed: then the process is only
  * unlocked, and forgotten at its exit. */
-static __always_inline void mt_rebase_call(void *ctx, __u32 tgid, __u32 tid, __u64 mm,
-					   bool locked, bool exit)
+static __always_inline void mt_rebase_call(void *ctx, __u32 tgid, __u32 tid, __u64 mm, bool locked,
+					   bool exit)
 {
 	__u32 zero = 0;
 	struct mt_rebase_req *r = bpf_map_lookup_elem(&rebase_req, &zero);

@@ -112,10 +112,10 @@ static long mt_pcpu_add(__u64 cpu, void *arg)
  * body once, where a bounded loop of MT_RSS_READ_TRIES was checked once per try, every CPU
  * walk included (~3,000 of the ~3,800 instructions a re-base took to verify). */
 struct mt_pcpu_read {
-	__u64 pc; /* struct percpu_counter * */
+	__u64 pc;	/* struct percpu_counter * */
 	__u64 counters; /* its __percpu s32 pointer */
-	__u64 pptr; /* pcpu_probe's __percpu pointer */
-	__s64 value; /* pages, once got */
+	__u64 pptr;	/* pcpu_probe's __percpu pointer */
+	__s64 value;	/* pages, once got */
 	__u32 got;
 };
 

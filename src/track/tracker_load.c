@@ -278,8 +278,7 @@ int tracker__load(struct tracker *t)
 	}
 	try.chosen = t->rmap;
 	t->multi = attach__probe_uprobe_multi();
-	if (manifest__set_str(&t->m.uprobe_mechanism,
-			      t->multi ? "uprobe_multi" : "perf_uprobe") ||
+	if (manifest__set_str(&t->m.uprobe_mechanism, t->multi ? "uprobe_multi" : "perf_uprobe") ||
 	    manifest__set_str(&t->m.tracepoint_mechanism, "raw_tracepoint"))
 		return tracker__no_memory();
 	/* CO-RE against a minimal BTF for this kernel: no parse of the whole vmlinux BTF. */

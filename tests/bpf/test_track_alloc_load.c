@@ -18,8 +18,8 @@
 /* mechanisms.alloc_programs must be want */
 static void check_when(struct mt_run *r, const char *want)
 {
-	const char *got = json_string_value(json_object_get(mt_json(r, "mechanisms"),
-							   "alloc_programs"));
+	const char *got =
+	    json_string_value(json_object_get(mt_json(r, "mechanisms"), "alloc_programs"));
 
 	MT_CHECK(r, got && !strcmp(got, want), "mechanisms.alloc_programs \"%s\", not \"%s\"",
 		 got ? got : "(none)", want);
