@@ -6,6 +6,7 @@
  * otherwise at the first attach to a library (tracker__alloc_ensure).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,9 +181,55 @@ static int tracker__fill_tail(struct memtrack_bpf *s)
 	return 0;
 }
 
-/* Opens the skeleton against the BTF in t->btf, configures and loads it for t->rmap's backend.
- * Returns 0 or -errno. */
-static int tracker__open_load(struct tracker *t)
+/*
+ * The ring buffer map, created on a thread while the kernel is probed, the BTF prepared and the
+ * object opened: allocating and zeroing an 8 MiB ring takes ~1.7 ms here, which the load
+ * would otherwise wait for. Given to libbpf with bpf_map__reuse_fd; if it could not be
+ * created, libbpf creates the map as usual.
+ */
+struct ring_prep {
+	pthread_t thread;
+	uint64_t bytes;
+	int fd; /* or -errno */
+	bool started;
+};
+
+static void *ring_prep__run(void *arg)
+{
+	struct ring_prep *r = arg;
+
+	r->fd = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "events", 0, 0, r->bytes, NULL);
+	if (r->fd < 0)
+		r->fd = -errno;
+	return NULL;
+}
+
+static void ring_prep__start(struct ring_prep *r, uint64_t bytes)
+{
+	r->bytes = bytes;
+	r->fd = -EAGAIN;
+	r->started = !pthread_create(&r->thread, NULL, ring_prep__run, r);
+}
+
+/* The ring's fd (-errno: none); idempotent. */
+static int ring_prep__join(struct ring_prep *r)
+{
+	if (r->started)
+		pthread_join(r->thread, NULL);
+	r->started = false;
+	return r->fd;
+}
+
+static void ring_prep__close(struct ring_prep *r)
+{
+	if (ring_prep__join(r) >= 0)
+		close(r->fd);
+	r->fd = -EBADF;
+}
+
+/* Opens the skeleton against the BTF in t->btf, configures and loads it for t->rmap's backend,
+ * on ring's map when it has one. Returns 0 or -errno. */
+static int tracker__open_load(struct tracker *t, struct ring_prep *ring)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, oo,
 		    .btf_custom_path = t->btf.path[0] ? t->btf.path : NULL);
@@ -209,7 +256,9 @@ static int tracker__open_load(struct tracker *t)
 	s->rodata->mt_wakeup_bytes =
 	    t->o->ring_bytes / 4 < 256 * 1024 ? t->o->ring_bytes / 4 : 256 * 1024;
 	tracker__alloc_autoload(s, t->multi, eager);
-	err = memtrack_bpf__load(s);
+	err = ring_prep__join(ring) >= 0 ? bpf_map__reuse_fd(s->maps.events, ring->fd) : 0;
+	if (!err)
+		err = memtrack_bpf__load(s);
 	if (!err)
 		err = tracker__fill_tail(s);
 	if (!err && eager)
@@ -224,9 +273,9 @@ static int tracker__open_load(struct tracker *t)
 
 /* Loads with the chosen rmap backend; when the fentry programs do not load or attach (the probe
  * load passed: verifier, attach), falls back to the tracepoint backend and says why. */
-static int tracker__load_backend(struct tracker *t)
+static int tracker__load_backend(struct tracker *t, struct ring_prep *ring)
 {
-	int err = tracker__open_load(t);
+	int err = tracker__open_load(t, ring);
 
 	if (err && t->o->rmap && t->rmap.backend == MT_RMAP_FENTRY) {
 		snprintf(t->rmap.reason, sizeof(t->rmap.reason),
@@ -235,7 +284,7 @@ static int tracker__load_backend(struct tracker *t)
 		log__warn("%s", t->rmap.reason);
 		t->rmap.backend = MT_RMAP_TRACEPOINT;
 		t->rmap.progs = 0;
-		err = tracker__open_load(t);
+		err = tracker__open_load(t, ring);
 	}
 	return err;
 }
@@ -244,6 +293,7 @@ static int tracker__load_backend(struct tracker *t)
 struct load_try {
 	struct tracker *t;
 	struct rmap_choice chosen;
+	struct ring_prep ring;
 };
 
 static int tracker__load_try(void *ctx)
@@ -251,7 +301,7 @@ static int tracker__load_try(void *ctx)
 	struct load_try *l = ctx;
 
 	l->t->rmap = l->chosen; /* an earlier try's fentry fallback may have been the BTF's fault */
-	return tracker__load_backend(l->t);
+	return tracker__load_backend(l->t, &l->ring);
 }
 
 /* Loads the programs: the BTF they relocate against, the rmap backend, the uprobe mechanism,
@@ -276,15 +326,19 @@ int tracker__load(struct tracker *t)
 		if (err)
 			return err;
 	}
+	ring_prep__start(&try.ring, t->o->ring_bytes);
 	try.chosen = t->rmap;
 	t->multi = attach__probe_uprobe_multi();
 	if (manifest__set_str(&t->m.uprobe_mechanism, t->multi ? "uprobe_multi" : "perf_uprobe") ||
-	    manifest__set_str(&t->m.tracepoint_mechanism, "raw_tracepoint"))
+	    manifest__set_str(&t->m.tracepoint_mechanism, "raw_tracepoint")) {
+		ring_prep__close(&try.ring);
 		return tracker__no_memory();
+	}
 	/* CO-RE against a minimal BTF for this kernel: no parse of the whole vmlinux BTF. */
 	obj = memtrack_bpf__elf_bytes(&obj_sz);
 	btf_cache__prepare(&t->btf, obj, obj_sz);
 	err = btf_cache__load(&t->btf, tracker__load_try, &try);
+	ring_prep__close(&try.ring); /* the object holds its own descriptor of the map */
 	if (err)
 		return tracker__explain_load_error(err);
 	if (manifest__set_str(&t->m.btf_source, t->btf.source) ||
