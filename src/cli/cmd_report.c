@@ -172,6 +172,19 @@ static int merge_manifest(struct manifest *m, const struct manifest *file)
 	m->complete = file->complete;
 	m->running = file->running;
 	m->nr_running = file->nr_running;
+	/* the markers are the artifact's companion data: only the tracker saw them */
+	free(m->markers);
+	m->window = file->window;
+	m->markers = NULL;
+	m->nr_markers = 0;
+	if (file->nr_markers) {
+		m->markers = malloc(file->nr_markers * sizeof(*m->markers));
+		if (!m->markers)
+			return -ENOMEM;
+		memcpy(m->markers, file->markers, file->nr_markers * sizeof(*m->markers));
+		m->nr_markers = file->nr_markers;
+	}
+	m->markers_dropped = file->markers_dropped;
 	/* the kernel saw every page; the artifact's Rss records are decimated */
 	if (file->peak_rss > m->peak_rss)
 		m->peak_rss = file->peak_rss;
@@ -350,6 +363,7 @@ static void report_input__free(struct report_input *in)
 	timeline__free(in->tl);
 	timeline__free(in->trace);
 	free(in->m.procs);
+	free(in->m.markers);
 	manifest__free(&in->file);
 	free(in->decode_error);
 }

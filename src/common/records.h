@@ -43,6 +43,10 @@ struct record_field_desc {
 #define REC_CONTROL (1u << 2) /* steers the consumer; never written, never accounted */
 #define REC_IMAGE_END (1u << 3) /* ends a process image (Exec, Exit): the consumer first delivers
 				  * the image's older records from the other sources */
+#define REC_COMPANION (1u << 4) /* not in the artifact: to the accounting (window, markers),
+				 * in order with the artifact's records */
+#define REC_ORDERED (1u << 5) /* the consumer first delivers the process' older records from
+			       * the other sources (with REC_IMAGE_END for Exec, Exit) */
 
 struct record_type {
 	const char *name; /* artifact variant name; NULL unless REC_ARTIFACT */

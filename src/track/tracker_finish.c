@@ -281,5 +281,6 @@ void tracker__destroy(struct tracker *t)
 	}
 	free(t->m.libraries);
 	free(t->m.procs);
+	free(t->m.markers);
 	free(t->m.running);
 }

@@ -91,10 +91,14 @@ static int tracker__open_load(struct tracker *t, bool multi)
 	bpf_program__set_autoload(s->progs.mt_alloc_return_multi, multi);
 	bpf_program__set_autoload(s->progs.mt_alloc_entry_perf, !multi);
 	bpf_program__set_autoload(s->progs.mt_alloc_return_perf, !multi);
+	bpf_program__set_autoload(s->progs.mt_marker_multi, multi);
+	bpf_program__set_autoload(s->progs.mt_marker_perf, !multi);
 	if (multi) {
 		bpf_program__set_expected_attach_type(s->progs.mt_alloc_entry_multi,
 						      attach__uprobe_multi_type());
 		bpf_program__set_expected_attach_type(s->progs.mt_alloc_return_multi,
+						      attach__uprobe_multi_type());
+		bpf_program__set_expected_attach_type(s->progs.mt_marker_multi,
 						      attach__uprobe_multi_type());
 	}
 	err = memtrack_bpf__load(s);
@@ -181,6 +185,9 @@ int tracker__load(struct tracker *t)
 	    &t->set, multi ? ATTACH_UPROBE_MULTI : ATTACH_PERF_UPROBE,
 	    multi ? t->skel->progs.mt_alloc_entry_multi : t->skel->progs.mt_alloc_entry_perf,
 	    multi ? t->skel->progs.mt_alloc_return_multi : t->skel->progs.mt_alloc_return_perf);
+	if (!err)
+		attach_set__set_marker(t->set, multi ? t->skel->progs.mt_marker_multi
+						     : t->skel->progs.mt_marker_perf);
 	if (err) { /* t->libs exists already (tracker__run): libs__bind attaches through set */
 		log__error("cannot set up: %s", strerror(-err));
 		return err;
