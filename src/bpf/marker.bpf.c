@@ -43,8 +43,9 @@ static __always_inline int mt_marker(struct pt_regs *ctx)
 		return 0;
 	e->aux = kind;
 	e->size = len;
-	/* urgent: the window's bounds should not wait for a timer */
-	mt_submit(e, true);
+	/* not urgent: a program calling START/STOP in a loop would pay a wake-up of memtrack
+	 * per call (measured: ~8 us a call with it) */
+	mt_submit(e, false);
 	return 0;
 }
 

@@ -10,3 +10,5 @@ $(patsubst tests/targets/%.cc,$(BUILD)/targets/%,$(wildcard tests/targets/*.cc))
 # The windowed target includes the installed header from the tree.
 TARGET_LDLIBS_windowed := -Iinclude
 $(BUILD)/targets/windowed: include/memtrack.h
+TARGET_LDLIBS_window_cost := -Iinclude -O2
+$(BUILD)/targets/window_cost: include/memtrack.h
