@@ -52,8 +52,7 @@ static void run(struct manifest *m, const struct mt_event *ev, size_t n)
 
 static void done(struct manifest *m)
 {
-	free(m->procs);
-	free(m->markers);
+	manifest__free(m);
 }
 
 /* The proof: 50 MiB before, 1 + 2 MiB live together inside, 30 MiB after. */
