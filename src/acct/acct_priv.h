@@ -21,7 +21,7 @@ static inline uint64_t sat64(u128 v)
 }
 
 #define PID_MIN_CAP 64
-#define IMG_NONE UINT32_MAX /* proc.img after Exit: owns no slot */
+#define IMG_NONE    UINT32_MAX /* proc.img after Exit: owns no slot */
 #ifndef HEAP_IMG_MAX
 #define HEAP_IMG_MAX (UINT32_MAX - 1) /* image ids 0 .. HEAP_IMG_MAX - 1; tests lower it */
 #endif
@@ -36,10 +36,10 @@ struct proc {
 	u128 leaked_bytes, lost_bytes; /* live at Exit, at Exec */
 	uint64_t leaked_count, lost_count;
 	uint64_t rss[MT_RSS_NR]; /* bytes, last absolute value per member */
-	u128 rss_sum, peak_rss; /* file + anon + shmem */
-	char comm[16]; /* the kernel's name for it, NUL-terminated; "" until told */
-	bool win_open; /* its measured window is open (window.h) */
-	u128 win_live; /* bytes of its window blocks live now */
+	u128 rss_sum, peak_rss;	 /* file + anon + shmem */
+	char comm[16];		 /* the kernel's name for it, NUL-terminated; "" until told */
+	bool win_open;		 /* its measured window is open (window.h) */
+	u128 win_live;		 /* bytes of its window blocks live now */
 	uint64_t win_count;
 };
 
@@ -62,7 +62,7 @@ struct heap_acct {
 	bool last_valid;
 
 	u128 live, peak_heap; /* tree-wide, bytes */
-	u128 rss, peak_rss; /* tree-wide, bytes: sum over live processes */
+	u128 rss, peak_rss;   /* tree-wide, bytes: sum over live processes */
 	uint64_t live_count;
 	uint64_t allocs, frees;
 	u128 allocated; /* bytes, sum of the sizes of every block added */

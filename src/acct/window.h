@@ -29,7 +29,7 @@
 #include "artifact/manifest.h"
 
 #define ACCT_MARKERS_MAX 4096
-#define ACCT_NAME_SLOTS 8 /* threads with a name in assembly at once (parts, then marker) */
+#define ACCT_NAME_SLOTS	 8 /* threads with a name in assembly at once (parts, then marker) */
 
 struct acct_name_slot {
 	int32_t tid; /* 0: free */
@@ -37,9 +37,9 @@ struct acct_name_slot {
 };
 
 struct acct_window {
-	struct blocks blocks; /* window blocks: (addr, image) -> size */
-	bool present; /* a START was seen */
-	uint32_t open; /* processes whose window is open now */
+	struct blocks blocks;			 /* window blocks: (addr, image) -> size */
+	bool present;				 /* a START was seen */
+	uint32_t open;				 /* processes whose window is open now */
 	unsigned __int128 live, peak, allocated; /* bytes */
 	uint64_t live_count, allocs, frees;
 	unsigned __int128 exited_bytes; /* window blocks live when their process exited */

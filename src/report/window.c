@@ -29,14 +29,15 @@ json_t *report__markers_json(const struct manifest *m)
 {
 	json_t *a = json_array();
 	uint64_t t0 = m->start_mono_ns > 0 ? (uint64_t)m->start_mono_ns
-			: m->nr_markers ? m->markers[0].ts_ns : 0;
+		      : m->nr_markers	   ? m->markers[0].ts_ns
+					   : 0;
 
 	for (uint32_t i = 0; a && i < m->nr_markers; i++) {
 		const struct manifest_marker *k = &m->markers[i];
-		json_t *e = json_pack("{s:s, s:s, s:i, s:i, s:f, s:I, s:I}", "kind", k->kind, "name",
-				      k->name, "pid", k->pid, "tid", k->tid, "t_ms",
-				      (double)(int64_t)(k->ts_ns - t0) / 1e6, "heap",
-				      (json_int_t)k->heap, "window_heap", (json_int_t)k->window_heap);
+		json_t *e = json_pack(
+		    "{s:s, s:s, s:i, s:i, s:f, s:I, s:I}", "kind", k->kind, "name", k->name, "pid",
+		    k->pid, "tid", k->tid, "t_ms", (double)(int64_t)(k->ts_ns - t0) / 1e6, "heap",
+		    (json_int_t)k->heap, "window_heap", (json_int_t)k->window_heap);
 
 		if (!e || json_array_append_new(a, e)) {
 			json_decref(a);
@@ -58,17 +59,20 @@ void report__window_line(FILE *out, const struct manifest *m)
 		"%" PRIu64 " START, %.1f ms\n",
 		report__bytes(w->peak_heap, a, sizeof(a)), w->allocs,
 		report__bytes(w->allocated_bytes, b, sizeof(b)),
-		report__bytes(w->live_bytes, c, sizeof(c)), w->starts, (double)w->duration_ns / 1e6);
+		report__bytes(w->live_bytes, c, sizeof(c)), w->starts,
+		(double)w->duration_ns / 1e6);
 }
 
 static int window_text(FILE *out, const struct manifest *m)
 {
 	uint64_t t0 = m->start_mono_ns > 0 ? (uint64_t)m->start_mono_ns
-			: m->nr_markers ? m->markers[0].ts_ns : 0;
+		      : m->nr_markers	   ? m->markers[0].ts_ns
+					   : 0;
 	char a[32], b[32];
 
 	if (!m->window.present)
-		fprintf(out, "memtrack: no window: the program never called MEMTRACK_START(); the "
+		fprintf(out,
+			"memtrack: no window: the program never called MEMTRACK_START(); the "
 			"whole run is measured (peak heap %s, %" PRIu64 " allocations)\n",
 			report__bytes(m->peak_heap, a, sizeof(a)), m->allocs);
 	else
@@ -98,7 +102,7 @@ int report__window(FILE *out, const struct report_view *v, bool json)
 
 	if (!v->have_manifest)
 		fprintf(stderr, "memtrack: no manifest beside the artifact: the window and the "
-			"markers are kept there; pass --manifest FILE\n");
+				"markers are kept there; pass --manifest FILE\n");
 	if (!json) {
 		window_text(out, m);
 		return ferror(out) ? -EIO : 0;

@@ -20,7 +20,7 @@
 #include "track/usdt.h"
 
 #define USDT_NOTE_TYPE 3
-#define USDT_PROVIDER "memtrack"
+#define USDT_PROVIDER  "memtrack"
 
 int usdt__reg_offset(const char *name)
 {
@@ -31,7 +31,7 @@ int usdt__reg_offset(const char *name)
 		int off;
 	} regs[] = {
 #define R(r) {#r, offsetof(struct user_regs_struct, r)}
-	    R(rdi), R(rsi), R(rdx), R(rcx), R(r8),  R(r9),	R(rax), R(rbx),
+	    R(rdi), R(rsi), R(rdx), R(rcx), R(r8),  R(r9),  R(rax), R(rbx),
 	    R(rbp), R(r10), R(r11), R(r12), R(r13), R(r14), R(r15), R(rsp),
 #undef R
 	};

@@ -10,9 +10,9 @@
 #include <stdint.h>
 
 struct usdt_site {
-	uint64_t offset; /* file offset of the probe's nop: where the uprobe goes */
+	uint64_t offset;  /* file offset of the probe's nop: where the uprobe goes */
 	uint64_t ref_ctr; /* file offset of its semaphore (the kernel's ref_ctr_offset); 0: none */
-	uint64_t cookie; /* MT_MARK_COOKIE(kind, register offset): what the BPF program needs */
+	uint64_t cookie;  /* MT_MARK_COOKIE(kind, register offset): what the BPF program needs */
 };
 
 /* The memtrack probes of an open ELF file (elf: an Elf * of libelf, as elf_info.elf), into

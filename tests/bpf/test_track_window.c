@@ -68,8 +68,8 @@ static void window_run(void **state, const char *hooks, const char *arg)
 		 "manifest events.total vs %zu artifact records", r->nr_ev);
 	MT_CHECK(r, json_is_true(json_object_get(r->manifest, "complete")), "run not complete");
 	/* the whole run's figures stay the whole run's */
-	MT_CHECK(r, ju(r, r->manifest, "results", "peak_heap") == 80 * MIB ||
-			 !strcmp(arg, "free-old"),
+	MT_CHECK(r,
+		 ju(r, r->manifest, "results", "peak_heap") == 80 * MIB || !strcmp(arg, "free-old"),
 		 "whole peak heap %llu, want 80 MiB",
 		 (unsigned long long)ju(r, r->manifest, "results", "peak_heap"));
 }
@@ -121,59 +121,65 @@ static void check_report(struct mt_run *r)
 	assert_non_null(p);
 	doc = json_loadf(p, 0, &jerr);
 	MT_CHECK(r, pclose(p) == 0 && doc, "report --window --json failed: %s", jerr.text);
-	MT_CHECK(r, json_equal(json_object_get(doc, "window") ? jpath(doc, "window", "peak_heap")
-							       : NULL,
-			       jpath(window(r), "peak_heap", NULL)),
-		 "report --window's peak heap differs from the manifest's");
-	MT_CHECK(r, json_array_size(json_object_get(doc, "markers")) ==
-			 json_array_size(json_object_get(r->manifest, "markers")),
+	MT_CHECK(
+	    r,
+	    json_equal(json_object_get(doc, "window") ? jpath(doc, "window", "peak_heap") : NULL,
+		       jpath(window(r), "peak_heap", NULL)),
+	    "report --window's peak heap differs from the manifest's");
+	MT_CHECK(r,
+		 json_array_size(json_object_get(doc, "markers")) ==
+		     json_array_size(json_object_get(r->manifest, "markers")),
 		 "report --window's markers differ from the manifest's");
 	json_decref(doc);
 }
+
+/* windowed's modes and the window each must give */
+static const struct window_case {
+	const char *arg;
+	uint64_t peak, allocs, frees, starts;
+} cases[] = {
+    {"", 3 * MIB, 2, 2, 1},
+    {"free-old", 3 * MIB, 2, 2, 1}, /* frees of older blocks change nothing of the window's */
+    {"twice", 4 * MIB, 3, 3, 2},    /* a second pair: one window, their union */
+};
 
 static void proof(void **state, const char *hooks)
 {
 	static const char *const kinds[] = {"start", "mark", "stop"};
 	struct mt_run *r;
-	json_t *w;
 
 	MT_REQUIRE_ROOT();
 	if (!has_hooks(hooks)) {
 		print_message("[ SKIP     ] this memtrack has no --alloc-hooks %s\n", hooks);
 		skip();
 	}
-	window_run(state, hooks, "");
-	r = *state;
-	w = window(r);
-	MT_CHECK(r, ju(r, w, "peak_heap", NULL) == 3 * MIB, "%s: window peak heap %llu, want 3 MiB",
-		 hooks, (unsigned long long)ju(r, w, "peak_heap", NULL));
-	MT_CHECK(r, ju(r, w, "allocs", NULL) == 2, "%s: window allocs %llu, want 2", hooks,
-		 (unsigned long long)ju(r, w, "allocs", NULL));
-	MT_CHECK(r, ju(r, w, "frees", NULL) == 2, "window frees");
-	MT_CHECK(r, ju(r, w, "live_bytes", NULL) == 0, "window live bytes");
-	MT_CHECK(r, ju(r, w, "starts", NULL) == 1 && ju(r, w, "stops", NULL) == 1, "starts/stops");
-	check_markers(r, kinds, 3);
-	check_report(r);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const struct window_case *c = &cases[i];
+		json_t *w;
 
-	/* the 50 MiB block freed inside: frees of older blocks change nothing of the window's */
-	window_run(state, hooks, "free-old");
-	r = *state;
-	w = window(r);
-	MT_CHECK(r, ju(r, w, "peak_heap", NULL) == 3 * MIB && ju(r, w, "allocs", NULL) == 2 &&
-			 ju(r, w, "frees", NULL) == 2,
-		 "%s free-old: window %llu B in %llu allocs", hooks,
-		 (unsigned long long)ju(r, w, "peak_heap", NULL),
-		 (unsigned long long)ju(r, w, "allocs", NULL));
-
-	/* a second pair: one window, their union */
-	window_run(state, hooks, "twice");
-	r = *state;
-	w = window(r);
-	MT_CHECK(r, ju(r, w, "peak_heap", NULL) == 4 * MIB && ju(r, w, "allocs", NULL) == 3 &&
-			 ju(r, w, "starts", NULL) == 2,
-		 "%s twice: window %llu B in %llu allocs", hooks,
-		 (unsigned long long)ju(r, w, "peak_heap", NULL),
-		 (unsigned long long)ju(r, w, "allocs", NULL));
+		window_run(state, hooks, c->arg);
+		r = *state;
+		w = window(r);
+		MT_CHECK(r,
+			 ju(r, w, "peak_heap", NULL) == c->peak &&
+			     ju(r, w, "allocs", NULL) == c->allocs &&
+			     ju(r, w, "frees", NULL) == c->frees &&
+			     ju(r, w, "starts", NULL) == c->starts &&
+			     ju(r, w, "stops", NULL) == c->starts &&
+			     ju(r, w, "live_bytes", NULL) == 0,
+			 "%s '%s': window peak %llu B, %llu allocs, %llu frees, %llu starts; want "
+			 "%llu B, %llu, %llu, %llu",
+			 hooks, c->arg, (unsigned long long)ju(r, w, "peak_heap", NULL),
+			 (unsigned long long)ju(r, w, "allocs", NULL),
+			 (unsigned long long)ju(r, w, "frees", NULL),
+			 (unsigned long long)ju(r, w, "starts", NULL), (unsigned long long)c->peak,
+			 (unsigned long long)c->allocs, (unsigned long long)c->frees,
+			 (unsigned long long)c->starts);
+		if (i == 0) {
+			check_markers(r, kinds, 3);
+			check_report(r);
+		}
+	}
 
 	/* no START: no window, the whole run measured */
 	window_run(state, hooks, "none");
@@ -200,9 +206,9 @@ static void test_window_auto(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_window_uprobe, mt_teardown),
-		cmocka_unit_test_teardown(test_window_preload, mt_teardown),
-		cmocka_unit_test_teardown(test_window_auto, mt_teardown),
+	    cmocka_unit_test_teardown(test_window_uprobe, mt_teardown),
+	    cmocka_unit_test_teardown(test_window_preload, mt_teardown),
+	    cmocka_unit_test_teardown(test_window_auto, mt_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -23,12 +23,12 @@ static double now_ns(void)
 }
 
 /* The loops: the same body but for the macro; the barrier keeps the loop a loop. */
-#define LOOP(calls, stmt)                                                                         \
-	do {                                                                                      \
-		for (unsigned long i = 0; i < (calls); i++) {                                     \
-			stmt;                                                                     \
-			__asm__ __volatile__("" ::: "memory");                                    \
-		}                                                                                 \
+#define LOOP(calls, stmt)                                                                          \
+	do {                                                                                       \
+		for (unsigned long i = 0; i < (calls); i++) {                                      \
+			stmt;                                                                      \
+			__asm__ __volatile__("" ::: "memory");                                     \
+		}                                                                                  \
 	} while (0)
 
 static int cmp(const void *a, const void *b)

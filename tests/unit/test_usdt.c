@@ -85,8 +85,9 @@ static uint64_t section_offset(const char *path, const char *name, uint64_t vadd
 	while ((scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr sh;
 
-		if (gelf_getshdr(scn, &sh) && !strcmp(elf_strptr(elf, shstrndx, sh.sh_name), name) &&
-		    vaddr >= sh.sh_addr && vaddr < sh.sh_addr + sh.sh_size)
+		if (gelf_getshdr(scn, &sh) &&
+		    !strcmp(elf_strptr(elf, shstrndx, sh.sh_name), name) && vaddr >= sh.sh_addr &&
+		    vaddr < sh.sh_addr + sh.sh_size)
 			off = vaddr - sh.sh_addr + sh.sh_offset;
 	}
 	elf_end(elf);
@@ -138,7 +139,8 @@ static void test_own_binary(void **state)
 	assert_int_equal(kinds[MT_MARK_STOP], 1);
 	assert_int_equal(kinds[MT_MARK_MARK], 1 + HAVE_SDT);
 	if (!HAVE_SDT)
-		print_message("[ NOTE     ] no <sys/sdt.h> (systemtap-sdt-dev): only our notes read\n");
+		print_message(
+		    "[ NOTE     ] no <sys/sdt.h> (systemtap-sdt-dev): only our notes read\n");
 	fclose(f);
 	free(s);
 }
@@ -148,7 +150,8 @@ static void test_cookies(void **state)
 {
 	(void)state;
 	assert_int_equal(usdt__cookie("start", ""), MT_MARK_COOKIE(MT_MARK_START, MT_MARK_NO_ARG));
-	assert_int_equal(usdt__cookie("stop", "8@%rdi"), MT_MARK_COOKIE(MT_MARK_STOP, MT_MARK_NO_ARG));
+	assert_int_equal(usdt__cookie("stop", "8@%rdi"),
+			 MT_MARK_COOKIE(MT_MARK_STOP, MT_MARK_NO_ARG));
 	assert_int_equal(usdt__cookie("begin", ""), 0);
 #if defined(__x86_64__)
 	assert_int_equal(usdt__cookie("mark", "8@%rdi"),
@@ -162,15 +165,16 @@ static void test_cookies(void **state)
 	/* memory operands, 4-byte values: no name */
 	assert_int_equal(usdt__cookie("mark", "8@-16(%rbp)"),
 			 MT_MARK_COOKIE(MT_MARK_MARK, MT_MARK_NO_ARG));
-	assert_int_equal(usdt__cookie("mark", "4@%edi"), MT_MARK_COOKIE(MT_MARK_MARK, MT_MARK_NO_ARG));
+	assert_int_equal(usdt__cookie("mark", "4@%edi"),
+			 MT_MARK_COOKIE(MT_MARK_MARK, MT_MARK_NO_ARG));
 	assert_int_equal(usdt__cookie("mark", ""), MT_MARK_COOKIE(MT_MARK_MARK, MT_MARK_NO_ARG));
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_own_binary),
-		cmocka_unit_test(test_cookies),
+	    cmocka_unit_test(test_own_binary),
+	    cmocka_unit_test(test_cookies),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -14,18 +14,23 @@
 #include "common/records.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
-#define MiB (1ULL << 20)
+#define MiB  (1ULL << 20)
 
 static uint64_t ts;
 
-static struct mt_event E(uint32_t type, int pid, uint64_t addr, uint64_t size, uint64_t old)
-{
-	struct mt_event e = {.type = type, .pid = pid, .tid = pid, .ts = ts += 10, .addr = addr,
-			     .size = size, .old_addr = old};
+static struct mt_event E(uint32_t type, int pid, uint64_t addr, uint64_t size, uint64_t old) {
+	struct mt_event e = {.type = type,
+			     .pid = pid,
+			     .tid = pid,
+			     .ts = ts += 10,
+			     .addr = addr,
+			     .size = size,
+			     .old_addr = old};
 	return e;
 }
 
-static struct mt_event K(int pid, uint32_t kind) /* a marker */
+static struct mt_event
+K(int pid, uint32_t kind) /* a marker */
 {
 	struct mt_event e = E(MT_EV_MARKER, pid, 0, 0, 0);
 
@@ -33,12 +38,13 @@ static struct mt_event K(int pid, uint32_t kind) /* a marker */
 	return e;
 }
 
-#define START(pid) K(pid, MT_MARK_START)
-#define STOP(pid) K(pid, MT_MARK_STOP)
+#define START(pid)		K(pid, MT_MARK_START)
+#define STOP(pid)		K(pid, MT_MARK_STOP)
 #define MALLOC(pid, addr, size) E(MT_EV_MALLOC, pid, addr, size, 0)
-#define FREE(pid, addr) E(MT_EV_FREE, pid, addr, 0, 0)
+#define FREE(pid, addr)		E(MT_EV_FREE, pid, addr, 0, 0)
 
-static void run(struct manifest *m, const struct mt_event *ev, size_t n)
+static void
+run(struct manifest *m, const struct mt_event *ev, size_t n)
 {
 	struct heap_acct *a;
 
@@ -59,10 +65,17 @@ static void done(struct manifest *m)
 static void test_proof(void **state)
 {
 	struct mt_event ev[] = {
-		MALLOC(1, 0x10000, 50 * MiB), START(1), MALLOC(1, 0x20000, 1 * MiB),
-		MALLOC(1, 0x30000, 2 * MiB), FREE(1, 0x30000), FREE(1, 0x20000), STOP(1),
-		MALLOC(1, 0x40000, 30 * MiB), FREE(1, 0x40000), FREE(1, 0x10000),
-		E(MT_EV_EXIT, 1, 0, 0, 0),
+	    MALLOC(1, 0x10000, 50 * MiB),
+	    START(1),
+	    MALLOC(1, 0x20000, 1 * MiB),
+	    MALLOC(1, 0x30000, 2 * MiB),
+	    FREE(1, 0x30000),
+	    FREE(1, 0x20000),
+	    STOP(1),
+	    MALLOC(1, 0x40000, 30 * MiB),
+	    FREE(1, 0x40000),
+	    FREE(1, 0x10000),
+	    E(MT_EV_EXIT, 1, 0, 0, 0),
 	};
 	struct manifest m;
 
@@ -77,7 +90,7 @@ static void test_proof(void **state)
 	assert_int_equal(m.window.starts, 1);
 	assert_int_equal(m.window.stops, 1);
 	assert_int_equal(m.window.duration_ns, 50); /* five records of 10 ns after START */
-	assert_int_equal(m.peak_heap, 80 * MiB); /* the whole run's, unchanged */
+	assert_int_equal(m.peak_heap, 80 * MiB);    /* the whole run's, unchanged */
 	assert_int_equal(m.allocs, 4);
 	assert_int_equal(m.nr_markers, 2);
 	assert_string_equal(m.markers[0].kind, "start");
@@ -106,8 +119,8 @@ static void test_no_start(void **state)
 static void test_old_frees(void **state)
 {
 	struct mt_event ev[] = {
-		MALLOC(1, 0x10, 1000), START(1), MALLOC(1, 0x20, 500), FREE(1, 0x10),
-		MALLOC(1, 0x30, 300), STOP(1), FREE(1, 0x20), FREE(1, 0x30),
+	    MALLOC(1, 0x10, 1000), START(1), MALLOC(1, 0x20, 500), FREE(1, 0x10),
+	    MALLOC(1, 0x30, 300),  STOP(1),  FREE(1, 0x20),	   FREE(1, 0x30),
 	};
 	struct manifest m;
 
@@ -126,8 +139,8 @@ static void test_old_frees(void **state)
 static void test_reallocs(void **state)
 {
 	struct mt_event ev[] = {
-		MALLOC(1, 0x10, 100), START(1), E(MT_EV_REALLOC, 1, 0x20, 400, 0x10),
-		MALLOC(1, 0x30, 50), STOP(1), E(MT_EV_REALLOC, 1, 0x40, 4000, 0x30),
+	    MALLOC(1, 0x10, 100), START(1), E(MT_EV_REALLOC, 1, 0x20, 400, 0x10),
+	    MALLOC(1, 0x30, 50),  STOP(1),  E(MT_EV_REALLOC, 1, 0x40, 4000, 0x30),
 	};
 	struct manifest m;
 
@@ -146,9 +159,10 @@ static void test_reallocs(void **state)
 static void test_pairs(void **state)
 {
 	struct mt_event ev[] = {
-		START(1), MALLOC(1, 0x10, 100), START(1), STOP(1), STOP(1),
-		MALLOC(1, 0x20, 10000), FREE(1, 0x20), /* outside: not the window's */
-		START(1), MALLOC(1, 0x30, 200), FREE(1, 0x30), STOP(1), FREE(1, 0x10),
+	    START(1),	   MALLOC(1, 0x10, 100),   START(1),	  STOP(1),
+	    STOP(1),	   MALLOC(1, 0x20, 10000), FREE(1, 0x20), /* outside: not the window's */
+	    START(1),	   MALLOC(1, 0x30, 200),   FREE(1, 0x30), STOP(1),
+	    FREE(1, 0x10),
 	};
 	struct manifest m;
 
@@ -169,19 +183,19 @@ static void test_pairs(void **state)
 static void test_processes(void **state)
 {
 	struct mt_event ev[] = {
-		MALLOC(1, 0x10, 7), /* root, before */
-		START(1),
-		E(MT_EV_FORK, 2, 0, 1, 0), /* inside: inherits the open window */
-		E(MT_EV_FORK, 3, 0, 1, 0),
-		STOP(3), /* the child closes its own */
-		MALLOC(1, 0x10 + 1, 100),
-		MALLOC(2, 0x10, 1000),	/* same address, another process: its own block */
-		MALLOC(3, 0x20, 50000), /* closed: not counted */
-		E(MT_EV_EXEC, 2, 0, 0, 0), /* its window block leaves the live sum, state kept */
-		MALLOC(2, 0x30, 20),
-		E(MT_EV_EXIT, 2, 0, 0, 0), /* 20 live: the window's leak; closes 2's window */
-		STOP(1),
-		MALLOC(2, 0x40, 99999), /* pid 2 again: a new process, outside */
+	    MALLOC(1, 0x10, 7), /* root, before */
+	    START(1),
+	    E(MT_EV_FORK, 2, 0, 1, 0), /* inside: inherits the open window */
+	    E(MT_EV_FORK, 3, 0, 1, 0),
+	    STOP(3), /* the child closes its own */
+	    MALLOC(1, 0x10 + 1, 100),
+	    MALLOC(2, 0x10, 1000),     /* same address, another process: its own block */
+	    MALLOC(3, 0x20, 50000),    /* closed: not counted */
+	    E(MT_EV_EXEC, 2, 0, 0, 0), /* its window block leaves the live sum, state kept */
+	    MALLOC(2, 0x30, 20),
+	    E(MT_EV_EXIT, 2, 0, 0, 0), /* 20 live: the window's leak; closes 2's window */
+	    STOP(1),
+	    MALLOC(2, 0x40, 99999), /* pid 2 again: a new process, outside */
 	};
 	struct manifest m;
 
@@ -214,7 +228,8 @@ static void test_marker_names(void **state)
 		char part[MT_MARK_NAME_PART] = {0};
 		size_t left = strlen(name) - i * MT_MARK_NAME_PART;
 
-		memcpy(part, name + i * MT_MARK_NAME_PART, left < sizeof(part) ? left : sizeof(part));
+		memcpy(part, name + i * MT_MARK_NAME_PART,
+		       left < sizeof(part) ? left : sizeof(part));
 		/* addr, size and old_addr: 24 contiguous bytes */
 		memcpy((char *)&e + offsetof(struct mt_event, addr), part, sizeof(part));
 		ev[n++] = e;
@@ -283,15 +298,11 @@ static void test_rows(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_proof),
-		cmocka_unit_test(test_no_start),
-		cmocka_unit_test(test_old_frees),
-		cmocka_unit_test(test_reallocs),
-		cmocka_unit_test(test_pairs),
-		cmocka_unit_test(test_processes),
-		cmocka_unit_test(test_marker_names),
-		cmocka_unit_test(test_manifest_roundtrip),
-		cmocka_unit_test(test_rows),
+	    cmocka_unit_test(test_proof),	 cmocka_unit_test(test_no_start),
+	    cmocka_unit_test(test_old_frees),	 cmocka_unit_test(test_reallocs),
+	    cmocka_unit_test(test_pairs),	 cmocka_unit_test(test_processes),
+	    cmocka_unit_test(test_marker_names), cmocka_unit_test(test_manifest_roundtrip),
+	    cmocka_unit_test(test_rows),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
