@@ -4,9 +4,9 @@
  * allocates 50 MiB before MEMTRACK_START(), 1 + 2 MiB live together inside, 30 MiB after
  * MEMTRACK_STOP(). The window's peak heap must be exactly 3 MiB and its allocations 2, in every
  * event path memtrack has (--alloc-hooks uprobe, preload, and auto where it exists); the
- * markers arrive with their names; the artifact holds no marker record (its readers know
- * none); `memtrack report --window --json` says the same as the manifest; a run without START
- * has no window.
+ * window is the tree's (a child forked inside counts); the markers arrive with their names; the
+ * artifact holds no marker record (its readers know none); `memtrack report --window --json`
+ * says the same as the manifest; a run without START has no window.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -141,6 +141,7 @@ static const struct window_case {
     {"", 3 * MIB, 2, 2, 1},
     {"free-old", 3 * MIB, 2, 2, 1}, /* frees of older blocks change nothing of the window's */
     {"twice", 4 * MIB, 3, 3, 2},    /* a second pair: one window, their union */
+    {"fork", 6 * MIB, 3, 3, 1},	    /* a child forked inside: its 5 MiB with the 1 MiB */
 };
 
 static void proof(void **state, const char *hooks)

@@ -6,15 +6,20 @@
  * MODE "free-old": also frees the 50 MiB block inside the window (a free of an older block: it
  * must not lower anything of the window's). MODE "none": no START/STOP at all (measured whole).
  * MODE "twice": a second START/STOP pair with 4 MiB inside (window peak 4 MiB, 3 allocations).
+ * MODE "fork": after the mark, a child (forked inside the window: it inherits it) allocates
+ * 5 MiB while the parent's 1 MiB is live (window peak 6 MiB, 3 allocations).
  * No stdio: nothing else allocates.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "memtrack.h"
 
 #define MIB (1024ul * 1024)
 
 static void *volatile before, *volatile in1, *volatile in2, *volatile in3, *volatile after;
+static void *volatile child;
 
 static void *touch(size_t n)
 {
@@ -35,6 +40,18 @@ int main(int argc, char **argv)
 		MEMTRACK_START();
 	in1 = touch(1 * MIB);
 	MEMTRACK_MARK("one MiB live");
+	if (!strcmp(mode, "fork")) {
+		int status;
+		pid_t pid = fork();
+
+		if (pid == 0) {
+			child = touch(5 * MIB);
+			free(child);
+			_exit(child ? 0 : 1);
+		}
+		if (pid < 0 || waitpid(pid, &status, 0) != pid || status != 0)
+			return 1;
+	}
 	in2 = touch(2 * MIB);
 	if (!strcmp(mode, "free-old"))
 		free(before);
