@@ -110,6 +110,10 @@ $(OUTPUT)/%.o: %.c | $(OUTPUT)
 $(patsubst %.c,$(OUTPUT)/%.o,$(wildcard src/track/*.c src/cli/*.c) $(UNIT_SRCS) $(ROOT_SRCS) \
 	$(TESTLIB_SRCS)): $(SKEL)
 
+# test_usdt has probes of the header users include (<memtrack.h>, installed from include/).
+$(OUTPUT)/tests/unit/test_usdt.o: CFLAGS += -Iinclude
+$(OUTPUT)/tests/unit/test_usdt.o: include/memtrack.h
+
 $(OUTPUT)/pic/%.o: %.c | $(OUTPUT)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
@@ -226,6 +230,8 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/lib/memtrack
 	install -m 0644 $(PRELOAD) $(DESTDIR)$(PREFIX)/lib/memtrack/
 	install -m 0644 docs/memtrack.1 docs/memtrack-bench.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -d $(DESTDIR)$(PREFIX)/include
+	install -m 0644 include/memtrack.h $(DESTDIR)$(PREFIX)/include/
 
 format:
 	clang-format -i $(shell find src bench tests -name '*.[ch]' -o -name '*.cc')

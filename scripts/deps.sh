@@ -18,6 +18,9 @@ pkgs=(
 	libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev
 	# real programs the overhead suite's rows run (benchmarks/memtrack.yml)
 	sqlite3 python3
+	# <sys/sdt.h>: test_usdt checks that memtrack reads its notes like ours (include/memtrack.h
+	# itself needs nothing)
+	systemtap-sdt-dev
 )
 # The VM lane (scripts/vm): an emulator, busybox for the guest's tools, cpio for its initramfs,
 # e2fsprogs (mkfs.ext4) for its disk. Only for check-vm: qemu is large, and `make check` does

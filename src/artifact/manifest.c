@@ -200,6 +200,7 @@ void manifest__free(struct manifest *m)
 	free(m->libraries);
 	free(m->procs);
 	free(m->running);
+	free(m->markers);
 	memset(m, 0, sizeof(*m));
 }
 

@@ -41,7 +41,7 @@ static json_t *ms(uint64_t ns)
  * holds (or, for arrays and computed keys, the functions that put and get it). Rows of a group
  * ("mechanisms", "results", ...) go into that object of the root, made at its first row.
  */
-enum field_kind { F_STR, F_COMM, F_I32, F_U32, F_INT, F_I64, F_U64, F_MS, F_BOOL, F_SUB };
+enum field_kind { F_STR, F_COMM, F_NAME, F_I32, F_U32, F_INT, F_I64, F_U64, F_MS, F_BOOL, F_SUB };
 
 struct field {
 	const char *group; /* NULL: the root (or the array element) */
@@ -65,6 +65,7 @@ static int field_put(json_t *o, const struct field *f, const void *base)
 	switch (f->kind) {
 	case F_STR: v = str_or_null(*(const char *const *)p); break;
 	case F_COMM: v = json_stringn(p, strnlen(p, 16)); break;
+	case F_NAME: v = json_stringn(p, strnlen(p, MT_MARK_NAME_MAX)); break;
 	case F_I32: v = json_integer(*(const int32_t *)p); break;
 	case F_U32: v = json_integer(*(const uint32_t *)p); break;
 	case F_INT: v = json_integer(*(const int *)p); break;
@@ -176,6 +177,48 @@ static const struct field library_rows[] = {
 	{NULL, "sites", F_U32, AT(struct manifest_library, sites)},
 };
 
+#define W(member) AT(struct manifest_window, member)
+static const struct field window_rows[] = {
+	{NULL, "peak_heap", F_U64, W(peak_heap)},
+	{NULL, "allocs", F_U64, W(allocs)},
+	{NULL, "allocated_bytes", F_U64, W(allocated_bytes)},
+	{NULL, "frees", F_U64, W(frees)},
+	{NULL, "live_bytes", F_U64, W(live_bytes)},
+	{NULL, "live_count", F_U64, W(live_count)},
+	{NULL, "starts", F_U64, W(starts)},
+	{NULL, "stops", F_U64, W(stops)},
+	{NULL, "duration", F_MS, W(duration_ns)},
+};
+
+static const struct field marker_rows[] = {
+	{NULL, "kind", F_COMM, AT(struct manifest_marker, kind)},
+	{NULL, "name", F_NAME, AT(struct manifest_marker, name)},
+	{NULL, "pid", F_I32, AT(struct manifest_marker, pid)},
+	{NULL, "tid", F_I32, AT(struct manifest_marker, tid)},
+	{NULL, "ts_ns", F_U64, AT(struct manifest_marker, ts_ns)},
+	{NULL, "heap", F_U64, AT(struct manifest_marker, heap)},
+	{NULL, "window_heap", F_U64, AT(struct manifest_marker, window_heap)},
+};
+
+/* results.window: null when the program never called MEMTRACK_START() */
+static int put_window(json_t *o, const struct field *f, const struct manifest *m)
+{
+	json_t *w;
+
+	if (!m->window.present)
+		return set(o, f->key, json_null());
+	w = json_object();
+	if (set(o, f->key, w))
+		return -ENOMEM;
+	return fields_put(w, window_rows, N(window_rows), &m->window);
+}
+
+static int put_markers(json_t *o, const struct field *f, const struct manifest *m)
+{
+	return array_put(o, f->key, m->markers, m->nr_markers, sizeof(*m->markers), marker_rows,
+			 N(marker_rows));
+}
+
 static int put_version(json_t *o, const struct field *f, const struct manifest *m)
 {
 	(void)m;
@@ -247,6 +290,8 @@ static int get_running(json_t *o, const struct field *f, struct manifest *m);
 static int get_procs(json_t *o, const struct field *f, struct manifest *m);
 static int get_by_type(json_t *o, const struct field *f, struct manifest *m);
 static int get_drop_reasons(json_t *o, const struct field *f, struct manifest *m);
+static int get_window(json_t *o, const struct field *f, struct manifest *m);
+static int get_markers(json_t *o, const struct field *f, struct manifest *m);
 
 static const struct field manifest_rows[] = {
 	{NULL, "format_version", F_SUB, .put = put_version},
@@ -288,6 +333,9 @@ static const struct field manifest_rows[] = {
 	{"results", "frees", F_U64, M(frees)},
 	{"results", "leaked_bytes", F_U64, M(leaked_bytes)},
 	{"results", "leaked_count", F_U64, M(leaked_count)},
+	{"results", "window", F_SUB, .put = put_window, .get = get_window},
+	{NULL, "markers", F_SUB, .put = put_markers, .get = get_markers},
+	{NULL, "markers_dropped", F_U64, M(markers_dropped)},
 	{NULL, "memtrack_max_rss", F_U64, M(memtrack_max_rss)},
 	{NULL, "ringbuf_bytes", F_U64, M(ringbuf_bytes)},
 	{NULL, "processes", F_SUB, .put = put_procs, .get = get_procs},
@@ -365,6 +413,11 @@ static void field_get(json_t *o, const struct field *f, void *base, int *err)
 		v = get(o, f->key, JSON_STRING, err);
 		if (v) /* truncated to what the kernel keeps: 15 bytes and a NUL */
 			snprintf(p, 16, "%s", json_string_value(v));
+		break;
+	case F_NAME:
+		v = get(o, f->key, JSON_STRING, err);
+		if (v)
+			snprintf(p, MT_MARK_NAME_MAX + 1, "%s", json_string_value(v));
 		break;
 	case F_I32: *(int32_t *)p = (int32_t)get_i64(o, f->key, err); break;
 	case F_U32: *(uint32_t *)p = (uint32_t)get_u64(o, f->key, err); break;
@@ -458,6 +511,23 @@ static int get_procs(json_t *o, const struct field *f, struct manifest *m)
 {
 	return array_get(o, f->key, (void **)&m->procs, &m->nr_procs, sizeof(*m->procs),
 			 proc_rows, N(proc_rows));
+}
+
+static int get_window(json_t *o, const struct field *f, struct manifest *m)
+{
+	int err = 0;
+	json_t *w = get(o, f->key, JSON_OBJECT, &err);
+
+	if (err || !w)
+		return err;
+	m->window.present = true;
+	return fields_get(w, window_rows, N(window_rows), &m->window);
+}
+
+static int get_markers(json_t *o, const struct field *f, struct manifest *m)
+{
+	return array_get(o, f->key, (void **)&m->markers, &m->nr_markers, sizeof(*m->markers),
+			 marker_rows, N(marker_rows));
 }
 
 static int get_by_type(json_t *o, const struct field *f, struct manifest *m)

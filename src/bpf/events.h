@@ -41,6 +41,13 @@ enum mt_event_type {
 	MT_EV_EXIT = 11,
 	MT_EV_RSS = 12, /* aux = member, size = absolute bytes */
 	MT_EV_RMAP = 13, /* aux = member, size = signed delta in pages, addr = page address */
+	/* Companion records: never written to the artifact (its readers know none of them), they
+	 * go to the accounting and the artifact's companion data (the manifest's window and
+	 * markers), in order with the rest. From the USDT probes of include/memtrack.h. */
+	MT_EV_MARKER = 32, /* aux = enum mt_marker_kind, size = length of the name (MARK) */
+	/* 24 bytes of a MARK's name, in addr, size, old_addr (contiguous, NUL-padded); aux = part
+	 * index. A marker's parts are written before it by the same thread. */
+	MT_EV_MARKER_NAME = 33,
 	/* Control records: never written to the artifact, they steer the consumer. */
 	MT_EV_CTL_EXEC_STOPPED = 64, /* a tracked task stopped itself at exec: inspect, then SIGCONT */
 	MT_EV_CTL_DLOPEN_STOPPED = 65, /* ... at the return of dlopen: scan its maps, then SIGCONT */
@@ -49,6 +56,21 @@ enum mt_event_type {
 	MT_EV_CTL_COMM = 66,
 	MT_EV_TYPE_MAX,
 };
+
+/* Values of `aux` for MT_EV_MARKER; also the cookie (low byte) of a USDT site's uprobe. */
+enum mt_marker_kind {
+	MT_MARK_NONE = 0,
+	MT_MARK_START = 1, /* MEMTRACK_START() */
+	MT_MARK_STOP = 2, /* MEMTRACK_STOP() */
+	MT_MARK_MARK = 3, /* MEMTRACK_MARK(name) */
+	MT_MARK_NR,
+};
+#define MT_MARK_NAME_MAX 63 /* bytes of a name kept, NUL excluded */
+#define MT_MARK_NAME_PART 24 /* bytes per MT_EV_MARKER_NAME record */
+/* cookie bits 8-23: byte offset in struct pt_regs of the register holding MARK's string
+ * pointer; MT_MARK_NO_ARG when the site's argument is not one (its name is then "") */
+#define MT_MARK_COOKIE(kind, off) ((mt_u64)(kind) | (mt_u64)(off) << 8)
+#define MT_MARK_NO_ARG 0xffff
 
 /* Values of `aux` for MT_EV_RSS and MT_EV_RMAP: the kernel's MM_* counter indices. */
 enum mt_rss_member {

@@ -24,7 +24,7 @@ static const char report_usage[] =
 	"    memtrack report - summarise a memtrack artifact\n"
 	"\n"
 	"SYNOPSIS\n"
-	"    memtrack report [--json] [--svg FILE] [--perfetto FILE] [-o FILE]\n"
+	"    memtrack report [--json] [--window] [--svg FILE] [--perfetto FILE] [-o FILE]\n"
 	"                    [--manifest FILE | --no-manifest] ARTIFACT\n"
 	"\n"
 	"DESCRIPTION\n"
@@ -48,6 +48,11 @@ static const char report_usage[] =
 	"        Print a JSON document instead of the summary: results, per-process figures,\n"
 	"        event counts by type, the manifest's identity and drops, and a timeline of\n"
 	"        tree heap and RSS with at most 1000 points (maxima per time bucket).\n"
+	"    --window\n"
+	"        Report the measured window instead (MEMTRACK_START() to MEMTRACK_STOP() of\n"
+	"        <memtrack.h>): its peak heap (of blocks allocated inside and still live), its\n"
+	"        allocations, and every marker with its time and heap. With --json, as JSON. The\n"
+	"        window is the artifact's companion data: it comes from the manifest.\n"
 	"    --svg FILE\n"
 	"        Also write an SVG plot of tree heap and RSS over time ('-': stdout).\n"
 	"    --perfetto FILE\n"
@@ -73,7 +78,7 @@ static const char report_usage[] =
 	"    memtrack report --json -o report.json --svg mem.svg out/1234.MemtrackArtifact.msgpack\n";
 
 struct report_opts {
-	bool json, no_manifest;
+	bool json, no_manifest, window;
 	const char *svg, *perfetto, *output, *manifest, *artifact;
 };
 
@@ -165,11 +170,24 @@ static int fill_results(const struct heap_acct *acct, struct manifest *m)
 	struct manifest_proc *file_procs = m->procs;
 	uint32_t nr_file_procs = m->nr_procs;
 	uint64_t file_peak_rss = m->peak_rss;
+	/* the window and its markers are the artifact's companion data: only the tracker saw
+	 * the markers, the artifact's accounting has no window */
+	struct manifest_window file_window = m->window;
+	struct manifest_marker *file_markers = m->markers;
+	uint32_t nr_file_markers = m->nr_markers;
+	uint64_t file_markers_dropped = m->markers_dropped;
 	int err;
 
 	m->procs = NULL;
 	m->nr_procs = 0;
+	m->markers = NULL;
+	m->nr_markers = 0;
 	err = heap_acct__fill(acct, m);
+	free(m->markers);
+	m->window = file_window;
+	m->markers = file_markers;
+	m->nr_markers = nr_file_markers;
+	m->markers_dropped = file_markers_dropped;
 	/* the kernel saw every page; the artifact's Rss records are decimated */
 	if (file_peak_rss > m->peak_rss)
 		m->peak_rss = file_peak_rss;
@@ -218,7 +236,7 @@ static int write_export(const char *path, int (*fn)(FILE *, const struct report_
 
 static int parse_opts(int argc, char **argv, struct report_opts *o)
 {
-	enum { OPT_JSON = 256, OPT_SVG, OPT_PERFETTO, OPT_MANIFEST, OPT_NO_MANIFEST };
+	enum { OPT_JSON = 256, OPT_SVG, OPT_PERFETTO, OPT_MANIFEST, OPT_NO_MANIFEST, OPT_WINDOW };
 	static const struct option longopts[] = {
 		{"json", no_argument, NULL, OPT_JSON},
 		{"svg", required_argument, NULL, OPT_SVG},
@@ -226,6 +244,7 @@ static int parse_opts(int argc, char **argv, struct report_opts *o)
 		{"output", required_argument, NULL, 'o'},
 		{"manifest", required_argument, NULL, OPT_MANIFEST},
 		{"no-manifest", no_argument, NULL, OPT_NO_MANIFEST},
+		{"window", no_argument, NULL, OPT_WINDOW},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -240,6 +259,7 @@ static int parse_opts(int argc, char **argv, struct report_opts *o)
 		case 'o': o->output = optarg; break;
 		case OPT_MANIFEST: o->manifest = optarg; break;
 		case OPT_NO_MANIFEST: o->no_manifest = true; break;
+		case OPT_WINDOW: o->window = true; break;
 		case 'h':
 			fputs(report_usage, stdout);
 			return 1;
@@ -372,7 +392,9 @@ static int report_render(const struct report_opts *o, struct report_input *in)
 		log__error("cannot create '%s': %s", o->output, strerror(-err));
 		return err;
 	}
-	if (o->json) {
+	if (o->window) {
+		err = report__window(out, &v, o->json);
+	} else if (o->json) {
 		err = report__json_write(out, &v, in->tl);
 		if (err == -ENOMEM) {
 			log__error("out of memory");

@@ -30,6 +30,8 @@ const struct record_type records__types[MT_EV_TYPE_MAX] = {
 	[MT_EV_EXIT] = {ART("Exit") | REC_IMAGE_END},
 	[MT_EV_RSS] = {ART("Rss"), .fields = {RF_MEMBER, RF_SIZE}},
 	[MT_EV_RMAP] = {ART("Rmap"), .fields = {RF_MEMBER, RF_DELTA}},
+	[MT_EV_MARKER] = {.flags = REC_COMPANION | REC_ORDERED},
+	[MT_EV_MARKER_NAME] = {.flags = REC_COMPANION},
 	[MT_EV_CTL_EXEC_STOPPED] = {.flags = REC_CONTROL | REC_STOPS, .action = RA_INSPECT_EXE},
 	[MT_EV_CTL_DLOPEN_STOPPED] = {.flags = REC_CONTROL | REC_STOPS, .action = RA_INSPECT_MAPS},
 	[MT_EV_CTL_COMM] = {.flags = REC_CONTROL, .action = RA_NAME},

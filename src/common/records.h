@@ -44,6 +44,10 @@ struct record_field_desc {
 #define REC_CONTROL (1u << 2) /* steers the consumer; never written, never accounted */
 #define REC_IMAGE_END (1u << 3) /* ends a process image (Exec, Exit): the consumer first delivers
 				  * the image's older records from the other sources */
+#define REC_COMPANION (1u << 5) /* not in the artifact: to the accounting (window, markers),
+				 * in order with the artifact's records */
+#define REC_ORDERED (1u << 6) /* the consumer first delivers the process' older records from
+			       * the other sources (with REC_IMAGE_END for Exec, Exit) */
 #define REC_STOPS (1u << 4) /* control: its task stopped itself and waits for a SIGCONT, sent
 			     * once the record is handled (by the tracker, or by the watchdog
 			     * when memtrack died) */

@@ -177,8 +177,10 @@ static json_t *report__json_doc(const struct report_view *v, struct timeline *tl
 		set(res, "duration_ns", u64(v->stats->last_ts - v->stats->first_ts), &bad);
 		set(res, "saturated", json_boolean(v->stats->saturated), &bad);
 	}
+	set(res, "window", report__window_json(m), &bad);
 	set(root, "results", res, &bad);
 	res = NULL;
+	set(root, "markers", report__markers_json(m), &bad);
 
 	for (uint32_t ty = 1; ty < MT_EV_TYPE_MAX; ty++) {
 		const char *name = artifact__type_name(ty);

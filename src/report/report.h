@@ -57,4 +57,12 @@ int report__svg(FILE *out, const struct report_view *v, struct timeline *tl);
 /* Chrome trace-event JSON ("ph":"C" counters), loadable in ui.perfetto.dev. 0 or -errno. */
 int report__perfetto(FILE *out, const struct report_view *v, struct timeline *tl);
 
+/* The measured window (src/report/window.c): results.window's object (null without a window),
+ * the markers array (NULL on allocation failure), the summary line (nothing without a window),
+ * and `memtrack report --window`'s view, text or JSON. 0 or -errno. */
+json_t *report__window_json(const struct manifest *m);
+json_t *report__markers_json(const struct manifest *m);
+void report__window_line(FILE *out, const struct manifest *m);
+int report__window(FILE *out, const struct report_view *v, bool json);
+
 #endif

@@ -50,7 +50,7 @@ void consumer__flush(struct consumer *c)
 void consumer__dispatch(struct consumer *c, const struct mt_event *ev)
 {
 	c->dispatched++;
-	if (!records__has(ev->type, REC_ARTIFACT)) {
+	if (!records__has(ev->type, REC_ARTIFACT | REC_COMPANION)) {
 		if (!records__has(ev->type, REC_CONTROL)) {
 			c->rejected++; /* unknown */
 			return;
@@ -60,7 +60,7 @@ void consumer__dispatch(struct consumer *c, const struct mt_event *ev)
 			c->rejected++;
 		return;
 	}
-	if (c->order.fn && records__has(ev->type, REC_IMAGE_END))
+	if (c->order.fn && records__has(ev->type, REC_IMAGE_END | REC_ORDERED))
 		c->order.fn(c->order.ctx, c, ev);
 	c->batch[c->nr_batch++] = *ev;
 	if (c->nr_batch == CONSUMER_BATCH)

@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "track/deps.h"
 #include "track/libs.h"
+#include "track/usdt.h"
 
 #define LIBS_MAX_SITES 96
 
@@ -24,6 +25,8 @@ struct lib_entry {
 	enum alloc_kind kind;
 	int sites;
 	struct alloc_site *pending; /* sites found before libs__bind: attached there */
+	struct usdt_site *usdt; /* include/memtrack.h probes not attached yet (usdt.h) */
+	int nr_usdt;
 };
 
 struct libs {
@@ -106,6 +109,24 @@ static int libs__attach_sites(struct libs *l, struct lib_entry *e, const struct 
 	return 0;
 }
 
+/* The file's memtrack probes (MEMTRACK_START ...), once there is an attach set. */
+static int libs__attach_usdt(struct libs *l, struct lib_entry *e)
+{
+	int err;
+
+	if (!e->usdt || !l->set)
+		return 0;
+	err = attach_set__usdt(l->set, e->path, e->usdt, e->nr_usdt);
+	if (err)
+		log__error("cannot attach to the memtrack probes of '%s': %s", e->path,
+			   strerror(-err));
+	else
+		log__debug(LOG_VERBOSE, "attached %d memtrack probes in %s", e->nr_usdt, e->path);
+	free(e->usdt);
+	e->usdt = NULL;
+	return err;
+}
+
 void libs__preload(struct libs *l, dev_t dev, ino_t ino)
 {
 	l->preload = true;
@@ -161,6 +182,12 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 		return -ENOMEM;
 	if (elf_info__load(path, &info))
 		return 0;
+	e->nr_usdt = usdt__sites(info.elf, &e->usdt);
+	err = libs__attach_usdt(l, e);
+	if (err) {
+		elf_info__free(&info);
+		return err;
+	}
 	e->kind = alloc_table__classify(&info, is_exe);
 	n = alloc_table__sites(&info, e->kind, is_exe, sites, LIBS_MAX_SITES);
 	elf_info__free(&info);
@@ -186,7 +213,8 @@ int libs__bind(struct libs *l, struct attach_set *set)
 
 	l->set = set;
 	for (size_t i = 0; i < l->nr && !err; i++) {
-		if (!l->v[i].pending)
+		err = libs__attach_usdt(l, &l->v[i]);
+		if (err || !l->v[i].pending)
 			continue;
 		err = libs__attach_sites(l, &l->v[i], l->v[i].pending);
 		free(l->v[i].pending);
@@ -317,6 +345,7 @@ void libs__free(struct libs *l)
 		free(l->v[i].path);
 		free(l->v[i].name);
 		free(l->v[i].pending);
+		free(l->v[i].usdt);
 	}
 	free(l->v);
 	free(l);

@@ -11,6 +11,7 @@
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include "common/records.h"
 #include "track/shm_source.h"
 
 struct shm_heap_ent {
@@ -180,13 +181,18 @@ int shm_source__drain_all(struct shm_source *s, struct consumer *c)
 }
 
 /* Before a process's Exec or Exit: its records older than it (all written: its threads, or
- * those of its old image, run no more), and its slots claimed before it go back once drained. */
+ * those of its old image, run no more), and its slots claimed before it go back once drained.
+ * Before a marker (MEMTRACK_START ...): its records older than it, the marking thread's all
+ * written (it wrote them before it reached the probe); another thread's record racing with the
+ * marker may land on either side of it, as its timestamp says. */
 static void shm__order(void *ctx, struct consumer *c, const struct mt_event *ev)
 {
 	struct shm_source *s = ctx;
 	uint32_t hwm = __atomic_load_n(&s->hdr->next_slot, __ATOMIC_ACQUIRE);
 
 	s->src.delivered += (uint64_t)shm__deliver(s, c, ev->pid, ev->ts);
+	if (!records__has(ev->type, REC_IMAGE_END))
+		return; /* a marker (REC_ORDERED): the process lives on */
 	for (uint32_t i = 0; i < hwm && i < s->nr_slots; i++) {
 		struct mt_shm_slot *sl = &s->slots[i];
 		uint32_t want = MT_SLOT_OWNED;

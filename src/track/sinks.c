@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include "common/records.h"
 #include "track/sinks.h"
 
 /*
@@ -6,9 +7,8 @@
  * that can prefetch ahead. A record the writer refuses (its errors are sticky I/O failures, so
  * once one fails the rest do) is not accounted.
  */
-static size_t sink_records(void *ctx, const struct mt_event *ev, size_t n)
+static size_t sink_artifact(struct record_sinks *s, const struct mt_event *ev, size_t n)
 {
-	struct record_sinks *s = ctx;
 	size_t refused = 0, written;
 	int err;
 
@@ -28,6 +28,30 @@ static size_t sink_records(void *ctx, const struct mt_event *ev, size_t n)
 		s->counts[ev[i].type]++;
 		if (s->acct)
 			heap_acct__event(s->acct, &ev[i]);
+	}
+	return refused;
+}
+
+/* Companion records (markers: rare) are accounted, never written: runs of the others go
+ * through the artifact path above. */
+static size_t sink_records(void *ctx, const struct mt_event *ev, size_t n)
+{
+	struct record_sinks *s = ctx;
+	size_t refused = 0, i = 0;
+
+	while (i < n) {
+		size_t j = i;
+
+		if (records__has(ev[i].type, REC_COMPANION)) {
+			if (s->acct)
+				heap_acct__event(s->acct, &ev[i]);
+			i++;
+			continue;
+		}
+		while (j < n && !records__has(ev[j].type, REC_COMPANION))
+			j++;
+		refused += sink_artifact(s, ev + i, j - i);
+		i = j;
 	}
 	return refused;
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The record sinks of a run, as the tracker wires them behind the consumer: every artifact
- * record is written to the artifact, then accounted (live heap, RSS). Shared by `memtrack track`
+ * record is written to the artifact, then accounted (live heap, RSS); a companion record (the
+ * markers of <memtrack.h>) is only accounted, in its place. Shared by `memtrack track`
  * and memtrack-bench-consumer, so the benchmark measures the tracker's own path.
  */
 #ifndef MEMTRACK_SINKS_H

@@ -256,6 +256,12 @@ static int tracker__open_load(struct tracker *t, struct ring_prep *ring)
 	s->rodata->mt_wakeup_bytes =
 	    t->o->ring_bytes / 4 < 256 * 1024 ? t->o->ring_bytes / 4 : 256 * 1024;
 	tracker__alloc_autoload(s, t->multi, eager);
+	/* the USDT marker programs (include/memtrack.h) are small: always with the first instance */
+	bpf_program__set_autoload(s->progs.mt_marker_multi, t->multi);
+	bpf_program__set_autoload(s->progs.mt_marker_perf, !t->multi);
+	if (t->multi)
+		bpf_program__set_expected_attach_type(s->progs.mt_marker_multi,
+						      attach__uprobe_multi_type());
 	err = ring_prep__join(ring) >= 0 ? bpf_map__reuse_fd(s->maps.events, ring->fd) : 0;
 	if (!err)
 		err = memtrack_bpf__load(s);
@@ -351,6 +357,9 @@ int tracker__load(struct tracker *t)
 		return tracker__no_memory();
 	err = attach_set__new_lazy(&t->set, t->multi ? ATTACH_UPROBE_MULTI : ATTACH_PERF_UPROBE,
 				   tracker__alloc_progs, t);
+	if (!err)
+		attach_set__set_marker(t->set, t->multi ? t->skel->progs.mt_marker_multi
+						       : t->skel->progs.mt_marker_perf);
 	if (err) { /* t->libs exists already (tracker__run): libs__bind attaches through set */
 		log__error("cannot set up: %s", strerror(-err));
 		return err;

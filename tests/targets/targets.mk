@@ -7,3 +7,8 @@ TARGET_LDLIBS_alloc_static   := -static
 $(patsubst tests/targets/%.c,$(BUILD)/targets/%,$(wildcard tests/targets/*.c)) \
 $(patsubst tests/targets/%.cc,$(BUILD)/targets/%,$(wildcard tests/targets/*.cc)): \
 	tests/targets/expect.h
+# The windowed target includes the installed header from the tree.
+TARGET_LDLIBS_windowed := -Iinclude
+$(BUILD)/targets/windowed: include/memtrack.h
+TARGET_LDLIBS_window_cost := -Iinclude -O2
+$(BUILD)/targets/window_cost: include/memtrack.h
