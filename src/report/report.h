@@ -9,6 +9,8 @@
 #include "artifact/manifest.h"
 #include "acct/acct.h"
 
+struct profile;
+
 #define REPORT_POINTS 1000 /* JSON and SVG timeline: at most this many points */
 #define REPORT_TRACE_POINTS 20000 /* Perfetto counters: finer, the UI zooms */
 
@@ -40,6 +42,8 @@ struct report_view {
 	const char *artifact; /* path, for titles */
 	const char *decode_error; /* the artifact stopped early: figures cover what was read */
 	uint64_t events_read; /* records decoded from the artifact */
+	const struct profile *profile; /* allocation sites (report/profile.h): JSON "stacks" */
+	uint32_t top; /* sites per ranking */
 };
 
 /* The short summary memtrack track prints on stderr: peaks, counts, leaks, events, drops, and

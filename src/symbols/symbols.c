@@ -176,7 +176,56 @@ const char *symbolizer__module_source(struct symbolizer *s, uint32_t module)
 	return s->mods[module].state == MOD_UNTRIED ? "untried" : s->mods[module].source;
 }
 
-/* A DIE's name for people: its linkage name demangled, else its plain name (malloc'd). */
+/* The DIE a concrete or inlined instance describes: its abstract origin's declaration. */
+static Dwarf_Die *die_decl(Dwarf_Die *die, Dwarf_Die *buf)
+{
+	Dwarf_Attribute at;
+	Dwarf_Die *d = die;
+
+	for (int i = 0; i < 4; i++) {
+		Dwarf_Attribute *a = dwarf_attr(d, DW_AT_abstract_origin, &at);
+
+		if (!a)
+			a = dwarf_attr(d, DW_AT_specification, &at);
+		if (!a || !dwarf_formref_die(a, buf))
+			break;
+		d = buf;
+	}
+	return d;
+}
+
+/* The plain name qualified by the namespaces and classes around its declaration:
+ * "ns::Class::func" (no parameters: only a linkage name has them). */
+static char *qualified_name(Dwarf_Die *die, const char *name)
+{
+	Dwarf_Die buf, *decl = die_decl(die, &buf), *scopes = NULL;
+	int n = dwarf_getscopes_die(decl, &scopes);
+	size_t len = strlen(name) + 1;
+	char *out;
+
+	for (int i = 1; i < n; i++)
+		if (dwarf_diename(&scopes[i]))
+			len += strlen(dwarf_diename(&scopes[i])) + 2;
+	out = malloc(len);
+	if (out) {
+		*out = 0;
+		for (int i = n - 1; i >= 1; i--) {
+			int tag = dwarf_tag(&scopes[i]);
+			const char *sn = dwarf_diename(&scopes[i]);
+
+			if (sn && (tag == DW_TAG_namespace || tag == DW_TAG_class_type ||
+				   tag == DW_TAG_structure_type || tag == DW_TAG_union_type)) {
+				strcat(out, sn);
+				strcat(out, "::");
+			}
+		}
+		strcat(out, name);
+	}
+	free(scopes);
+	return out;
+}
+
+/* A DIE's name for people: its linkage name demangled, else its plain name qualified. */
 static char *die_func_name(Dwarf_Die *die)
 {
 	Dwarf_Attribute at;
@@ -187,9 +236,10 @@ static char *die_func_name(Dwarf_Die *die)
 		n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &at));
 	if (n && (d = demangle(n)))
 		return d;
-	if (!n)
-		n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &at));
-	return n ? strdup(n) : NULL;
+	if (n)
+		return strdup(n);
+	n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &at));
+	return n ? qualified_name(die, n) : NULL;
 }
 
 static char *sym_name(const char *n)
@@ -218,6 +268,14 @@ static void call_site(Dwarf_Die *cu, Dwarf_Die *inl, struct sym_line *out)
 		out->file = strdup(f);
 }
 
+static bool is_func(Dwarf_Die *d)
+{
+	int tag = dwarf_tag(d);
+
+	return tag == DW_TAG_inlined_subroutine || tag == DW_TAG_subprogram ||
+	       tag == DW_TAG_entry_point;
+}
+
 /* Fills l from the module's symbols and DWARF; l->lines has room for SCOPES_MAX + 1 lines. */
 static void symbolise(struct sym_module *sm, struct sym_loc *l)
 {
@@ -226,20 +284,28 @@ static void symbolise(struct sym_module *sm, struct sym_loc *l)
 						    NULL, NULL, NULL);
 	Dwarf_Die *cu = dwfl_module_addrdie(sm->mod, pc, &cubias), *scopes = NULL;
 	Dwfl_Line *ln = dwfl_module_getsrc(sm->mod, pc);
-	Dwarf_Die *chain[SCOPES_MAX];
+	Dwarf_Die chain[SCOPES_MAX];
 	uint32_t nc = 0;
 	int n = cu ? dwarf_getscopes(cu, pc - cubias, &scopes) : 0;
 	int lno = 0;
 	const char *file;
 
-	/* inlined functions innermost first, up to the function they were inlined into */
-	for (int i = 0; i < n && nc < SCOPES_MAX; i++) {
-		int tag = dwarf_tag(&scopes[i]);
+	/* the innermost function at pc: an inlined instance, or the function itself */
+	for (int i = 0; i < n && !nc; i++)
+		if (is_func(&scopes[i]))
+			chain[nc++] = scopes[i];
+	free(scopes);
+	/* an inlined instance's scopes above it are its abstract definition's (its CU): the
+	 * function it was inlined into is found among the concrete parents of the instance */
+	while (nc && nc < SCOPES_MAX && dwarf_tag(&chain[nc - 1]) == DW_TAG_inlined_subroutine) {
+		int m = dwarf_getscopes_die(&chain[nc - 1], &scopes), i;
 
-		if (tag == DW_TAG_inlined_subroutine || tag == DW_TAG_subprogram ||
-		    tag == DW_TAG_entry_point)
-			chain[nc++] = &scopes[i];
-		if (tag == DW_TAG_subprogram)
+		for (i = 1; i < m && !is_func(&scopes[i]); i++)
+			;
+		if (i < m)
+			chain[nc++] = scopes[i];
+		free(scopes);
+		if (i >= m)
 			break;
 	}
 	if (!nc) {
@@ -251,9 +317,9 @@ static void symbolise(struct sym_module *sm, struct sym_loc *l)
 
 		/* the ELF symbol qualifies C++ names the DWARF name lacks (class, namespace) */
 		l->lines[k].func =
-			outer && elf_name ? sym_name(elf_name) : die_func_name(chain[k]);
+			outer && elf_name ? sym_name(elf_name) : die_func_name(&chain[k]);
 		if (k)
-			call_site(cu, chain[k - 1], &l->lines[k]);
+			call_site(cu, &chain[k - 1], &l->lines[k]);
 	}
 	if (nc)
 		l->nr = nc;
@@ -261,7 +327,6 @@ static void symbolise(struct sym_module *sm, struct sym_loc *l)
 		l->lines[0].file = strdup(file);
 		l->lines[0].line = (uint32_t)(lno > 0 ? lno : 0);
 	}
-	free(scopes);
 }
 
 /* `base+0xVADDR` when no name was found. 0 or -ENOMEM. */

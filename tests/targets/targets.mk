@@ -7,3 +7,26 @@ TARGET_LDLIBS_alloc_static   := -static
 $(patsubst tests/targets/%.c,$(BUILD)/targets/%,$(wildcard tests/targets/*.c)) \
 $(patsubst tests/targets/%.cc,$(BUILD)/targets/%,$(wildcard tests/targets/*.cc)): \
 	tests/targets/expect.h
+# Symbolisation test inputs (tests/unit/test_symbols.c): one -O2 program in four forms:
+#   sym_target          symbols and DWARF (build-id)
+#   sym_target.stripped no symbols, a .gnu_debuglink to sym_target.debug (DWARF + symbols)
+#   sym_target.symtab   ELF symbols only (no DWARF)
+#   sym_target.bare     nothing (module+0x... frames)
+SYM_DIR := $(BUILD)/tests/symbols
+SYM_TARGETS := $(SYM_DIR)/sym_target $(addprefix $(SYM_DIR)/sym_target,.stripped .debug .symtab .bare)
+$(SYM_DIR)/sym_target: tests/symbols/sym_target.cc | $(BUILD)
+	$(call msg,CXX,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) -std=gnu++17 -O2 -g -fomit-frame-pointer -Wall -Wextra -Werror \
+		-Wl,--build-id=sha1 $< -o $@
+$(SYM_DIR)/sym_target.debug: $(SYM_DIR)/sym_target
+	$(Q)objcopy --only-keep-debug $< $@
+# debuglink names the file; libdwfl looks for it beside the binary
+$(SYM_DIR)/sym_target.stripped: $(SYM_DIR)/sym_target $(SYM_DIR)/sym_target.debug
+	$(Q)cd $(SYM_DIR) && objcopy --strip-all --add-gnu-debuglink=sym_target.debug \
+		sym_target sym_target.stripped
+$(SYM_DIR)/sym_target.symtab: $(SYM_DIR)/sym_target
+	$(Q)objcopy --strip-debug $< $@
+$(SYM_DIR)/sym_target.bare: $(SYM_DIR)/sym_target
+	$(Q)objcopy --strip-all $< $@
+$(BUILD)/tests/test_symbols: | $(SYM_TARGETS)
