@@ -18,6 +18,7 @@
 #include "acct/sites.h"
 #include "report/profile.h"
 #include "../lib/mt_harness.h"
+#include "../lib/mt_pprof.h"
 #include "../lib/mt_tmpdir.h"
 
 /* --- sites ---------------------------------------------------------------------------------- */
@@ -337,29 +338,6 @@ static const char decoded_model[] =
 	"mapping 1 /usr/bin/prog 010203ab functions=1 lines=1 inline=1\n"
 	"mapping 2 /lib/libc.so.6 - functions=1 lines=0 inline=1\n";
 
-/* Runs the decoder on a gzipped profile; its output in a malloc'd string, NULL when python3's
- * protobuf or protoc is missing. */
-static char *decode(const char *file)
-{
-	char cmd[8192], *out = NULL;
-	size_t n = 0, len;
-	FILE *p, *o;
-	char buf[4096];
-
-	if (system("/usr/bin/python3 -c 'import google.protobuf' 2>/dev/null") ||
-	    system("command -v protoc >/dev/null"))
-		return NULL;
-	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/tests/pprof/decode.py %s", mt_repo_root(),
-		 file);
-	p = popen(cmd, "r");
-	o = open_memstream(&out, &n);
-	while (p && (len = fread(buf, 1, sizeof(buf), p)) > 0)
-		fwrite(buf, 1, len, o);
-	fclose(o);
-	assert_int_equal(pclose(p), 0);
-	return out;
-}
-
 static void test_pprof_decoded(void **state)
 {
 	char dir[128], path[256], *out;
@@ -372,12 +350,25 @@ static void test_pprof_decoded(void **state)
 	assert_non_null(f);
 	assert_int_equal(report__pprof(f, &model), 0);
 	fclose(f);
-	out = decode(path);
-	mt_tmpdir_remove(dir);
-	if (!out)
+	if (!mt_pprof_decoder()) {
+		mt_tmpdir_remove(dir);
 		skip(); /* scripts/deps.sh installs python3-protobuf and protobuf-compiler */
+	}
+	out = mt_pprof_decode(path);
+	assert_non_null(out);
 	assert_string_equal(out, decoded_model);
 	free(out);
+	/* and Go's own reader, when Go is installed (not a dependency) */
+	if (!system("command -v go >/dev/null")) {
+		char cmd[512];
+
+		snprintf(cmd, sizeof(cmd),
+			 "cd %s && HOME=%s go tool pprof -traces model.pb.gz 2>&1 | "
+			 "grep -q '^ *inl (inline)$'",
+			 dir, dir);
+		assert_int_equal(system(cmd), 0);
+	}
+	mt_tmpdir_remove(dir);
 }
 
 static int flame(FILE *f, const struct profile *p)

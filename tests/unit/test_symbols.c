@@ -19,11 +19,15 @@
 #include <cmocka.h>
 #include <elfutils/libdwelf.h>
 #include <gelf.h>
+#include "artifact/artifact.h"
+#include "cli/cmd_report.h"
 #include "stacks/stackfile.h"
 #include "symbols/demangle.h"
 #include "symbols/symbols.h"
 #include "../lib/mt_harness.h"
+#include "../lib/mt_pprof.h"
 #include "../lib/mt_tmpdir.h"
+#include <jansson.h>
 
 #define NR_SITES 4
 static const char *const site_names[NR_SITES] = {"inlined", "template", "main", "outer"};
@@ -312,12 +316,131 @@ static void test_demangle(void **state)
 	assert_null(demangle(NULL));
 }
 
+/*
+ * memtrack report through real files: an artifact and its stack file (the stackfile writer),
+ * frames in sym_target. Stack 1: outer_function (with util::inlined_helper inlined) <- main,
+ * 100 x 1 KiB, 50 freed, 50 leaked; stack 2: Box<double>::fill <- main, 10 x 64 KiB, all live at
+ * the peak and freed before exit. Folded lines and totals exact; JSON top; pprof decoded.
+ */
+static void test_report_end_to_end(void **state)
+{
+	char dir[128], art[256], stk[256], folded[256], pp[256], js[256], path[PATH_MAX + 64];
+	struct artifact_writer *aw;
+	struct stackfile_writer *sw;
+	uint32_t mod, st1, st2;
+	uint64_t ts = 1000;
+	int fd;
+
+	(void)state;
+	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "stackreport"), 0);
+	snprintf(art, sizeof(art), "%s/77%s", dir, ARTIFACT_SUFFIX);
+	snprintf(stk, sizeof(stk), "%s/77%s", dir, STACKFILE_SUFFIX);
+	snprintf(folded, sizeof(folded), "%s/out.folded", dir);
+	snprintf(pp, sizeof(pp), "%s/out.pb.gz", dir);
+	snprintf(js, sizeof(js), "%s/out.json", dir);
+	path_of(path, sizeof(path), "");
+
+	fd = open(stk, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(stackfile_writer__open(&sw, fd, "77" ARTIFACT_SUFFIX, "test"), 0);
+	assert_int_equal(stackfile_writer__module(sw, path, tg.build_id, tg.build_id_len, &mod), 0);
+	{
+		struct stack_frame f1[] = {{mod, tg.vaddr[0]}, {mod, tg.vaddr[2]}};
+		struct stack_frame f2[] = {{mod, tg.vaddr[1]}, {mod, tg.vaddr[2]}};
+
+		assert_int_equal(stackfile_writer__stack(sw, f1, 2, false, &st1), 0);
+		assert_int_equal(stackfile_writer__stack(sw, f2, 2, false, &st2), 0);
+	}
+	assert_int_equal(artifact_writer__open(&aw, art, 3, 64), 0);
+	for (int i = 0; i < 100; i++) {
+		struct mt_event e = {.type = MT_EV_MALLOC, .pid = 77, .tid = 77, .ts = ts++,
+				     .addr = 0x100000 + (uint64_t)i * 0x1000, .size = 1024};
+
+		assert_int_equal(artifact_writer__write(aw, &e), 0);
+		assert_int_equal(stackfile_writer__alloc(sw, st1), 0);
+	}
+	for (int i = 0; i < 50; i++) {
+		struct mt_event e = {.type = MT_EV_FREE, .pid = 77, .tid = 77, .ts = ts++,
+				     .addr = 0x100000 + (uint64_t)i * 0x1000};
+
+		assert_int_equal(artifact_writer__write(aw, &e), 0);
+	}
+	for (int i = 0; i < 10; i++) {
+		struct mt_event e = {.type = MT_EV_MALLOC, .pid = 77, .tid = 77, .ts = ts++,
+				     .addr = 0x10000000 + (uint64_t)i * 0x100000, .size = 65536};
+
+		assert_int_equal(artifact_writer__write(aw, &e), 0);
+		assert_int_equal(stackfile_writer__alloc(sw, st2), 0);
+	}
+	for (int i = 0; i < 10; i++) {
+		struct mt_event e = {.type = MT_EV_FREE, .pid = 77, .tid = 77, .ts = ts++,
+				     .addr = 0x10000000 + (uint64_t)i * 0x100000};
+
+		assert_int_equal(artifact_writer__write(aw, &e), 0);
+	}
+	{
+		struct mt_event e = {.type = MT_EV_EXIT, .pid = 77, .tid = 77, .ts = ts++};
+
+		assert_int_equal(artifact_writer__write(aw, &e), 0);
+	}
+	assert_int_equal(artifact_writer__close(aw), 0);
+	assert_int_equal(stackfile_writer__close(sw), 0);
+
+	{
+		char *argv[] = {"report", "--folded", folded, "--pprof", pp, "--top", "3", "--json",
+				"-o", js, art, NULL};
+		size_t len;
+		char *text;
+		json_t *doc, *top, *f0;
+
+		assert_int_equal(cmd_report(11, argv), 0);
+		{
+			FILE *f = fopen(folded, "r");
+			char buf[4096];
+
+			assert_non_null(f);
+			len = fread(buf, 1, sizeof(buf) - 1, f);
+			buf[len] = 0;
+			fclose(f);
+			assert_string_equal(buf, "main;outer_function(int);util::inlined_helper 102400\n"
+						 "main;shapes::Box<double>::fill(double) 655360\n");
+		}
+		doc = json_load_file(js, 0, NULL);
+		assert_non_null(doc);
+		top = json_object_get(json_object_get(doc, "stacks"), "top");
+		/* at the peak: 50 x 1 KiB and 10 x 64 KiB live */
+		f0 = json_array_get(json_object_get(top, "peak_live"), 0);
+		assert_int_equal(json_integer_value(json_object_get(f0, "peak_live_bytes")), 655360);
+		assert_string_equal(json_string_value(json_object_get(json_array_get(
+					    json_object_get(f0, "frames"), 0), "function")),
+				    "shapes::Box<double>::fill(double)");
+		f0 = json_array_get(json_object_get(top, "leaked"), 0);
+		assert_int_equal(json_integer_value(json_object_get(f0, "leaked_bytes")), 51200);
+		assert_int_equal(json_array_size(json_object_get(top, "leaked")), 1);
+		assert_int_equal(json_integer_value(json_object_get(
+					 json_object_get(doc, "results"), "peak_heap")),
+				 51200 + 655360);
+		json_decref(doc);
+		if (mt_pprof_decoder()) {
+			text = mt_pprof_decode(pp);
+			assert_non_null(text);
+			assert_non_null(strstr(text, ";util::inlined_helper@"));
+			assert_non_null(strstr(text, "sym_target.cc:"));
+			assert_non_null(strstr(text, " 100 102400 50 51200\n"));
+			assert_non_null(strstr(text, " 10 655360 10 655360\n"));
+			free(text);
+		}
+	}
+	mt_tmpdir_remove(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_dwarf_in_file), cmocka_unit_test(test_debuglink),
 		cmocka_unit_test(test_build_id_dir),  cmocka_unit_test(test_symtab_only),
 		cmocka_unit_test(test_fallbacks),     cmocka_unit_test(test_demangle),
+		cmocka_unit_test(test_report_end_to_end),
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);
