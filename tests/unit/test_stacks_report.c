@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "acct/acct.h"
+#include "acct/blocks.h"
 #include "acct/sites.h"
 #include "report/profile.h"
 #include "../lib/mt_harness.h"
@@ -212,6 +213,50 @@ static void test_sites_short_file(void **state)
 	assert_int_equal(with_id, 1);
 	site_acct__free(s);
 	heap_acct__free(a);
+}
+
+/* Tags follow their blocks through growth (rehash), backward-shift deletions, replacement and
+ * a purge: 40000 blocks over 3 owners, every other one removed, then the rest checked. */
+static bool none_dead(const void *ctx, uint32_t owner)
+{
+	(void)ctx;
+	(void)owner;
+	return false;
+}
+
+static void test_block_tags(void **state)
+{
+	struct blocks b;
+	uint64_t size, old;
+	uint32_t tag, old_tag;
+	const uint32_t n = 40000;
+
+	(void)state;
+	assert_int_equal(blocks__init(&b, none_dead, NULL), 0);
+	assert_int_equal(blocks__enable_tags(&b), 0);
+	for (uint32_t i = 0; i < n; i++)
+		assert_int_equal(blocks__put(&b, 0x1000 + (uint64_t)i * 16, i % 3, i + 1,
+					     i * 7 + 1, &old, &old_tag),
+				 0);
+	assert_int_equal(blocks__enable_tags(&b), -EBUSY);
+	/* replacing gives the old tag back and keeps the new one */
+	assert_int_equal(blocks__put(&b, 0x1000, 0, 5, 999, &old, &old_tag), 1);
+	assert_int_equal(old, 1);
+	assert_int_equal(old_tag, 1);
+	for (uint32_t i = 1; i < n; i += 2) {
+		assert_true(blocks__take(&b, 0x1000 + (uint64_t)i * 16, i % 3, &size, &tag));
+		assert_int_equal(size, i + 1);
+		assert_int_equal(tag, i * 7 + 1);
+	}
+	blocks__purge(&b, 2);
+	for (uint32_t i = 0; i < n; i += 2) {
+		bool there = blocks__take(&b, 0x1000 + (uint64_t)i * 16, i % 3, &size, &tag);
+
+		assert_int_equal(there, i % 3 != 2);
+		if (there)
+			assert_int_equal(tag, i ? i * 7 + 1 : 999);
+	}
+	blocks__free(&b);
 }
 
 /* --- writers on a fixed model --------------------------------------------------------------- */
@@ -466,7 +511,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sites_figures),	 cmocka_unit_test(test_sites_per_thread),
-		cmocka_unit_test(test_sites_short_file), cmocka_unit_test(test_folded_golden),
+		cmocka_unit_test(test_sites_short_file), cmocka_unit_test(test_block_tags),
+		cmocka_unit_test(test_folded_golden),
 		cmocka_unit_test(test_pprof_golden),	 cmocka_unit_test(test_pprof_decoded),
 		cmocka_unit_test(test_flamegraph),	 cmocka_unit_test(test_top_text),
 		cmocka_unit_test(test_top_json),
