@@ -18,8 +18,18 @@
 
 enum mod_state { MOD_UNTRIED = 0, MOD_OPEN, MOD_NONE };
 
+/* A function symbol: libdwfl's address lookup scans the whole symbol table per call (seconds
+ * for a big program such as cc1plus), so each module's symbols are sorted once instead. */
+struct msym {
+	GElf_Addr addr, size; /* dwfl addresses */
+	const char *name; /* in the module's string table (valid while its Dwfl is) */
+	int rank; /* among aliases at one address: global 0, weak 1, local 2 */
+};
+
 struct sym_module {
 	enum mod_state state;
+	struct msym *syms; /* sorted by addr */
+	size_t nr_syms;
 	Dwfl *dwfl;
 	Dwfl_Module *mod;
 	Dwarf_Addr bias; /* dwfl address = vaddr + bias */
@@ -83,9 +93,11 @@ void symbolizer__free(struct symbolizer *s)
 {
 	if (!s)
 		return;
-	for (uint32_t i = 0; s->mods && i <= s->sf->nr_modules; i++)
+	for (uint32_t i = 0; s->mods && i <= s->sf->nr_modules; i++) {
 		if (s->mods[i].dwfl)
 			dwfl_end(s->mods[i].dwfl);
+		free(s->mods[i].syms);
+	}
 	for (size_t i = 0; i < s->nr_locs; i++)
 		sym_loc__free(s->locs[i]);
 	free(s->locs);
@@ -129,6 +141,75 @@ fail:
 	return NULL;
 }
 
+static int by_addr(const void *a, const void *b)
+{
+	const struct msym *x = a, *y = b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	/* aliases: the exported name first (__libc_start_main, not __libc_start_main_impl) */
+	if (x->rank != y->rank)
+		return x->rank - y->rank;
+	if (!x->size != !y->size)
+		return !x->size - !y->size; /* the sized one first */
+	return strcmp(x->name, y->name);
+}
+
+/* The module's function symbols (.symtab, else .dynsym, as libdwfl picks), sorted. */
+static void mod_load_syms(struct sym_module *sm)
+{
+	int n = dwfl_module_getsymtab(sm->mod);
+	size_t k = 0;
+
+	if (n <= 0 || !(sm->syms = malloc((size_t)n * sizeof(*sm->syms))))
+		return;
+	for (int i = 1; i < n; i++) {
+		GElf_Sym sym;
+		GElf_Addr addr;
+		const char *name = dwfl_module_getsym_info(sm->mod, i, &sym, &addr, NULL, NULL, NULL);
+		int type = GELF_ST_TYPE(sym.st_info);
+
+		if (!name || !*name || sym.st_shndx == SHN_UNDEF ||
+		    (type != STT_FUNC && type != STT_GNU_IFUNC))
+			continue;
+		sm->syms[k++] = (struct msym){
+			.addr = addr,
+			.size = sym.st_size,
+			.name = name,
+			.rank = GELF_ST_BIND(sym.st_info) == STB_GLOBAL ? 0
+				: GELF_ST_BIND(sym.st_info) == STB_WEAK ? 1
+									  : 2,
+		};
+	}
+	qsort(sm->syms, k, sizeof(*sm->syms), by_addr);
+	sm->nr_syms = k;
+}
+
+/* The function symbol covering pc, or NULL. A symbol without a size covers up to the next. */
+static const char *mod_sym_at(const struct sym_module *sm, GElf_Addr pc)
+{
+	size_t lo = 0, hi = sm->nr_syms;
+	const struct msym *m;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (sm->syms[mid].addr <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return NULL;
+	/* among the symbols at that address, the first (sorted sized first) */
+	m = &sm->syms[lo - 1];
+	while (m > sm->syms && m[-1].addr == m->addr)
+		m--;
+	if (m->size && pc >= m->addr + m->size)
+		return NULL;
+	return m->name;
+}
+
 static void mod_open(struct symbolizer *s, uint32_t id)
 {
 	const struct stack_module *m = stackfile__module(s->sf, id);
@@ -166,6 +247,7 @@ static void mod_open(struct symbolizer *s, uint32_t id)
 		sm->source = "none";
 		return;
 	}
+	mod_load_syms(sm);
 	sm->state = MOD_OPEN;
 }
 
@@ -242,11 +324,20 @@ static char *die_func_name(Dwarf_Die *die)
 	return n ? qualified_name(die, n) : NULL;
 }
 
+/* An ELF symbol's name for people: demangled, without a symbol version ("@@GLIBC_2.34"). */
 static char *sym_name(const char *n)
 {
-	char *d = demangle(n);
+	const char *at = strchr(n, '@');
+	char *plain = at ? strndup(n, (size_t)(at - n)) : NULL, *d;
 
-	return d ? d : strdup(n);
+	if (at && !plain)
+		return NULL;
+	d = demangle(plain ? plain : n);
+	if (d) {
+		free(plain);
+		return d;
+	}
+	return plain ? plain : strdup(n);
 }
 
 /* The call site an inlined_subroutine DIE records: its DW_AT_call_file and DW_AT_call_line. */
@@ -280,8 +371,7 @@ static bool is_func(Dwarf_Die *d)
 static void symbolise(struct sym_module *sm, struct sym_loc *l)
 {
 	Dwarf_Addr pc = l->vaddr - 1 + sm->bias, cubias, lpc;
-	const char *elf_name = dwfl_module_addrinfo(sm->mod, pc, &(GElf_Off){0}, &(GElf_Sym){0},
-						    NULL, NULL, NULL);
+	const char *elf_name = mod_sym_at(sm, pc);
 	Dwarf_Die *cu = dwfl_module_addrdie(sm->mod, pc, &cubias), *scopes = NULL;
 	Dwfl_Line *ln = dwfl_module_getsrc(sm->mod, pc);
 	Dwarf_Die chain[SCOPES_MAX];
