@@ -19,9 +19,9 @@
 #define NO_ENTRY UINT32_MAX
 
 struct site_entry {
-	uint32_t site, next; /* next entry of the same image, NO_ENTRY at the end */
+	uint32_t site, next;   /* next entry of the same image, NO_ENTRY at the end */
 	uint64_t bytes, count; /* live blocks of the site in the image */
-	bool linked; /* in its image's list */
+	bool linked;	       /* in its image's list */
 };
 
 struct site_acct {
@@ -34,9 +34,9 @@ struct site_acct {
 	struct site_entry *entries;
 	uint32_t nr_entries, entries_cap;
 	struct kvmap entry_ids; /* (image, site) -> index in entries */
-	struct kvmap heads; /* (image, 0) -> first entry + 1 */
-	struct kvmap threads; /* (pid, tid) -> address of the thread's last allocation, 0: none */
-	uint64_t epoch; /* peaks reached */
+	struct kvmap heads;	/* (image, 0) -> first entry + 1 */
+	struct kvmap threads;	/* (pid, tid) -> address of the thread's last allocation, 0: none */
+	uint64_t epoch;		/* peaks reached */
 	uint64_t records, with_id, nomem;
 };
 
@@ -192,7 +192,7 @@ int site_acct__new(struct site_acct **out, struct heap_acct *a, const struct sta
 	s->sf = sf;
 	s->root = root;
 	h = (struct heap_acct_hooks){
-		.ctx = s, .add = on_add, .remove = on_remove, .drop = on_drop, .peak = on_peak};
+	    .ctx = s, .add = on_add, .remove = on_remove, .drop = on_drop, .peak = on_peak};
 	err = heap_acct__set_hooks(a, &h);
 	if (err) {
 		free(s);

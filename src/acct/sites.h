@@ -26,13 +26,13 @@
 
 enum site_root {
 	SITE_ROOT_NONE = 0, /* sites are stacks */
-	SITE_ROOT_PROCESS, /* (pid, stack) */
-	SITE_ROOT_THREAD, /* (pid, tid, stack) */
+	SITE_ROOT_PROCESS,  /* (pid, stack) */
+	SITE_ROOT_THREAD,   /* (pid, tid, stack) */
 };
 
 struct site {
-	uint32_t stack; /* stack id; 0: allocations without a stack */
-	int32_t pid, tid; /* 0 unless the root says */
+	uint32_t stack;	   /* stack id; 0: allocations without a stack */
+	int32_t pid, tid;  /* 0 unless the root says */
 	uint32_t proc_img; /* an image of the process (for its name): the first seen */
 	uint64_t alloc_bytes, alloc_count;
 	uint64_t peak_bytes, peak_count;

@@ -5,7 +5,8 @@
 
 static inline size_t kv_home(uint64_t a, uint64_t b, size_t mask)
 {
-	uint64_t h = (a * 0x9e3779b97f4a7c15ULL) ^ (b + 0x7f4a7c159e3779b9ULL + (a << 6) + (a >> 2));
+	uint64_t h =
+	    (a * 0x9e3779b97f4a7c15ULL) ^ (b + 0x7f4a7c159e3779b9ULL + (a << 6) + (a >> 2));
 
 	h ^= h >> 31;
 	h *= 0xbf58476d1ce4e5b9ULL;

@@ -15,11 +15,11 @@
 #include "report/report.h"
 
 #define FG_WIDTH 1200.0 /* px, the whole graph */
-#define FG_PAD 10.0
-#define FG_ROW 16.0 /* px per frame */
-#define FG_TOP 40.0 /* room for the title */
-#define FG_CHAR 6.6 /* px per character at 11px monospace */
-#define FG_MIN 0.1 /* px: narrower frames (and what is above them) are not drawn */
+#define FG_PAD	 10.0
+#define FG_ROW	 16.0 /* px per frame */
+#define FG_TOP	 40.0 /* room for the title */
+#define FG_CHAR	 6.6  /* px per character at 11px monospace */
+#define FG_MIN	 0.1  /* px: narrower frames (and what is above them) are not drawn */
 
 struct fnode {
 	const char *name;
@@ -102,10 +102,18 @@ static void put_xml(FILE *out, const char *s, size_t max)
 {
 	for (size_t i = 0; s[i] && i < max; i++) {
 		switch (s[i]) {
-		case '&': fputs("&amp;", out); break;
-		case '<': fputs("&lt;", out); break;
-		case '>': fputs("&gt;", out); break;
-		case '"': fputs("&quot;", out); break;
+		case '&':
+			fputs("&amp;", out);
+			break;
+		case '<':
+			fputs("&lt;", out);
+			break;
+		case '>':
+			fputs("&gt;", out);
+			break;
+		case '"':
+			fputs("&quot;", out);
+			break;
 		default:
 			/* control bytes are not allowed in XML 1.0 */
 			fputc((unsigned char)s[i] < 0x20 ? ' ' : s[i], out);

@@ -22,6 +22,16 @@ static void set(json_t *o, const char *key, json_t *v, int *bad)
 		*bad = 1;
 }
 
+json_t *report__json_u64(uint64_t v)
+{
+	return u64(v);
+}
+
+void report__json_set(json_t *o, const char *key, json_t *v, int *bad)
+{
+	set(o, key, v, bad);
+}
+
 /* [{pid, comm}] of the processes still running when memtrack stopped waiting */
 static json_t *json__running(const struct manifest *m, int *bad)
 {

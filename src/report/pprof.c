@@ -193,8 +193,9 @@ static uint64_t loc_id(struct enc *e, const struct sym_loc *l)
 		pb_uint(&head, 1, *id);
 		if (known) {
 			pb_uint(&head, 2, l->module);
-			pb_uint(&head, 3, ((uint64_t)l->module << MOD_SHIFT) +
-						  (l->vaddr & ((1ULL << MOD_SHIFT) - 1)));
+			pb_uint(&head, 3,
+				((uint64_t)l->module << MOD_SHIFT) +
+				    (l->vaddr & ((1ULL << MOD_SHIFT) - 1)));
 		} else {
 			pb_uint(&head, 3, l->vaddr);
 		}
@@ -288,7 +289,7 @@ static void encode_mappings(struct enc *e)
 static void enc_free(struct enc *e)
 {
 	struct pb *bufs[] = {&e->samples, &e->mappings, &e->locations, &e->functions,
-			     &e->strings, &e->tmp, &e->tmp2};
+			     &e->strings, &e->tmp,	&e->tmp2};
 
 	for (size_t i = 0; i < sizeof(bufs) / sizeof(*bufs); i++)
 		free(bufs[i]->p);

@@ -9,9 +9,10 @@
  * an interposer, a libc-internal call or an unwinder that starts one frame early would show
  * them; they are cut from the leaf end. */
 static const char *const alloc_funcs[] = {
-	"malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign", "aligned_alloc",
-	"memalign", "valloc", "pvalloc", "__libc_malloc", "__libc_calloc", "__libc_realloc",
-	"__libc_memalign", "__libc_valloc", "__libc_pvalloc", "__posix_memalign", "_int_malloc",
+    "malloc",	      "calloc",		  "realloc",	    "reallocarray",    "free",
+    "posix_memalign", "aligned_alloc",	  "memalign",	    "valloc",	       "pvalloc",
+    "__libc_malloc",  "__libc_calloc",	  "__libc_realloc", "__libc_memalign", "__libc_valloc",
+    "__libc_pvalloc", "__posix_memalign", "_int_malloc",
 };
 
 static bool is_allocator(const struct sym_loc *l, const struct stackfile *sf)
@@ -74,7 +75,7 @@ int profile__build(struct profile_build *b, const struct stackfile *sf, const st
 		s->truncated = t && t->truncated;
 		for (uint32_t j = 0; t && j < t->nr; j++) {
 			const struct sym_loc *l =
-				symbolizer__lookup(sym, t->frames[j].module, t->frames[j].vaddr);
+			    symbolizer__lookup(sym, t->frames[j].module, t->frames[j].vaddr);
 
 			if (!l)
 				goto nomem;

@@ -25,8 +25,8 @@ struct prof_sample {
 	uint32_t stack; /* stack id, 0: none (shown as a `[no stack]` frame) */
 	uint64_t alloc_count, alloc_bytes; /* over the run */
 	uint64_t inuse_count, inuse_bytes; /* live at the tree's heap peak */
-	uint64_t leak_count, leak_bytes; /* live at exit */
-	uint64_t temp_count, temp_bytes; /* temporary (sites.h) */
+	uint64_t leak_count, leak_bytes;   /* live at exit */
+	uint64_t temp_count, temp_bytes;   /* temporary (sites.h) */
 };
 
 struct profile {
@@ -45,7 +45,7 @@ struct profile_build {
 	struct profile p;
 	struct prof_sample *samples;
 	const struct sym_loc **locs; /* all samples' locs, one array */
-	char **names; /* root frame strings */
+	char **names;		     /* root frame strings */
 	uint32_t nr_names;
 };
 

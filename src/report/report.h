@@ -46,6 +46,11 @@ struct report_view {
 	uint32_t top; /* sites per ranking */
 };
 
+/* JSON helpers of the views: an unsigned value (saturated to the signed 64-bit jansson keeps),
+ * and json_object_set_new remembering a failure (NULL value or no memory) in *bad. */
+json_t *report__json_u64(uint64_t v);
+void report__json_set(json_t *o, const char *key, json_t *v, int *bad);
+
 /* The short summary memtrack track prints on stderr: peaks, counts, leaks, events, drops, and
  * one line per process (top 10 by peak RSS) when there are several. Returns 0 or -errno. */
 int report__summary(FILE *out, const struct manifest *m);

@@ -12,25 +12,30 @@
 enum rank { RANK_PEAK, RANK_BYTES, RANK_COUNT, RANK_LEAK, RANK_TEMP, RANK_NR };
 
 static const struct {
-	const char *key; /* JSON */
+	const char *key;   /* JSON */
 	const char *title; /* text */
 } ranks[RANK_NR] = {
-	[RANK_PEAK] = {"peak_live", "by bytes live at the tree's heap peak"},
-	[RANK_BYTES] = {"allocated_bytes", "by bytes allocated over the run"},
-	[RANK_COUNT] = {"allocations", "by allocations over the run"},
-	[RANK_LEAK] = {"leaked", "by bytes leaked (live at exit)"},
-	[RANK_TEMP] = {"temporary", "by temporary allocations (freed before the thread's next "
-				    "allocation)"},
+    [RANK_PEAK] = {"peak_live", "by bytes live at the tree's heap peak"},
+    [RANK_BYTES] = {"allocated_bytes", "by bytes allocated over the run"},
+    [RANK_COUNT] = {"allocations", "by allocations over the run"},
+    [RANK_LEAK] = {"leaked", "by bytes leaked (live at exit)"},
+    [RANK_TEMP] = {"temporary", "by temporary allocations (freed before the thread's next "
+				"allocation)"},
 };
 
 static uint64_t rank_key(const struct prof_sample *s, enum rank r)
 {
 	switch (r) {
-	case RANK_PEAK: return s->inuse_bytes;
-	case RANK_BYTES: return s->alloc_bytes;
-	case RANK_COUNT: return s->alloc_count;
-	case RANK_LEAK: return s->leak_bytes ? s->leak_bytes : s->leak_count;
-	default: return s->temp_count;
+	case RANK_PEAK:
+		return s->inuse_bytes;
+	case RANK_BYTES:
+		return s->alloc_bytes;
+	case RANK_COUNT:
+		return s->alloc_count;
+	case RANK_LEAK:
+		return s->leak_bytes ? s->leak_bytes : s->leak_count;
+	default:
+		return s->temp_count;
 	}
 }
 
@@ -40,7 +45,8 @@ static enum rank sort_r;
 static int by_rank(const void *a, const void *b)
 {
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-	uint64_t kx = rank_key(&sort_p->samples[x], sort_r), ky = rank_key(&sort_p->samples[y], sort_r);
+	uint64_t kx = rank_key(&sort_p->samples[x], sort_r),
+		 ky = rank_key(&sort_p->samples[y], sort_r);
 
 	if (kx != ky)
 		return kx > ky ? -1 : 1;
@@ -110,9 +116,9 @@ int report__stacks_summary(FILE *out, const struct profile *p, uint32_t top)
 				fprintf(out, "%s live in %" PRIu64 " blocks (%.1f%% of the peak)",
 					report__bytes(s->inuse_bytes, b1, sizeof(b1)),
 					s->inuse_count,
-					p->peak_heap ? 100.0 * (double)s->inuse_bytes /
-							       (double)p->peak_heap
-						     : 0.0);
+					p->peak_heap
+					    ? 100.0 * (double)s->inuse_bytes / (double)p->peak_heap
+					    : 0.0);
 				break;
 			case RANK_BYTES:
 			case RANK_COUNT:
@@ -122,10 +128,12 @@ int report__stacks_summary(FILE *out, const struct profile *p, uint32_t top)
 				break;
 			case RANK_LEAK:
 				fprintf(out, "%s leaked in %" PRIu64 " blocks",
-					report__bytes(s->leak_bytes, b1, sizeof(b1)), s->leak_count);
+					report__bytes(s->leak_bytes, b1, sizeof(b1)),
+					s->leak_count);
 				break;
 			default:
-				fprintf(out, "%" PRIu64 " temporary of %" PRIu64 " allocations (%s)",
+				fprintf(out,
+					"%" PRIu64 " temporary of %" PRIu64 " allocations (%s)",
 					s->temp_count, s->alloc_count,
 					report__bytes(s->temp_bytes, b2, sizeof(b2)));
 			}
@@ -135,18 +143,6 @@ int report__stacks_summary(FILE *out, const struct profile *p, uint32_t top)
 	}
 	free(idx);
 	return ferror(out) ? -EIO : 0;
-}
-
-/* json_object_set_new, remembering a failure */
-static void set(json_t *o, const char *key, json_t *v, int *bad)
-{
-	if (!v || json_object_set_new(o, key, v))
-		*bad = 1;
-}
-
-static json_t *u64(uint64_t v)
-{
-	return json_integer(v > INT64_MAX ? INT64_MAX : (json_int_t)v);
 }
 
 static json_t *json_site(const struct profile *p, const struct prof_sample *s, int *bad)
@@ -159,25 +155,24 @@ static json_t *json_site(const struct profile *p, const struct prof_sample *s, i
 		json_decref(root);
 		return o;
 	}
-	set(o, "stack", json_integer(s->stack), bad);
+	report__json_set(o, "stack", json_integer(s->stack), bad);
 	for (uint32_t i = 0; i < s->nr_root; i++)
 		if (json_array_append_new(root, json_string(s->root[i])))
 			*bad = 1;
-	set(o, "root", root, bad);
-	set(o, "peak_live_bytes", u64(s->inuse_bytes), bad);
-	set(o, "peak_live_count", u64(s->inuse_count), bad);
-	set(o, "allocated_bytes", u64(s->alloc_bytes), bad);
-	set(o, "allocations", u64(s->alloc_count), bad);
-	set(o, "leaked_bytes", u64(s->leak_bytes), bad);
-	set(o, "leaked_count", u64(s->leak_count), bad);
-	set(o, "temporary_bytes", u64(s->temp_bytes), bad);
-	set(o, "temporary_count", u64(s->temp_count), bad);
-	set(o, "truncated", json_boolean(s->truncated), bad);
+	report__json_set(o, "root", root, bad);
+	report__json_set(o, "peak_live_bytes", report__json_u64(s->inuse_bytes), bad);
+	report__json_set(o, "peak_live_count", report__json_u64(s->inuse_count), bad);
+	report__json_set(o, "allocated_bytes", report__json_u64(s->alloc_bytes), bad);
+	report__json_set(o, "allocations", report__json_u64(s->alloc_count), bad);
+	report__json_set(o, "leaked_bytes", report__json_u64(s->leak_bytes), bad);
+	report__json_set(o, "leaked_count", report__json_u64(s->leak_count), bad);
+	report__json_set(o, "temporary_bytes", report__json_u64(s->temp_bytes), bad);
+	report__json_set(o, "temporary_count", report__json_u64(s->temp_count), bad);
+	report__json_set(o, "truncated", json_boolean(s->truncated), bad);
 	for (uint32_t i = 0; i < s->nr_locs; i++) {
 		const struct sym_loc *l = s->locs[i];
-		const struct stack_module *m = l->module && l->module <= p->nr_modules
-							 ? &p->modules[l->module - 1]
-							 : NULL;
+		const struct stack_module *m =
+		    l->module && l->module <= p->nr_modules ? &p->modules[l->module - 1] : NULL;
 
 		for (uint32_t j = 0; j < l->nr; j++) {
 			json_t *f = json_object();
@@ -186,16 +181,18 @@ static json_t *json_site(const struct profile *p, const struct prof_sample *s, i
 				*bad = 1;
 				break;
 			}
-			set(f, "function", json_string(l->lines[j].func), bad);
-			set(f, "file", l->lines[j].file ? json_string(l->lines[j].file) : json_null(),
-			    bad);
-			set(f, "line", json_integer(l->lines[j].line), bad);
-			set(f, "inlined", json_boolean(j + 1 < l->nr), bad);
-			set(f, "module", m && m->path ? json_string(m->path) : json_null(), bad);
-			set(f, "vaddr", u64(l->vaddr), bad);
+			report__json_set(f, "function", json_string(l->lines[j].func), bad);
+			report__json_set(
+			    f, "file",
+			    l->lines[j].file ? json_string(l->lines[j].file) : json_null(), bad);
+			report__json_set(f, "line", json_integer(l->lines[j].line), bad);
+			report__json_set(f, "inlined", json_boolean(j + 1 < l->nr), bad);
+			report__json_set(f, "module",
+					 m && m->path ? json_string(m->path) : json_null(), bad);
+			report__json_set(f, "vaddr", report__json_u64(l->vaddr), bad);
 		}
 	}
-	set(o, "frames", frames, bad);
+	report__json_set(o, "frames", frames, bad);
 	return o;
 }
 
@@ -212,10 +209,10 @@ json_t *report__stacks_json(const struct profile *p, uint32_t top)
 		for (uint32_t k = 0; a && k < n; k++)
 			if (json_array_append_new(a, json_site(p, &p->samples[idx[k]], &bad)))
 				bad = 1;
-		set(t, ranks[r].key, a, &bad);
+		report__json_set(t, ranks[r].key, a, &bad);
 	}
-	set(o, "sites", json_integer(p->nr_samples), &bad);
-	set(o, "top", t, &bad);
+	report__json_set(o, "sites", json_integer(p->nr_samples), &bad);
+	report__json_set(o, "top", t, &bad);
 	t = NULL;
 	free(idx);
 	if (bad) {

@@ -14,7 +14,8 @@
 #include "symbols/demangle.h"
 #include "symbols/symbols.h"
 
-#define SCOPES_MAX 64 /* inlined functions kept per frame; deeper nests are cut at the caller end */
+#define SCOPES_MAX 64 /* inlined functions kept per frame; deeper nests are cut at the caller end  \
+		       */
 
 enum mod_state { MOD_UNTRIED = 0, MOD_OPEN, MOD_NONE };
 
@@ -22,8 +23,8 @@ enum mod_state { MOD_UNTRIED = 0, MOD_OPEN, MOD_NONE };
  * for a big program such as cc1plus), so each module's symbols are sorted once instead. */
 struct msym {
 	GElf_Addr addr, size; /* dwfl addresses */
-	const char *name; /* in the module's string table (valid while its Dwfl is) */
-	int rank; /* among aliases at one address: global 0, weak 1, local 2 */
+	const char *name;     /* in the module's string table (valid while its Dwfl is) */
+	int rank;	      /* among aliases at one address: global 0, weak 1, local 2 */
 };
 
 struct sym_module {
@@ -43,7 +44,7 @@ struct symbolizer {
 	char *debuginfo_path; /* libdwfl's search path for separate debug files */
 	Dwfl_Callbacks cb;
 	struct sym_module *mods; /* [nr_modules + 1]; [0] is "outside every module" */
-	struct kvmap cache; /* (module, vaddr) -> index in locs */
+	struct kvmap cache;	 /* (module, vaddr) -> index in locs */
 	struct sym_loc **locs;
 	size_t nr_locs, locs_cap;
 };
@@ -122,7 +123,8 @@ static Dwfl *mod_try(struct symbolizer *s, const struct stack_module *m, const c
 	if (!d)
 		return NULL;
 	dwfl_report_begin(d);
-	/* ET_DYN: base 0 relative to p_vaddr puts the file at its own vaddrs; ET_EXEC: there anyway */
+	/* ET_DYN: base 0 relative to p_vaddr puts the file at its own vaddrs; ET_EXEC: there anyway
+	 */
 	md = dwfl_report_elf(d, m->path, path, -1, 0, true);
 	dwfl_report_end(d, NULL, NULL);
 	if (!md)
@@ -166,19 +168,20 @@ static void mod_load_syms(struct sym_module *sm)
 	for (int i = 1; i < n; i++) {
 		GElf_Sym sym;
 		GElf_Addr addr;
-		const char *name = dwfl_module_getsym_info(sm->mod, i, &sym, &addr, NULL, NULL, NULL);
+		const char *name =
+		    dwfl_module_getsym_info(sm->mod, i, &sym, &addr, NULL, NULL, NULL);
 		int type = GELF_ST_TYPE(sym.st_info);
 
 		if (!name || !*name || sym.st_shndx == SHN_UNDEF ||
 		    (type != STT_FUNC && type != STT_GNU_IFUNC))
 			continue;
 		sm->syms[k++] = (struct msym){
-			.addr = addr,
-			.size = sym.st_size,
-			.name = name,
-			.rank = GELF_ST_BIND(sym.st_info) == STB_GLOBAL ? 0
-				: GELF_ST_BIND(sym.st_info) == STB_WEAK ? 1
-									  : 2,
+		    .addr = addr,
+		    .size = sym.st_size,
+		    .name = name,
+		    .rank = GELF_ST_BIND(sym.st_info) == STB_GLOBAL ? 0
+			    : GELF_ST_BIND(sym.st_info) == STB_WEAK ? 1
+								    : 2,
 		};
 	}
 	qsort(sm->syms, k, sizeof(*sm->syms), by_addr);
@@ -235,9 +238,10 @@ static void mod_open(struct symbolizer *s, uint32_t id)
 	}
 	if (!sm->dwfl) {
 		if (mismatch)
-			log__warn("'%s' is not the file the run used (build-id differs) and no debug "
-				  "file has its build-id: its frames show as offsets",
-				  m->path);
+			log__warn(
+			    "'%s' is not the file the run used (build-id differs) and no debug "
+			    "file has its build-id: its frames show as offsets",
+			    m->path);
 		return;
 	}
 	elf = dwfl_module_getelf(sm->mod, &sm->bias);
@@ -407,7 +411,7 @@ static void symbolise(struct sym_module *sm, struct sym_loc *l)
 
 		/* the ELF symbol qualifies C++ names the DWARF name lacks (class, namespace) */
 		l->lines[k].func =
-			outer && elf_name ? sym_name(elf_name) : die_func_name(&chain[k]);
+		    outer && elf_name ? sym_name(elf_name) : die_func_name(&chain[k]);
 		if (k)
 			call_site(cu, &chain[k - 1], &l->lines[k]);
 	}

@@ -25,15 +25,15 @@
 struct sym_line {
 	const char *func; /* demangled; never NULL (`module+0xVADDR` or `[unknown]` at worst) */
 	const char *file; /* source file, NULL when unknown */
-	uint32_t line; /* 0 when unknown */
+	uint32_t line;	  /* 0 when unknown */
 };
 
 /* One frame, symbolised. */
 struct sym_loc {
 	uint32_t module; /* stackfile module id; 0: outside every module */
-	uint64_t vaddr; /* as captured (the return address) */
-	uint32_t nr; /* >= 1: lines[0] is the innermost inlined function, lines[nr - 1] the
-		      * function the code belongs to (the caller of the rest) */
+	uint64_t vaddr;	 /* as captured (the return address) */
+	uint32_t nr;	 /* >= 1: lines[0] is the innermost inlined function, lines[nr - 1] the
+			  * function the code belongs to (the caller of the rest) */
 	struct sym_line *lines;
 	bool found; /* a function name was found (not a `module+0x...` fallback) */
 };

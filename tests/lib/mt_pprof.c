@@ -18,8 +18,8 @@ char *mt_pprof_decode(const char *file)
 	FILE *p, *o;
 	int rc;
 
-	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/tests/pprof/decode.py '%s'",
-		 mt_repo_root(), file);
+	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s/tests/pprof/decode.py '%s'", mt_repo_root(),
+		 file);
 	p = popen(cmd, "r");
 	if (!p)
 		return NULL;

@@ -30,28 +30,28 @@ struct evspec {
 	uint64_t addr, size, old_addr;
 };
 
-#define A(n) (0x10000 + (n) * 0x100)
+#define A(n) (0x10000 + (n)*0x100)
 
 /*
  * pid 10, threads 10 and 11; then pid 20 (fork, exec, still running at the end).
  * Stacks of the allocation records, in order: 1 2 1 3 1 2 3 1 2.
  */
 static const struct evspec stream[] = {
-	{MT_EV_MALLOC, 10, 10, A(1), 100, 0}, /* stack 1 */
-	{MT_EV_MALLOC, 10, 10, A(2), 200, 0}, /* stack 2 */
-	{MT_EV_FREE, 10, 10, A(2), 0, 0}, /* temporary: tid 10 made no allocation since */
-	{MT_EV_MALLOC, 10, 11, A(3), 300, 0}, /* stack 1 */
-	{MT_EV_MALLOC, 10, 10, A(4), 1000, 0}, /* stack 3 */
-	{MT_EV_MALLOC, 10, 10, 0, 99, 0}, /* stack 1, failed: still an allocation call */
-	{MT_EV_MALLOC, 10, 11, A(5), 50, 0}, /* stack 2; tree live 1450: the peak */
-	{MT_EV_FREE, 10, 11, A(3), 0, 0}, /* not temporary: tid 11 allocated A(5) since */
-	{MT_EV_FREE, 10, 10, A(4), 0, 0}, /* not temporary: the failed call came between */
-	{MT_EV_REALLOC, 10, 10, A(6), 400, A(1)}, /* stack 3: frees A(1) (stack 1) */
-	{MT_EV_EXIT, 10, 10, 0, 0, 0}, /* leaks A(5) (stack 2) and A(6) (stack 3) */
-	{MT_EV_FORK, 20, 20, 0, 10, 0},
-	{MT_EV_MALLOC, 20, 20, A(7), 64, 0}, /* stack 1, lost at the exec */
-	{MT_EV_EXEC, 20, 20, 0, 0, 0},
-	{MT_EV_MALLOC, 20, 20, A(8), 32, 0}, /* stack 2, live at the end: leaked */
+    {MT_EV_MALLOC, 10, 10, A(1), 100, 0},     /* stack 1 */
+    {MT_EV_MALLOC, 10, 10, A(2), 200, 0},     /* stack 2 */
+    {MT_EV_FREE, 10, 10, A(2), 0, 0},	      /* temporary: tid 10 made no allocation since */
+    {MT_EV_MALLOC, 10, 11, A(3), 300, 0},     /* stack 1 */
+    {MT_EV_MALLOC, 10, 10, A(4), 1000, 0},    /* stack 3 */
+    {MT_EV_MALLOC, 10, 10, 0, 99, 0},	      /* stack 1, failed: still an allocation call */
+    {MT_EV_MALLOC, 10, 11, A(5), 50, 0},      /* stack 2; tree live 1450: the peak */
+    {MT_EV_FREE, 10, 11, A(3), 0, 0},	      /* not temporary: tid 11 allocated A(5) since */
+    {MT_EV_FREE, 10, 10, A(4), 0, 0},	      /* not temporary: the failed call came between */
+    {MT_EV_REALLOC, 10, 10, A(6), 400, A(1)}, /* stack 3: frees A(1) (stack 1) */
+    {MT_EV_EXIT, 10, 10, 0, 0, 0},	      /* leaks A(5) (stack 2) and A(6) (stack 3) */
+    {MT_EV_FORK, 20, 20, 0, 10, 0},
+    {MT_EV_MALLOC, 20, 20, A(7), 64, 0}, /* stack 1, lost at the exec */
+    {MT_EV_EXEC, 20, 20, 0, 0, 0},
+    {MT_EV_MALLOC, 20, 20, A(8), 32, 0}, /* stack 2, live at the end: leaked */
 };
 static uint32_t stream_ids[] = {1, 2, 1, 3, 1, 2, 3, 1, 2};
 
@@ -69,8 +69,12 @@ static void run_stream(struct heap_acct **a, struct site_acct **s, struct stackf
 	assert_int_equal(site_acct__new(s, *a, sf, root), 0);
 	for (size_t i = 0; i < sizeof(stream) / sizeof(*stream); i++) {
 		const struct evspec *e = &stream[i];
-		struct mt_event ev = {.type = e->type, .pid = e->pid, .tid = e->tid,
-				      .ts = 1000 + i, .addr = e->addr, .size = e->size,
+		struct mt_event ev = {.type = e->type,
+				      .pid = e->pid,
+				      .tid = e->tid,
+				      .ts = 1000 + i,
+				      .addr = e->addr,
+				      .size = e->size,
 				      .old_addr = e->old_addr};
 
 		site_acct__event(*s, &ev);
@@ -235,8 +239,8 @@ static void test_block_tags(void **state)
 	assert_int_equal(blocks__init(&b, none_dead, NULL), 0);
 	assert_int_equal(blocks__enable_tags(&b), 0);
 	for (uint32_t i = 0; i < n; i++)
-		assert_int_equal(blocks__put(&b, 0x1000 + (uint64_t)i * 16, i % 3, i + 1,
-					     i * 7 + 1, &old, &old_tag),
+		assert_int_equal(blocks__put(&b, 0x1000 + (uint64_t)i * 16, i % 3, i + 1, i * 7 + 1,
+					     &old, &old_tag),
 				 0);
 	assert_int_equal(blocks__enable_tags(&b), -EBUSY);
 	/* replacing gives the old tag back and keeps the new one */
@@ -272,24 +276,48 @@ static const struct sym_loc L1 = {1, 0x1010, 1, l1, true}, L2 = {1, 0x1020, 2, l
 static const struct sym_loc *s1[] = {&L1, &L2, &L3, &L5}, *s2[] = {&L4, &L3, &L5},
 			    *s4[] = {&L4, &L3}, *s5[] = {&L1};
 static const struct stack_module mods[] = {
-	{.id = 1, .path = "/usr/bin/prog", .build_id = {1, 2, 3, 0xab}, .build_id_len = 4},
-	{.id = 2, .path = "/lib/libc.so.6"},
+    {.id = 1, .path = "/usr/bin/prog", .build_id = {1, 2, 3, 0xab}, .build_id_len = 4},
+    {.id = 2, .path = "/lib/libc.so.6"},
 };
 static const struct prof_sample samples[] = {
-	{.locs = s1, .nr_locs = 4, .stack = 1, .alloc_count = 100, .alloc_bytes = 102400,
-	 .inuse_count = 50, .inuse_bytes = 51200, .leak_count = 10, .leak_bytes = 10240},
-	{.locs = s2, .nr_locs = 3, .stack = 2, .alloc_count = 10, .alloc_bytes = 655360,
-	 .inuse_count = 10, .inuse_bytes = 655360, .temp_count = 2, .temp_bytes = 128},
-	{.stack = 0, .alloc_count = 1, .alloc_bytes = 8},
-	{.locs = s4, .nr_locs = 2, .stack = 3, .root = {"prog (pid 7)", "tid 8"}, .nr_root = 2,
-	 .alloc_count = 3, .alloc_bytes = 300, .inuse_count = 1, .inuse_bytes = 100},
-	{.locs = s5, .nr_locs = 1, .stack = 4, .truncated = true, .alloc_count = 5,
-	 .alloc_bytes = 50},
+    {.locs = s1,
+     .nr_locs = 4,
+     .stack = 1,
+     .alloc_count = 100,
+     .alloc_bytes = 102400,
+     .inuse_count = 50,
+     .inuse_bytes = 51200,
+     .leak_count = 10,
+     .leak_bytes = 10240},
+    {.locs = s2,
+     .nr_locs = 3,
+     .stack = 2,
+     .alloc_count = 10,
+     .alloc_bytes = 655360,
+     .inuse_count = 10,
+     .inuse_bytes = 655360,
+     .temp_count = 2,
+     .temp_bytes = 128},
+    {.stack = 0, .alloc_count = 1, .alloc_bytes = 8},
+    {.locs = s4,
+     .nr_locs = 2,
+     .stack = 3,
+     .root = {"prog (pid 7)", "tid 8"},
+     .nr_root = 2,
+     .alloc_count = 3,
+     .alloc_bytes = 300,
+     .inuse_count = 1,
+     .inuse_bytes = 100},
+    {.locs = s5, .nr_locs = 1, .stack = 4, .truncated = true, .alloc_count = 5, .alloc_bytes = 50},
 };
 static const struct profile model = {
-	.modules = mods, .nr_modules = 2, .samples = samples, .nr_samples = 5,
-	.time_nanos = 1700000000000000000ULL, .duration_nanos = 2500000000ULL,
-	.peak_heap = 706660,
+    .modules = mods,
+    .nr_modules = 2,
+    .samples = samples,
+    .nr_samples = 5,
+    .time_nanos = 1700000000000000000ULL,
+    .duration_nanos = 2500000000ULL,
+    .peak_heap = 706660,
 };
 
 /* The whole output of fn on the model, in a malloc'd string. */
@@ -369,19 +397,19 @@ static void test_pprof_golden(void **state)
 /* What tests/pprof/decode.py prints for the model: sample types, then per sample its frames
  * root first (inlined functions with their callers) and values, then mappings. */
 static const char decoded_model[] =
-	"sample_types alloc_objects/count alloc_space/bytes inuse_objects/count "
-	"inuse_space/bytes\n"
-	"default inuse_space\n"
-	"period_type space/bytes period 1\n"
-	"time_nanos 1700000000000000000 duration_nanos 2500000000\n"
-	"sample __libc_start_main;main@main.c:30;a@a.c:20;inl@a.c:5;b@b.c:12 100 102400 50 "
-	"51200\n"
-	"sample __libc_start_main;main@main.c:30;c@c.c:7 10 655360 10 655360\n"
-	"sample [no stack] 1 8 0 0\n"
-	"sample prog (pid 7);tid 8;main@main.c:30;c@c.c:7 3 300 1 100\n"
-	"sample [truncated];b@b.c:12 5 50 0 0\n"
-	"mapping 1 /usr/bin/prog 010203ab functions=1 lines=1 inline=1\n"
-	"mapping 2 /lib/libc.so.6 - functions=1 lines=0 inline=1\n";
+    "sample_types alloc_objects/count alloc_space/bytes inuse_objects/count "
+    "inuse_space/bytes\n"
+    "default inuse_space\n"
+    "period_type space/bytes period 1\n"
+    "time_nanos 1700000000000000000 duration_nanos 2500000000\n"
+    "sample __libc_start_main;main@main.c:30;a@a.c:20;inl@a.c:5;b@b.c:12 100 102400 50 "
+    "51200\n"
+    "sample __libc_start_main;main@main.c:30;c@c.c:7 10 655360 10 655360\n"
+    "sample [no stack] 1 8 0 0\n"
+    "sample prog (pid 7);tid 8;main@main.c:30;c@c.c:7 3 300 1 100\n"
+    "sample [truncated];b@b.c:12 5 50 0 0\n"
+    "mapping 1 /usr/bin/prog 010203ab functions=1 lines=1 inline=1\n"
+    "mapping 2 /lib/libc.so.6 - functions=1 lines=0 inline=1\n";
 
 static void test_pprof_decoded(void **state)
 {
@@ -510,12 +538,11 @@ static void test_top_json(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_sites_figures),	 cmocka_unit_test(test_sites_per_thread),
-		cmocka_unit_test(test_sites_short_file), cmocka_unit_test(test_block_tags),
-		cmocka_unit_test(test_folded_golden),
-		cmocka_unit_test(test_pprof_golden),	 cmocka_unit_test(test_pprof_decoded),
-		cmocka_unit_test(test_flamegraph),	 cmocka_unit_test(test_top_text),
-		cmocka_unit_test(test_top_json),
+	    cmocka_unit_test(test_sites_figures),    cmocka_unit_test(test_sites_per_thread),
+	    cmocka_unit_test(test_sites_short_file), cmocka_unit_test(test_block_tags),
+	    cmocka_unit_test(test_folded_golden),    cmocka_unit_test(test_pprof_golden),
+	    cmocka_unit_test(test_pprof_decoded),    cmocka_unit_test(test_flamegraph),
+	    cmocka_unit_test(test_top_text),	     cmocka_unit_test(test_top_json),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

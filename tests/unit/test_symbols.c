@@ -35,7 +35,7 @@ static const char *const site_names[NR_SITES] = {"inlined", "template", "main", 
 struct target {
 	char dir[PATH_MAX];
 	uint64_t vaddr[NR_SITES]; /* "outer" has none: it is the caller line of "inlined" */
-	uint32_t line[NR_SITES]; /* of the "// @name" comment */
+	uint32_t line[NR_SITES];  /* of the "// @name" comment */
 	uint8_t build_id[20];
 	uint8_t build_id_len;
 };
@@ -86,7 +86,8 @@ static int setup(void **state)
 	snprintf(tg.dir, sizeof(tg.dir), "%s/build/tests/symbols", mt_repo_root());
 	path_of(path, sizeof(path), "");
 	if (access(path, X_OK)) {
-		fprintf(stderr, "test_symbols: %s missing: run make build/tests/test_symbols\n", path);
+		fprintf(stderr, "test_symbols: %s missing: run make build/tests/test_symbols\n",
+			path);
 		return -1;
 	}
 	f = popen(path, "r");
@@ -291,16 +292,16 @@ static void test_demangle(void **state)
 	static const struct {
 		const char *in, *out;
 	} cases[] = {
-		{"_Z1ai", "a(int)"},
-		{"_ZNSt6vectorIiSaIiEE9push_backERKi",
-		 "std::vector<int, std::allocator<int> >::push_back(int const&)"},
-		{"_ZN6shapes3BoxIdE4fillEd", "shapes::Box<double>::fill(double)"},
-		{"_ZN4core3fmt5write17h0123456789abcdefE", "core::fmt::write"},
-		{"_ZN5alloc7raw_vec19RawVec$LT$T$C$A$GT$7reserve17h1234567890abcdefE",
-		 "alloc::raw_vec::RawVec<T,A>::reserve"},
-		{"_RNvCs15kBYyAo9fc_7mycrate7example", "mycrate::example"},
-		{"_RNvNtCs1234_7mycrate3foo3bar", "mycrate::foo::bar"},
-		{"_RINvCs1234_7mycrate3fooNtB2_3BarE", "mycrate::foo::<mycrate::Bar>"},
+	    {"_Z1ai", "a(int)"},
+	    {"_ZNSt6vectorIiSaIiEE9push_backERKi",
+	     "std::vector<int, std::allocator<int> >::push_back(int const&)"},
+	    {"_ZN6shapes3BoxIdE4fillEd", "shapes::Box<double>::fill(double)"},
+	    {"_ZN4core3fmt5write17h0123456789abcdefE", "core::fmt::write"},
+	    {"_ZN5alloc7raw_vec19RawVec$LT$T$C$A$GT$7reserve17h1234567890abcdefE",
+	     "alloc::raw_vec::RawVec<T,A>::reserve"},
+	    {"_RNvCs15kBYyAo9fc_7mycrate7example", "mycrate::example"},
+	    {"_RNvNtCs1234_7mycrate3foo3bar", "mycrate::foo::bar"},
+	    {"_RINvCs1234_7mycrate3fooNtB2_3BarE", "mycrate::foo::<mycrate::Bar>"},
 	};
 	char *d;
 
@@ -353,27 +354,41 @@ static void test_report_end_to_end(void **state)
 	}
 	assert_int_equal(artifact_writer__open(&aw, art, 3, 64), 0);
 	for (int i = 0; i < 100; i++) {
-		struct mt_event e = {.type = MT_EV_MALLOC, .pid = 77, .tid = 77, .ts = ts++,
-				     .addr = 0x100000 + (uint64_t)i * 0x1000, .size = 1024};
+		struct mt_event e = {.type = MT_EV_MALLOC,
+				     .pid = 77,
+				     .tid = 77,
+				     .ts = ts++,
+				     .addr = 0x100000 + (uint64_t)i * 0x1000,
+				     .size = 1024};
 
 		assert_int_equal(artifact_writer__write(aw, &e), 0);
 		assert_int_equal(stackfile_writer__alloc(sw, st1), 0);
 	}
 	for (int i = 0; i < 50; i++) {
-		struct mt_event e = {.type = MT_EV_FREE, .pid = 77, .tid = 77, .ts = ts++,
+		struct mt_event e = {.type = MT_EV_FREE,
+				     .pid = 77,
+				     .tid = 77,
+				     .ts = ts++,
 				     .addr = 0x100000 + (uint64_t)i * 0x1000};
 
 		assert_int_equal(artifact_writer__write(aw, &e), 0);
 	}
 	for (int i = 0; i < 10; i++) {
-		struct mt_event e = {.type = MT_EV_MALLOC, .pid = 77, .tid = 77, .ts = ts++,
-				     .addr = 0x10000000 + (uint64_t)i * 0x100000, .size = 65536};
+		struct mt_event e = {.type = MT_EV_MALLOC,
+				     .pid = 77,
+				     .tid = 77,
+				     .ts = ts++,
+				     .addr = 0x10000000 + (uint64_t)i * 0x100000,
+				     .size = 65536};
 
 		assert_int_equal(artifact_writer__write(aw, &e), 0);
 		assert_int_equal(stackfile_writer__alloc(sw, st2), 0);
 	}
 	for (int i = 0; i < 10; i++) {
-		struct mt_event e = {.type = MT_EV_FREE, .pid = 77, .tid = 77, .ts = ts++,
+		struct mt_event e = {.type = MT_EV_FREE,
+				     .pid = 77,
+				     .tid = 77,
+				     .ts = ts++,
 				     .addr = 0x10000000 + (uint64_t)i * 0x100000};
 
 		assert_int_equal(artifact_writer__write(aw, &e), 0);
@@ -387,8 +402,8 @@ static void test_report_end_to_end(void **state)
 	assert_int_equal(stackfile_writer__close(sw), 0);
 
 	{
-		char *argv[] = {"report", "--folded", folded, "--pprof", pp, "--top", "3", "--json",
-				"-o", js, art, NULL};
+		char *argv[] = {"report", "--folded", folded, "--pprof", pp,  "--top",
+				"3",	  "--json",   "-o",   js,	 art, NULL};
 		size_t len;
 		char *text;
 		json_t *doc, *top, *f0;
@@ -402,23 +417,26 @@ static void test_report_end_to_end(void **state)
 			len = fread(buf, 1, sizeof(buf) - 1, f);
 			buf[len] = 0;
 			fclose(f);
-			assert_string_equal(buf, "main;outer_function(int);util::inlined_helper 102400\n"
-						 "main;shapes::Box<double>::fill(double) 655360\n");
+			assert_string_equal(buf,
+					    "main;outer_function(int);util::inlined_helper 102400\n"
+					    "main;shapes::Box<double>::fill(double) 655360\n");
 		}
 		doc = json_load_file(js, 0, NULL);
 		assert_non_null(doc);
 		top = json_object_get(json_object_get(doc, "stacks"), "top");
 		/* at the peak: 50 x 1 KiB and 10 x 64 KiB live */
 		f0 = json_array_get(json_object_get(top, "peak_live"), 0);
-		assert_int_equal(json_integer_value(json_object_get(f0, "peak_live_bytes")), 655360);
-		assert_string_equal(json_string_value(json_object_get(json_array_get(
-					    json_object_get(f0, "frames"), 0), "function")),
-				    "shapes::Box<double>::fill(double)");
+		assert_int_equal(json_integer_value(json_object_get(f0, "peak_live_bytes")),
+				 655360);
+		assert_string_equal(
+		    json_string_value(json_object_get(
+			json_array_get(json_object_get(f0, "frames"), 0), "function")),
+		    "shapes::Box<double>::fill(double)");
 		f0 = json_array_get(json_object_get(top, "leaked"), 0);
 		assert_int_equal(json_integer_value(json_object_get(f0, "leaked_bytes")), 51200);
 		assert_int_equal(json_array_size(json_object_get(top, "leaked")), 1);
-		assert_int_equal(json_integer_value(json_object_get(
-					 json_object_get(doc, "results"), "peak_heap")),
+		assert_int_equal(json_integer_value(
+				     json_object_get(json_object_get(doc, "results"), "peak_heap")),
 				 51200 + 655360);
 		json_decref(doc);
 		if (mt_pprof_decoder()) {
@@ -437,10 +455,10 @@ static void test_report_end_to_end(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_dwarf_in_file), cmocka_unit_test(test_debuglink),
-		cmocka_unit_test(test_build_id_dir),  cmocka_unit_test(test_symtab_only),
-		cmocka_unit_test(test_fallbacks),     cmocka_unit_test(test_demangle),
-		cmocka_unit_test(test_report_end_to_end),
+	    cmocka_unit_test(test_dwarf_in_file),     cmocka_unit_test(test_debuglink),
+	    cmocka_unit_test(test_build_id_dir),      cmocka_unit_test(test_symtab_only),
+	    cmocka_unit_test(test_fallbacks),	      cmocka_unit_test(test_demangle),
+	    cmocka_unit_test(test_report_end_to_end),
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);
