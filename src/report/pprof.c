@@ -162,11 +162,13 @@ static uint64_t func_id(struct enc *e, const char *name, const char *file)
 	return *id;
 }
 
-/* A location of one frame; its lines (inlined functions) innermost first. */
-static uint64_t loc_id(struct enc *e, const struct sym_loc *l)
+/* A location of one frame; its lines (inlined functions) innermost first, the first skip of
+ * them left out (a leaf's inlined allocator wrappers: a location of its own then). */
+static uint64_t loc_id(struct enc *e, const struct sym_loc *l, uint32_t skip)
 {
 	bool known = l->module && l->module <= e->p->nr_modules;
-	uint64_t *id = kvmap__get(&e->loc_ids, known ? l->module : 0, l->vaddr, NULL);
+	uint64_t *id = kvmap__get(&e->loc_ids, (uint64_t)skip << 32 | (known ? l->module : 0),
+				  l->vaddr, NULL);
 
 	if (!id) {
 		e->nomem = true;
@@ -175,7 +177,7 @@ static uint64_t loc_id(struct enc *e, const struct sym_loc *l)
 	if (*id)
 		return *id;
 	*id = ++e->nr_locs;
-	for (uint32_t i = 0; i < l->nr; i++) {
+	for (uint32_t i = skip; i < l->nr; i++) {
 		struct pb line = {0};
 
 		pb_uint(&line, 1, func_id(e, l->lines[i].func, l->lines[i].file));
@@ -246,7 +248,7 @@ static void encode_sample(struct enc *e, const struct prof_sample *s, uint64_t *
 	struct pb sm = {0};
 
 	for (uint32_t i = 0; i < s->nr_locs; i++)
-		ids[n++] = loc_id(e, s->locs[i]);
+		ids[n++] = loc_id(e, s->locs[i], i ? 0 : s->leaf_skip);
 	if (!s->nr_locs)
 		ids[n++] = name_loc_id(e, s->stack ? "[no frames]" : "[no stack]");
 	if (s->truncated)

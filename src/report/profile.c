@@ -15,19 +15,34 @@ static const char *const alloc_funcs[] = {
     "__libc_pvalloc", "__posix_memalign", "_int_malloc",
 };
 
-static bool is_allocator(const struct sym_loc *l, const struct stackfile *sf)
+static bool is_alloc_func(const char *f)
 {
-	const struct stack_module *m = stackfile__module(sf, l->module);
-	const char *f = l->lines[l->nr - 1].func;
-
-	if (m && m->path && strstr(m->path, "libmemtrack-preload"))
-		return true;
 	if (!strncmp(f, "operator new", 12) || !strncmp(f, "operator delete", 15))
 		return true;
 	for (size_t i = 0; i < sizeof(alloc_funcs) / sizeof(*alloc_funcs); i++)
 		if (!strcmp(f, alloc_funcs[i]))
 			return true;
 	return false;
+}
+
+static bool is_allocator(const struct sym_loc *l, const struct stackfile *sf)
+{
+	const struct stack_module *m = stackfile__module(sf, l->module);
+
+	if (m && m->path && strstr(m->path, "libmemtrack-preload"))
+		return true;
+	return is_alloc_func(l->lines[l->nr - 1].func);
+}
+
+/* Allocator wrappers inlined into the leaf frame (ld.so's malloc -> __rtld_malloc): how many of
+ * its innermost functions to leave out. */
+static uint32_t leaf_skip(const struct sym_loc *l)
+{
+	uint32_t k = 0;
+
+	while (k + 1 < l->nr && is_alloc_func(l->lines[k].func))
+		k++;
+	return k;
 }
 
 /* The name of the process of pid in m: its comm, else "?" */
@@ -85,6 +100,7 @@ int profile__build(struct profile_build *b, const struct stackfile *sf, const st
 				f++;
 		}
 		s->nr_locs = f;
+		s->leaf_skip = f ? leaf_skip(s->locs[0]) : 0;
 		k += f;
 		if (st->pid) {
 			if (asprintf(&n, "%s (pid %d)", comm_of(m, st->pid), st->pid) < 0 ||
@@ -131,7 +147,7 @@ uint32_t profile__depth(const struct prof_sample *s)
 
 	for (uint32_t i = 0; i < s->nr_locs; i++)
 		d += s->locs[i]->nr;
-	return d;
+	return d - s->leaf_skip;
 }
 
 void profile__frames(const struct prof_sample *s, const char **out)
@@ -145,6 +161,6 @@ void profile__frames(const struct prof_sample *s, const char **out)
 	if (!s->nr_locs)
 		out[d++] = s->stack ? "[no frames]" : "[no stack]";
 	for (uint32_t i = s->nr_locs; i-- > 0;)
-		for (uint32_t j = s->locs[i]->nr; j-- > 0;)
+		for (uint32_t j = s->locs[i]->nr; j-- > (i ? 0 : s->leaf_skip);)
 			out[d++] = s->locs[i]->lines[j].func;
 }

@@ -19,6 +19,8 @@
 struct prof_sample {
 	const struct sym_loc *const *locs; /* leaf (the allocator's caller) first */
 	uint32_t nr_locs;
+	uint32_t leaf_skip; /* innermost functions of locs[0] not shown: allocator wrappers
+			     * inlined into the caller (ld.so's malloc) */
 	const char *root[2]; /* root frames (process, thread), outermost first */
 	uint32_t nr_root;
 	bool truncated; /* the stack was cut at its root end: shown as a `[truncated]` frame */

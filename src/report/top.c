@@ -73,12 +73,14 @@ static void text_frames(FILE *out, const struct prof_sample *s)
 
 	for (uint32_t i = 0; i < s->nr_locs; i++)
 		total += s->locs[i]->nr;
+	total -= s->leaf_skip;
 	if (!s->nr_locs)
 		fprintf(out, "        %s\n", s->stack ? "[no frames]" : "[no stack]");
 	for (uint32_t i = 0; i < s->nr_locs && shown < TEXT_FRAMES; i++) {
 		const struct sym_loc *l = s->locs[i];
 
-		for (uint32_t j = 0; j < l->nr && shown < TEXT_FRAMES; j++, shown++) {
+		for (uint32_t j = i ? 0 : s->leaf_skip; j < l->nr && shown < TEXT_FRAMES;
+		     j++, shown++) {
 			const struct sym_line *ln = &l->lines[j];
 
 			fprintf(out, "        %s", ln->func);
@@ -174,7 +176,7 @@ static json_t *json_site(const struct profile *p, const struct prof_sample *s, i
 		const struct stack_module *m =
 		    l->module && l->module <= p->nr_modules ? &p->modules[l->module - 1] : NULL;
 
-		for (uint32_t j = 0; j < l->nr; j++) {
+		for (uint32_t j = i ? 0 : s->leaf_skip; j < l->nr; j++) {
 			json_t *f = json_object();
 
 			if (!f || json_array_append_new(frames, f)) {

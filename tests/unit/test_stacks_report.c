@@ -270,11 +270,14 @@ static struct sym_line l2[] = {{"inl", "a.c", 5}, {"a", "a.c", 20}};
 static struct sym_line l3[] = {{"main", "main.c", 30}};
 static struct sym_line l4[] = {{"c", "c.c", 7}};
 static struct sym_line l5[] = {{"__libc_start_main", NULL, 0}};
+/* ld.so's malloc, a wrapper inlined into its caller: left out of the leaf (leaf_skip) */
+static struct sym_line l6[] = {{"malloc", "rtld-malloc.h", 56}, {"open_path", "dl-load.c", 9}};
 static const struct sym_loc L1 = {1, 0x1010, 1, l1, true}, L2 = {1, 0x1020, 2, l2, true},
 			    L3 = {1, 0x1030, 1, l3, true}, L4 = {1, 0x1040, 1, l4, true},
-			    L5 = {2, 0x2000, 1, l5, true};
+			    L5 = {2, 0x2000, 1, l5, true}, L6 = {2, 0x2100, 2, l6, true};
 static const struct sym_loc *s1[] = {&L1, &L2, &L3, &L5}, *s2[] = {&L4, &L3, &L5},
-			    *s4[] = {&L4, &L3}, *s5[] = {&L1};
+			    *s4[] = {&L4, &L3}, *s5[] = {&L1},
+			    *s6[] = {&L6, &L3, &L5};
 static const struct stack_module mods[] = {
     {.id = 1, .path = "/usr/bin/prog", .build_id = {1, 2, 3, 0xab}, .build_id_len = 4},
     {.id = 2, .path = "/lib/libc.so.6"},
@@ -309,12 +312,13 @@ static const struct prof_sample samples[] = {
      .inuse_count = 1,
      .inuse_bytes = 100},
     {.locs = s5, .nr_locs = 1, .stack = 4, .truncated = true, .alloc_count = 5, .alloc_bytes = 50},
+    {.locs = s6, .nr_locs = 3, .leaf_skip = 1, .stack = 5, .alloc_count = 2, .alloc_bytes = 16},
 };
 static const struct profile model = {
     .modules = mods,
     .nr_modules = 2,
     .samples = samples,
-    .nr_samples = 5,
+    .nr_samples = 6,
     .time_nanos = 1700000000000000000ULL,
     .duration_nanos = 2500000000ULL,
     .peak_heap = 706660,
@@ -344,7 +348,8 @@ static void test_folded_golden(void **state)
 				 "__libc_start_main;main;c 655360\n"
 				 "[no stack] 8\n"
 				 "prog (pid 7);tid 8;main;c 300\n"
-				 "[truncated];b 50\n");
+				 "[truncated];b 50\n"
+				 "__libc_start_main;main;open_path 16\n");
 	free(out);
 }
 
@@ -408,8 +413,9 @@ static const char decoded_model[] =
     "sample [no stack] 1 8 0 0\n"
     "sample prog (pid 7);tid 8;main@main.c:30;c@c.c:7 3 300 1 100\n"
     "sample [truncated];b@b.c:12 5 50 0 0\n"
+    "sample __libc_start_main;main@main.c:30;open_path@dl-load.c:9 2 16 0 0\n"
     "mapping 1 /usr/bin/prog 010203ab functions=1 lines=1 inline=1\n"
-    "mapping 2 /lib/libc.so.6 - functions=1 lines=0 inline=1\n";
+    "mapping 2 /lib/libc.so.6 - functions=1 lines=1 inline=1\n";
 
 static void test_pprof_decoded(void **state)
 {
@@ -468,12 +474,12 @@ static void test_flamegraph(void **state)
 	assert_non_null(strstr(svg, ">t &lt;&amp;&gt;</text>"));
 	/* one frame per node of the merged tree: all, __libc_start_main, main, a, inl, b, c,
 	 * prog (pid 7), tid 8, main, c; not [no stack] (8 bytes: 0.01 px), [truncated] and b
-	 * (50 bytes: 0.08 px), narrower than FG_MIN */
+	 * (50 bytes: 0.08 px), open_path (16 bytes), narrower than FG_MIN */
 	assert_int_equal(count(svg, "<title>"), 11);
 	assert_int_equal(count(svg, "<rect"), 12); /* and the background */
 	assert_null(strstr(svg, "[truncated]"));
-	/* main under __libc_start_main has 102400 + 655360 of the 758118 bytes */
-	assert_non_null(strstr(svg, "<title>main (740.0 KiB, 757760 bytes, 99.95%)</title>"));
+	/* main under __libc_start_main has 102400 + 655360 + 16 of the 758134 bytes */
+	assert_non_null(strstr(svg, "<title>main (740.0 KiB, 757776 bytes, 99.95%)</title>"));
 	assert_null(strstr(svg, "<script"));
 	free(svg);
 }
@@ -521,7 +527,7 @@ static void test_top_json(void **state)
 
 	(void)state;
 	assert_non_null(j);
-	assert_int_equal(json_integer_value(json_object_get(j, "sites")), 5);
+	assert_int_equal(json_integer_value(json_object_get(j, "sites")), 6);
 	a = json_object_get(json_object_get(j, "top"), "allocations");
 	assert_int_equal(json_array_size(a), 2);
 	assert_int_equal(json_integer_value(json_object_get(json_array_get(a, 0), "stack")), 1);
