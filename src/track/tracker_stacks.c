@@ -48,9 +48,8 @@ int tracker__stacks_open(struct tracker *t)
 	fd = outdir__create(&t->out, name); /* logs its failure */
 	if (fd < 0)
 		return fd;
-	t->m.stacks_file = strdup(name);
-	t->m.stacks_unwinder = strdup(unwinder);
-	if (!t->m.stacks_file || !t->m.stacks_unwinder) {
+	if (manifest__set_str(&t->m.stacks_file, name) ||
+	    manifest__set_str(&t->m.stacks_unwinder, unwinder)) {
 		close(fd);
 		return -ENOMEM;
 	}
@@ -111,7 +110,4 @@ void tracker__stacks_destroy(struct tracker *t)
 	t->stk_sink = t->sinks.stacks = NULL;
 	stack_shm__free(t->stk_shm);
 	t->stk_shm = NULL;
-	free(t->m.stacks_file);
-	free(t->m.stacks_unwinder);
-	t->m.stacks_file = t->m.stacks_unwinder = NULL;
 }
