@@ -121,6 +121,12 @@ int profile__build(struct profile_build *b, const struct stackfile *sf, const st
 		s->temp_count = st->temp_count;
 		s->temp_bytes = st->temp_bytes;
 	}
+	b->module_source = calloc(sf->nr_modules + 1, sizeof(*b->module_source));
+	if (!b->module_source)
+		goto nomem;
+	for (uint32_t i = 0; i < sf->nr_modules; i++)
+		b->module_source[i] = symbolizer__module_source(sym, i + 1);
+	b->p.module_source = b->module_source;
 	b->p.modules = sf->modules;
 	b->p.nr_modules = sf->nr_modules;
 	b->p.samples = b->samples;
@@ -136,6 +142,7 @@ void profile__free(struct profile_build *b)
 	for (uint32_t i = 0; b->names && i < b->nr_names; i++)
 		free(b->names[i]);
 	free(b->names);
+	free(b->module_source);
 	free(b->samples);
 	free(b->locs);
 	memset(b, 0, sizeof(*b));

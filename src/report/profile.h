@@ -19,8 +19,8 @@
 struct prof_sample {
 	const struct sym_loc *const *locs; /* leaf (the allocator's caller) first */
 	uint32_t nr_locs;
-	uint32_t leaf_skip; /* innermost functions of locs[0] not shown: allocator wrappers
-			     * inlined into the caller (ld.so's malloc) */
+	uint32_t leaf_skip;  /* innermost functions of locs[0] not shown: allocator wrappers
+			      * inlined into the caller (ld.so's malloc) */
 	const char *root[2]; /* root frames (process, thread), outermost first */
 	uint32_t nr_root;
 	bool truncated; /* the stack was cut at its root end: shown as a `[truncated]` frame */
@@ -39,6 +39,9 @@ struct profile {
 	uint64_t time_nanos; /* start, Unix ns; 0 unknown */
 	uint64_t duration_nanos;
 	uint64_t peak_heap; /* the tree's heap peak, bytes (titles, percentages) */
+	/* per module (index id - 1): where its symbols came from (symbolizer__module_source),
+	 * NULL when not known */
+	const char *const *module_source;
 };
 
 /* A profile built from sites; owns what it points to except modules (sf's) and the locs
@@ -49,6 +52,7 @@ struct profile_build {
 	const struct sym_loc **locs; /* all samples' locs, one array */
 	char **names;		     /* root frame strings */
 	uint32_t nr_names;
+	const char **module_source;
 };
 
 /* m: names of processes (procs[].comm), may be NULL. 0 or -ENOMEM. */

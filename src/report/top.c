@@ -96,6 +96,23 @@ static void text_frames(FILE *out, const struct prof_sample *s)
 		fprintf(out, "        in %s\n", s->root[i]);
 }
 
+/* Which modules had no symbols: their frames are offsets, and the user can install them. */
+static void text_modules(FILE *out, const struct profile *p)
+{
+	uint32_t none = 0;
+
+	for (uint32_t i = 0; p->module_source && i < p->nr_modules; i++) {
+		if (!p->module_source[i] || strcmp(p->module_source[i], "none"))
+			continue;
+		if (!none++)
+			fputs(
+			    "\nNo symbols (frames show as module+0xADDR; is the file there, or its "
+			    "debug file under /usr/lib/debug/.build-id?):\n",
+			    out);
+		fprintf(out, "    %s\n", p->modules[i].path ? p->modules[i].path : "?");
+	}
+}
+
 int report__stacks_summary(FILE *out, const struct profile *p, uint32_t top)
 {
 	uint32_t *idx = malloc((p->nr_samples ? p->nr_samples : 1) * sizeof(*idx));
@@ -103,6 +120,7 @@ int report__stacks_summary(FILE *out, const struct profile *p, uint32_t top)
 
 	if (!idx)
 		return -ENOMEM;
+	text_modules(out, p);
 	for (enum rank r = 0; r < RANK_NR; r++) {
 		uint32_t n = top_of(p, r, top, idx);
 
@@ -198,6 +216,34 @@ static json_t *json_site(const struct profile *p, const struct prof_sample *s, i
 	return o;
 }
 
+/* [{path, build_id, symbols}]: symbols says where they came from ("file", "build-id debug
+ * file", "none"; "untried" when no frame needed it) */
+static json_t *json_modules(const struct profile *p, int *bad)
+{
+	json_t *a = json_array();
+
+	for (uint32_t i = 0; a && i < p->nr_modules; i++) {
+		const struct stack_module *m = &p->modules[i];
+		json_t *o = json_object();
+		char hex[2 * sizeof(m->build_id) + 1] = "";
+
+		if (!o || json_array_append_new(a, o)) {
+			*bad = 1;
+			break;
+		}
+		for (uint8_t j = 0; j < m->build_id_len && j < sizeof(m->build_id); j++)
+			sprintf(hex + 2 * j, "%02x", m->build_id[j]);
+		report__json_set(o, "path", m->path ? json_string(m->path) : json_null(), bad);
+		report__json_set(o, "build_id", json_string(hex), bad);
+		report__json_set(o, "symbols",
+				 p->module_source && p->module_source[i]
+				     ? json_string(p->module_source[i])
+				     : json_null(),
+				 bad);
+	}
+	return a;
+}
+
 json_t *report__stacks_json(const struct profile *p, uint32_t top)
 {
 	uint32_t *idx = malloc((p->nr_samples ? p->nr_samples : 1) * sizeof(*idx));
@@ -214,6 +260,7 @@ json_t *report__stacks_json(const struct profile *p, uint32_t top)
 		report__json_set(t, ranks[r].key, a, &bad);
 	}
 	report__json_set(o, "sites", json_integer(p->nr_samples), &bad);
+	report__json_set(o, "modules", json_modules(p, &bad), &bad);
 	report__json_set(o, "top", t, &bad);
 	t = NULL;
 	free(idx);

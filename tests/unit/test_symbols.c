@@ -438,6 +438,9 @@ static void test_report_end_to_end(void **state)
 		assert_int_equal(json_integer_value(
 				     json_object_get(json_object_get(doc, "results"), "peak_heap")),
 				 51200 + 655360);
+		f0 = json_array_get(json_object_get(json_object_get(doc, "stacks"), "modules"), 0);
+		assert_string_equal(json_string_value(json_object_get(f0, "symbols")), "file");
+		assert_string_equal(json_string_value(json_object_get(f0, "path")), path);
 		json_decref(doc);
 		if (mt_pprof_decoder()) {
 			text = mt_pprof_decode(pp);
