@@ -1,10 +1,19 @@
 // SPDX-License-Identifier: MIT
-/* Folded stacks (flamegraph.pl, inferno, speedscope): one line per stack, frames root first
- * joined by ';', a space, then the bytes allocated by that stack over the run. */
+/* Folded stacks (flamegraph.pl, inferno, speedscope): one line per distinct frame list, frames
+ * root first joined by ';', a space, then the bytes allocated under it over the run. Stacks
+ * that differ only in addresses within the same functions name the same frames: their bytes
+ * are summed into one line. Lines are sorted (byte order), so the same input gives the same
+ * file. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 #include "report/profile.h"
+
+struct fline {
+	char *text;
+	uint64_t bytes;
+};
 
 /* A frame name as one field: ';' separates frames and a newline ends the line. */
 static void put_frame(FILE *out, const char *f)
@@ -13,11 +22,43 @@ static void put_frame(FILE *out, const char *f)
 		fputc(*f == ';' ? ':' : *f == '\n' || *f == '\r' ? ' ' : *f, out);
 }
 
+/* The frames of s joined, in a malloc'd string; NULL when out of memory. */
+static char *join(const struct prof_sample *s, const char **frames)
+{
+	uint32_t d = profile__depth(s);
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (!f)
+		return NULL;
+	profile__frames(s, frames);
+	for (uint32_t j = 0; j < d; j++) {
+		if (j)
+			fputc(';', f);
+		put_frame(f, frames[j]);
+	}
+	if (fclose(f)) {
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
+static int by_text(const void *a, const void *b)
+{
+	return strcmp(((const struct fline *)a)->text, ((const struct fline *)b)->text);
+}
+
 int report__folded(FILE *out, const struct profile *p)
 {
+	struct fline *lines = calloc(p->nr_samples ? p->nr_samples : 1, sizeof(*lines));
 	const char **frames = NULL;
-	uint32_t cap = 0;
+	uint32_t cap = 0, n = 0;
+	int err = -ENOMEM;
 
+	if (!lines)
+		return -ENOMEM;
 	for (uint32_t i = 0; i < p->nr_samples; i++) {
 		const struct prof_sample *s = &p->samples[i];
 		uint32_t d = profile__depth(s);
@@ -27,21 +68,31 @@ int report__folded(FILE *out, const struct profile *p)
 		if (d > cap) {
 			const char **f = realloc(frames, d * sizeof(*f));
 
-			if (!f) {
-				free(frames);
-				return -ENOMEM;
-			}
+			if (!f)
+				goto cleanup;
 			frames = f;
 			cap = d;
 		}
-		profile__frames(s, frames);
-		for (uint32_t j = 0; j < d; j++) {
-			if (j)
-				fputc(';', out);
-			put_frame(out, frames[j]);
-		}
-		fprintf(out, " %" PRIu64 "\n", s->alloc_bytes);
+		lines[n].text = join(s, frames);
+		if (!lines[n].text)
+			goto cleanup;
+		lines[n++].bytes = s->alloc_bytes;
 	}
+	qsort(lines, n, sizeof(*lines), by_text);
+	for (uint32_t i = 0; i < n;) {
+		uint64_t bytes = 0;
+		uint32_t j = i;
+
+		for (; j < n && !strcmp(lines[j].text, lines[i].text); j++)
+			bytes += lines[j].bytes;
+		fprintf(out, "%s %" PRIu64 "\n", lines[i].text, bytes);
+		i = j;
+	}
+	err = ferror(out) ? -EIO : 0;
+cleanup:
+	for (uint32_t i = 0; i < n; i++)
+		free(lines[i].text);
+	free(lines);
 	free(frames);
-	return ferror(out) ? -EIO : 0;
+	return err;
 }

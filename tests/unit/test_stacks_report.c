@@ -276,8 +276,7 @@ static const struct sym_loc L1 = {1, 0x1010, 1, l1, true}, L2 = {1, 0x1020, 2, l
 			    L3 = {1, 0x1030, 1, l3, true}, L4 = {1, 0x1040, 1, l4, true},
 			    L5 = {2, 0x2000, 1, l5, true}, L6 = {2, 0x2100, 2, l6, true};
 static const struct sym_loc *s1[] = {&L1, &L2, &L3, &L5}, *s2[] = {&L4, &L3, &L5},
-			    *s4[] = {&L4, &L3}, *s5[] = {&L1},
-			    *s6[] = {&L6, &L3, &L5};
+			    *s4[] = {&L4, &L3}, *s5[] = {&L1}, *s6[] = {&L6, &L3, &L5};
 static const struct stack_module mods[] = {
     {.id = 1, .path = "/usr/bin/prog", .build_id = {1, 2, 3, 0xab}, .build_id_len = 4},
     {.id = 2, .path = "/lib/libc.so.6"},
@@ -344,13 +343,37 @@ static void test_folded_golden(void **state)
 	char *out = capture(report__folded, NULL);
 
 	(void)state;
-	assert_string_equal(out, "__libc_start_main;main;a;inl;b 102400\n"
-				 "__libc_start_main;main;c 655360\n"
-				 "[no stack] 8\n"
-				 "prog (pid 7);tid 8;main;c 300\n"
+	/* sorted by text */
+	assert_string_equal(out, "[no stack] 8\n"
 				 "[truncated];b 50\n"
-				 "__libc_start_main;main;open_path 16\n");
+				 "__libc_start_main;main;a;inl;b 102400\n"
+				 "__libc_start_main;main;c 655360\n"
+				 "__libc_start_main;main;open_path 16\n"
+				 "prog (pid 7);tid 8;main;c 300\n");
 	free(out);
+}
+
+/* Two stacks through other addresses of the same functions are one folded line. */
+static void test_folded_merges(void **state)
+{
+	static struct sym_line lc2[] = {{"c", "c.c", 9}};
+	static const struct sym_loc L4b = {1, 0x1048, 1, lc2, true};
+	static const struct sym_loc *sb[] = {&L4b, &L3, &L5};
+	struct prof_sample two[2] = {samples[1], samples[1]};
+	struct profile p = model;
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+
+	(void)state;
+	two[1].locs = sb;
+	two[1].alloc_bytes = 40;
+	p.samples = two;
+	p.nr_samples = 2;
+	assert_int_equal(report__folded(f, &p), 0);
+	fclose(f);
+	assert_string_equal(buf, "__libc_start_main;main;c 655400\n");
+	free(buf);
 }
 
 static char *read_file(const char *path, size_t *len)
@@ -546,9 +569,10 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_sites_figures),    cmocka_unit_test(test_sites_per_thread),
 	    cmocka_unit_test(test_sites_short_file), cmocka_unit_test(test_block_tags),
-	    cmocka_unit_test(test_folded_golden),    cmocka_unit_test(test_pprof_golden),
-	    cmocka_unit_test(test_pprof_decoded),    cmocka_unit_test(test_flamegraph),
-	    cmocka_unit_test(test_top_text),	     cmocka_unit_test(test_top_json),
+	    cmocka_unit_test(test_folded_golden),    cmocka_unit_test(test_folded_merges),
+	    cmocka_unit_test(test_pprof_golden),     cmocka_unit_test(test_pprof_decoded),
+	    cmocka_unit_test(test_flamegraph),	     cmocka_unit_test(test_top_text),
+	    cmocka_unit_test(test_top_json),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
