@@ -527,6 +527,19 @@ static void report_input__free(struct report_input *in)
 	free(in->decode_error);
 }
 
+/* A run tracked with --stacks, reported without asking for them: say what there is. */
+static void stacks_hint(FILE *out, const char *artifact)
+{
+	char *path = beside_artifact(artifact, STACKFILE_SUFFIX);
+
+	if (path && !access(path, R_OK))
+		fprintf(out,
+			"memtrack: allocation call stacks in %s: see --top N, --folded, "
+			"--flamegraph, --pprof\n",
+			path);
+	free(path);
+}
+
 enum stack_export { STACKS_FOLDED, STACKS_FLAME, STACKS_PPROF };
 
 static int write_stack_export(const char *path, enum stack_export kind,
@@ -597,6 +610,8 @@ static int report_render(const struct report_opts *o, struct report_input *in)
 		err = report__summary_view(out, &v);
 		if (!err && v.profile)
 			err = report__stacks_summary(out, v.profile, o->top);
+		if (!err && !want_stacks(o))
+			stacks_hint(out, o->artifact);
 	}
 	cerr = out_close(out, o->output ? o->output : "stdout");
 	if (cerr || err)

@@ -442,6 +442,21 @@ static void test_report_end_to_end(void **state)
 		assert_string_equal(json_string_value(json_object_get(f0, "symbols")), "file");
 		assert_string_equal(json_string_value(json_object_get(f0, "path")), path);
 		json_decref(doc);
+		{
+			/* the plain summary says the stacks are there */
+			char *argv2[] = {"report", "-o", js, art, NULL};
+			char buf[8192];
+			FILE *f;
+
+			assert_int_equal(cmd_report(4, argv2), 0);
+			f = fopen(js, "r");
+			assert_non_null(f);
+			len = fread(buf, 1, sizeof(buf) - 1, f);
+			buf[len] = 0;
+			fclose(f);
+			assert_non_null(strstr(buf, "memtrack: allocation call stacks in "));
+			assert_non_null(strstr(buf, STACKFILE_SUFFIX ": see --top N"));
+		}
 		if (mt_pprof_decoder()) {
 			text = mt_pprof_decode(pp);
 			assert_non_null(text);
