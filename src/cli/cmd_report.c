@@ -410,10 +410,14 @@ static int report_build_profile(const struct report_opts *o, struct report_input
 {
 	struct sym_opts so = {.debug_dir = o->debug_dir};
 	uint64_t records, with_id;
+	const char *base;
 	const struct site *sites;
 	uint32_t n;
 	int err;
 
+	base = strrchr(o->artifact, '/') ? strrchr(o->artifact, '/') + 1 : o->artifact;
+	if (in->sf.artifact && *in->sf.artifact && strcmp(in->sf.artifact, base))
+		log__warn("the stacks file was written for '%s', not '%s'", in->sf.artifact, base);
 	site_acct__counts(in->sites, &records, &with_id);
 	if (records != in->sf.nr_allocs)
 		log__warn("the stacks file names %llu allocations, the artifact has %llu: do they "
