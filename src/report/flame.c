@@ -186,21 +186,16 @@ int report__flamegraph(FILE *out, const struct profile *p, const char *title)
 		goto cleanup;
 	for (uint32_t i = 0; i < p->nr_samples; i++) {
 		const struct prof_sample *s = &p->samples[i];
-		uint32_t d = profile__depth(s), at = 0;
+		uint32_t at = 0;
+		int64_t d;
 
 		if (!s->alloc_bytes)
 			continue;
-		if (d > cap) {
-			const char **f = realloc(frames, d * sizeof(*f));
-
-			if (!f)
-				goto cleanup;
-			frames = f;
-			cap = d;
-		}
-		profile__frames(s, frames);
+		d = profile__frames(s, &frames, &cap);
+		if (d < 0)
+			goto cleanup;
 		t.n[0].value += s->alloc_bytes;
-		for (uint32_t j = 0; j < d; j++) {
+		for (int64_t j = 0; j < d; j++) {
 			int64_t c = child(&t, at, frames[j]);
 
 			if (c < 0)

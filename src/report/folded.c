@@ -23,20 +23,19 @@ static void put_frame(FILE *out, const char *f)
 }
 
 /* The frames of s joined, in a malloc'd string; NULL when out of memory. */
-static char *join(const struct prof_sample *s, const char **frames)
+static char *join(const struct prof_sample *s, const char ***frames, uint32_t *cap)
 {
-	uint32_t d = profile__depth(s);
+	int64_t d = profile__frames(s, frames, cap);
 	char *text = NULL;
 	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
+	FILE *f;
 
-	if (!f)
+	if (d < 0 || !(f = open_memstream(&text, &len)))
 		return NULL;
-	profile__frames(s, frames);
-	for (uint32_t j = 0; j < d; j++) {
+	for (int64_t j = 0; j < d; j++) {
 		if (j)
 			fputc(';', f);
-		put_frame(f, frames[j]);
+		put_frame(f, (*frames)[j]);
 	}
 	if (fclose(f)) {
 		free(text);
@@ -61,19 +60,10 @@ int report__folded(FILE *out, const struct profile *p)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < p->nr_samples; i++) {
 		const struct prof_sample *s = &p->samples[i];
-		uint32_t d = profile__depth(s);
 
 		if (!s->alloc_bytes)
 			continue;
-		if (d > cap) {
-			const char **f = realloc(frames, d * sizeof(*f));
-
-			if (!f)
-				goto cleanup;
-			frames = f;
-			cap = d;
-		}
-		lines[n].text = join(s, frames);
+		lines[n].text = join(s, &frames, &cap);
 		if (!lines[n].text)
 			goto cleanup;
 		lines[n++].bytes = s->alloc_bytes;

@@ -157,9 +157,19 @@ uint32_t profile__depth(const struct prof_sample *s)
 	return d - s->leaf_skip;
 }
 
-void profile__frames(const struct prof_sample *s, const char **out)
+int64_t profile__frames(const struct prof_sample *s, const char ***buf, uint32_t *cap)
 {
-	uint32_t d = 0;
+	uint32_t d = profile__depth(s);
+	const char **out = *buf;
+
+	if (d > *cap) {
+		out = realloc(*buf, d * sizeof(*out));
+		if (!out)
+			return -ENOMEM;
+		*buf = out;
+		*cap = d;
+	}
+	d = 0;
 
 	for (uint32_t i = 0; i < s->nr_root; i++)
 		out[d++] = s->root[i];
@@ -170,4 +180,5 @@ void profile__frames(const struct prof_sample *s, const char **out)
 	for (uint32_t i = s->nr_locs; i-- > 0;)
 		for (uint32_t j = s->locs[i]->nr; j-- > (i ? 0 : s->leaf_skip);)
 			out[d++] = s->locs[i]->lines[j].func;
+	return d;
 }

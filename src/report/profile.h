@@ -60,10 +60,10 @@ int profile__build(struct profile_build *b, const struct stackfile *sf, const st
 		   uint32_t nr_sites, struct symbolizer *sym, const struct manifest *m);
 void profile__free(struct profile_build *b);
 
-/* The frame names of a sample, root first, inlined functions as frames of their own: its depth,
- * and the names into out[depth]. */
+/* The frame names of a sample, root first, inlined functions as frames of their own, into *buf
+ * (grown as needed, *cap entries; the caller frees it): their number, or -ENOMEM. */
 uint32_t profile__depth(const struct prof_sample *s);
-void profile__frames(const struct prof_sample *s, const char **out);
+int64_t profile__frames(const struct prof_sample *s, const char ***buf, uint32_t *cap);
 
 /* Folded stacks: `root;...;leaf BYTES` per sample with bytes allocated over the run. */
 int report__folded(FILE *out, const struct profile *p);
