@@ -244,10 +244,20 @@ static uint32_t site_tag(struct site_acct *s, const struct mt_event *ev, uint32_
 	return (uint32_t)*id;
 }
 
+/* The thread's last allocation is no longer the one its next heap call may free. */
+static void thread_forget(struct site_acct *s, const struct mt_event *ev)
+{
+	uint64_t *last = kvmap__find(&s->threads, (uint32_t)ev->pid, (uint32_t)ev->tid);
+
+	if (last)
+		*last = 0;
+}
+
 void site_acct__event(struct site_acct *s, const struct mt_event *ev)
 {
+	bool is_free = ev->type == MT_EV_FREE ||
+		       (ev->type == MT_EV_REALLOC && !ev->addr && !ev->size); /* realloc(p, 0) */
 	uint32_t stack = 0, tag;
-	uint64_t *last;
 
 	switch (ev->type) {
 	case MT_EV_MALLOC:
@@ -257,6 +267,10 @@ void site_acct__event(struct site_acct *s, const struct mt_event *ev)
 		break;
 	default:
 		heap_acct__event(s->acct, ev);
+		/* a free is the thread's heap call that came next: whatever it freed, a later free
+		 * of the last allocation is not "right after" it any more */
+		if (is_free)
+			thread_forget(s, ev);
 		return;
 	}
 	/* an allocation record: the next id of the stacks file is its stack */
@@ -266,15 +280,16 @@ void site_acct__event(struct site_acct *s, const struct mt_event *ev)
 	}
 	if (stack > s->sf->nr_stacks)
 		stack = 0; /* names no stack of the file: a corrupt id */
-	/* any allocation call ends the thread's chance of a temporary block (realloc(p, 0) is a
-	 * free) */
-	if (!(ev->type == MT_EV_REALLOC && !ev->addr && !ev->size) &&
-	    (last = kvmap__find(&s->threads, (uint32_t)ev->pid, (uint32_t)ev->tid)))
-		*last = 0;
+	/* an allocation call (failed ones too) ends the chance of the thread's last allocation;
+	 * realloc(p, 0) is a free, checked against it first */
+	if (!is_free)
+		thread_forget(s, ev);
 	tag = site_tag(s, ev, stack);
 	if (!tag)
 		site_nomem(s);
 	heap_acct__event_tagged(s->acct, ev, tag);
+	if (is_free)
+		thread_forget(s, ev);
 }
 
 int site_acct__finish(struct site_acct *s)

@@ -12,10 +12,12 @@
  *   its maximum); sums equal peak_heap.
  * - leak_*: live when its process exited, or at the end for processes still running; sums equal
  *   leaked_bytes / leaked_count. Blocks live at an exec are lost, not leaked (acct.h).
- * - temp_*: temporary blocks: freed by the thread that allocated them (a Free, or realloc(p, 0))
- *   before that thread made any other allocation call (Malloc, Calloc, Realloc, AlignedAlloc,
- *   failed calls included); frees of other blocks in between do not matter. heaptrack's
- *   definition, per thread.
+ * - temp_*: temporary blocks: freed by the thread that allocated them as that thread's next
+ *   heap call: no allocation (Malloc, Calloc, Realloc, AlignedAlloc, failed calls included) and
+ *   no free of that thread in between; a Free or realloc(p, 0). Other threads do not matter.
+ *   heaptrack's rule (a free right after the last allocation; any free resets it), made exact:
+ *   heaptrack compares the freed allocation's (size, stack) with the last allocation's, over
+ *   the process' whole event order; we compare the block, per thread.
  */
 #ifndef MEMTRACK_ACCT_SITES_H
 #define MEMTRACK_ACCT_SITES_H

@@ -71,7 +71,7 @@ static const char report_usage[] =
 	"        Also list the top N allocation sites (call stacks) five ways: by bytes live at\n"
 	"        the tree's heap peak, by bytes and by number of allocations over the run, by\n"
 	"        bytes leaked at exit, and by temporary allocations (freed by the same thread\n"
-	"        before its next allocation call). In the summary, and with --json as \"stacks\".\n"
+	"        as its next heap call). In the summary, and with --json as \"stacks\".\n"
 	"    --folded FILE\n"
 	"        Write folded stacks: per call stack a line of frames, root first, joined by ';',\n"
 	"        a space and the bytes it allocated over the run (flamegraph.pl, inferno,\n"

@@ -19,8 +19,8 @@ static const struct {
     [RANK_BYTES] = {"allocated_bytes", "by bytes allocated over the run"},
     [RANK_COUNT] = {"allocations", "by allocations over the run"},
     [RANK_LEAK] = {"leaked", "by bytes leaked (live at exit)"},
-    [RANK_TEMP] = {"temporary", "by temporary allocations (freed before the thread's next "
-				"allocation)"},
+    [RANK_TEMP] = {"temporary", "by temporary allocations (freed as the thread's next heap "
+				"call)"},
 };
 
 static uint64_t rank_key(const struct prof_sample *s, enum rank r)

@@ -186,6 +186,52 @@ static void test_sites_per_thread(void **state)
 	heap_acct__free(a);
 }
 
+/* Temporary: the free must be the thread's next heap call after the allocation. One thread:
+ * A; B; free A (B came between: no); C; free B; free C (a free came between: no); E; free E
+ * (yes); F; realloc(F, 0) (yes); G on another thread between H and free H (yes: per thread). */
+static void test_sites_temporary(void **state)
+{
+	static const struct evspec ts[] = {
+	    {MT_EV_MALLOC, 1, 1, A(1), 10, 0}, {MT_EV_MALLOC, 1, 1, A(2), 20, 0},
+	    {MT_EV_FREE, 1, 1, A(1), 0, 0},    {MT_EV_MALLOC, 1, 1, A(3), 30, 0},
+	    {MT_EV_FREE, 1, 1, A(2), 0, 0},    {MT_EV_FREE, 1, 1, A(3), 0, 0},
+	    {MT_EV_MALLOC, 1, 1, A(5), 50, 0}, {MT_EV_FREE, 1, 1, A(5), 0, 0},
+	    {MT_EV_MALLOC, 1, 1, A(6), 60, 0}, {MT_EV_REALLOC, 1, 1, 0, 0, A(6)},
+	    {MT_EV_MALLOC, 1, 1, A(8), 80, 0}, {MT_EV_MALLOC, 1, 2, A(7), 70, 0},
+	    {MT_EV_FREE, 1, 2, A(9), 0, 0}, /* unmatched, other thread */
+	    {MT_EV_FREE, 1, 1, A(8), 0, 0},
+	};
+	static uint32_t ids[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+	struct stack_trace st = {.id = 1};
+	struct stackfile sf = {.stacks = &st, .nr_stacks = 1, .allocs = ids, .nr_allocs = 8};
+	struct heap_acct *a;
+	struct site_acct *s;
+	const struct site *sites;
+	uint32_t n;
+
+	(void)state;
+	assert_int_equal(heap_acct__new(&a), 0);
+	assert_int_equal(site_acct__new(&s, a, &sf, SITE_ROOT_NONE), 0);
+	for (size_t i = 0; i < sizeof(ts) / sizeof(*ts); i++) {
+		struct mt_event ev = {.type = ts[i].type,
+				      .pid = ts[i].pid,
+				      .tid = ts[i].tid,
+				      .ts = i,
+				      .addr = ts[i].addr,
+				      .size = ts[i].size,
+				      .old_addr = ts[i].old_addr};
+
+		site_acct__event(s, &ev);
+	}
+	assert_int_equal(site_acct__finish(s), 0);
+	sites = site_acct__sites(s, &n);
+	assert_int_equal(n, 1);
+	assert_int_equal(sites[0].temp_count, 3); /* E, F, H */
+	assert_int_equal(sites[0].temp_bytes, 50 + 60 + 80);
+	site_acct__free(s);
+	heap_acct__free(a);
+}
+
 /* A stack file shorter than the artifact: the rest has no stack (site of stack 0). */
 static void test_sites_short_file(void **state)
 {
@@ -538,7 +584,7 @@ static void test_top_text(void **state)
 	leak = strstr(t, "by bytes leaked (live at exit):\n"
 			 "   1. 10.0 KiB leaked in 10 blocks\n");
 	assert_non_null(leak);
-	temp = strstr(t, "(freed before the thread's next allocation):\n"
+	temp = strstr(t, "(freed as the thread's next heap call):\n"
 			 "   1. 2 temporary of 10 allocations (128 B)\n");
 	assert_non_null(temp);
 	free(t);
@@ -568,11 +614,11 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_sites_figures),    cmocka_unit_test(test_sites_per_thread),
-	    cmocka_unit_test(test_sites_short_file), cmocka_unit_test(test_block_tags),
-	    cmocka_unit_test(test_folded_golden),    cmocka_unit_test(test_folded_merges),
-	    cmocka_unit_test(test_pprof_golden),     cmocka_unit_test(test_pprof_decoded),
-	    cmocka_unit_test(test_flamegraph),	     cmocka_unit_test(test_top_text),
-	    cmocka_unit_test(test_top_json),
+	    cmocka_unit_test(test_sites_short_file), cmocka_unit_test(test_sites_temporary),
+	    cmocka_unit_test(test_block_tags),	     cmocka_unit_test(test_folded_golden),
+	    cmocka_unit_test(test_folded_merges),    cmocka_unit_test(test_pprof_golden),
+	    cmocka_unit_test(test_pprof_decoded),    cmocka_unit_test(test_flamegraph),
+	    cmocka_unit_test(test_top_text),	     cmocka_unit_test(test_top_json),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
