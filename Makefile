@@ -21,7 +21,7 @@ endif
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -DMEMTRACK_VERSION='"$(VERSION)"' \
 	    -Isrc -I$(OUTPUT) -MMD -MP
-LDLIBS   := -lbpf -lelf -lz -lzstd -lmsgpackc -ljansson -lpthread -lm
+LDLIBS   := -lbpf -ldw -lelf -liberty -lz -lzstd -lmsgpackc -ljansson -lpthread -lm
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(OUTPUT) -Isrc -Wall -Werror
 
 # --- sources -------------------------------------------------------------------------------------
@@ -30,7 +30,7 @@ BPF_SRCS  := src/bpf/process.bpf.c $(filter-out src/bpf/process.bpf.c,$(sort $(w
 BPF_OBJS  := $(patsubst src/bpf/%.bpf.c,$(OUTPUT)/bpf/%.bpf.o,$(BPF_SRCS))
 SKEL      := $(OUTPUT)/memtrack.skel.h
 # Everything but the entry points goes into one archive, so unit tests link what they use.
-LIB_SRCS  := $(sort $(wildcard src/acct/*.c src/artifact/*.c src/report/*.c src/track/*.c src/common/*.c src/stacks/*.c) \
+LIB_SRCS  := $(sort $(wildcard src/acct/*.c src/artifact/*.c src/report/*.c src/track/*.c src/common/*.c src/stacks/*.c src/symbols/*.c) \
 	       $(filter-out src/cli/main.c,$(wildcard src/cli/*.c)))
 LIB_OBJS  := $(patsubst %.c,$(OUTPUT)/%.o,$(LIB_SRCS))
 LIB       := $(OUTPUT)/libmemtrack.a
@@ -164,7 +164,8 @@ $(ROOT_BINS): $(BUILD)/tests/%: $(OUTPUT)/tests/bpf/%.o $(TESTLIB_OBJS) $(LIB)
 $(BUILD)/targets/%: tests/targets/%.c | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -fno-builtin -pthread $< -o $@ $(TARGET_LDLIBS_$*)
+	$(Q)$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -fno-builtin -pthread $(TARGET_CFLAGS_$*) $< -o $@ \
+		$(TARGET_LDLIBS_$*)
 
 $(BUILD)/targets/%: tests/targets/%.cc | $(BUILD)
 	$(call msg,CXX,$@)

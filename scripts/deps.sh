@@ -14,6 +14,10 @@ done
 pkgs=(
 	make gcc g++ clang llvm pkg-config bpftool libbpf-dev libelf-dev zlib1g-dev libzstd-dev zstd
 	libmsgpack-dev libjansson-dev libyaml-dev libcmocka-dev
+	# memtrack report: symbolisation (elfutils libdw/libdwfl), C++ and Rust demangling (libiberty)
+	libdw-dev libiberty-dev
+	# the pprof test reads our profiles back with an independent decoder
+	python3-protobuf protobuf-compiler
 	# allocators the tests track besides glibc
 	libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev
 	# real programs the overhead suite's rows run (benchmarks/memtrack.yml)

@@ -164,16 +164,20 @@ void heap_acct__free(struct heap_acct *a)
 	free(a);
 }
 
-static void heap_remove(struct heap_acct *a, struct proc *p, uint64_t addr)
+static void heap_remove(struct heap_acct *a, const struct mt_event *ev, struct proc *p,
+			uint64_t addr)
 {
 	uint64_t size;
+	uint32_t tag;
 
-	if (!blocks__take(&a->blocks, addr, p->img, &size)) {
+	if (!blocks__take(&a->blocks, addr, p->img, &size, &tag)) {
 		a->unmatched_frees++;
 		return;
 	}
 	if (p->win_count)
 		window__remove(a, p, addr, true);
+	if (a->hooks.remove)
+		a->hooks.remove(a->hooks.ctx, ev, p->img, tag, size, false);
 	p->live -= size;
 	p->live_count--;
 	p->frees++;
@@ -182,14 +186,22 @@ static void heap_remove(struct heap_acct *a, struct proc *p, uint64_t addr)
 	a->frees++;
 }
 
-static void heap_add(struct heap_acct *a, struct proc *p, uint64_t addr, uint64_t size)
+static void heap_add(struct heap_acct *a, const struct mt_event *ev, struct proc *p, uint64_t addr,
+		     uint64_t size)
 {
 	uint64_t old = 0;
-	int rc = blocks__put(&a->blocks, addr, p->img, size, &old);
+	uint32_t old_tag = 0;
+	int rc = blocks__put(&a->blocks, addr, p->img, size, a->tag, &old, &old_tag);
 
 	if (rc < 0) {
 		acct_nomem(a);
 		return;
+	}
+	if (a->hooked) {
+		if (a->hooks.add)
+			a->hooks.add(a->hooks.ctx, ev, p->img, a->tag, size);
+		if (rc && a->hooks.remove)
+			a->hooks.remove(a->hooks.ctx, ev, p->img, old_tag, old, true);
 	}
 	if (rc) {
 		/* still live: its free was lost. Replaced, it is no free. */
@@ -210,8 +222,11 @@ static void heap_add(struct heap_acct *a, struct proc *p, uint64_t addr, uint64_
 	a->live_count++;
 	if (p->live > p->peak_heap)
 		p->peak_heap = p->live;
-	if (a->live > a->peak_heap)
+	if (a->live > a->peak_heap) {
 		a->peak_heap = a->live;
+		if (a->hooks.peak)
+			a->hooks.peak(a->hooks.ctx);
+	}
 	if (p->win_open)
 		window__add(a, p, addr, size);
 }
@@ -225,6 +240,8 @@ static void heap_drop_image(struct heap_acct *a, struct proc *p, uint32_t pi, bo
 	uint32_t img = IMG_NONE, old = p->img;
 	bool purged = exec && img_new(a, pi, &img);
 
+	if (a->hooks.drop)
+		a->hooks.drop(a->hooks.ctx, p->img, !exec);
 	a->live -= p->live;
 	a->live_count -= p->live_count;
 	if (purged) {
@@ -339,21 +356,21 @@ void heap_acct__event(struct heap_acct *a, const struct mt_event *ev)
 	case MT_EV_CALLOC:
 	case MT_EV_ALIGNED_ALLOC:
 		if (ev->addr)
-			heap_add(a, p, ev->addr, ev->size);
+			heap_add(a, ev, p, ev->addr, ev->size);
 		break;
 	case MT_EV_FREE:
 		if (ev->addr)
-			heap_remove(a, p, ev->addr);
+			heap_remove(a, ev, p, ev->addr);
 		break;
 	case MT_EV_REALLOC:
 		if (!ev->addr) {
 			if (!ev->size && ev->old_addr)
-				heap_remove(a, p, ev->old_addr);
+				heap_remove(a, ev, p, ev->old_addr);
 			break; /* otherwise it failed: the old block stays valid */
 		}
 		if (ev->old_addr)
-			heap_remove(a, p, ev->old_addr);
-		heap_add(a, p, ev->addr, ev->size);
+			heap_remove(a, ev, p, ev->old_addr);
+		heap_add(a, ev, p, ev->addr, ev->size);
 		break;
 	case MT_EV_EXEC:
 		p->execs++;
@@ -513,6 +530,27 @@ void heap_acct__stats(const struct heap_acct *a, struct heap_stats *s)
 	s->saturated = a->peak_heap > UINT64_MAX || a->peak_rss > UINT64_MAX ||
 		       a->lost_bytes > UINT64_MAX || leaked_total(a) > UINT64_MAX ||
 		       a->allocated > UINT64_MAX;
+}
+
+int heap_acct__set_hooks(struct heap_acct *a, const struct heap_acct_hooks *h)
+{
+	int err;
+
+	if (a->events)
+		return -EBUSY;
+	err = blocks__enable_tags(&a->blocks);
+	if (err)
+		return err;
+	a->hooks = *h;
+	a->hooked = true;
+	return 0;
+}
+
+void heap_acct__event_tagged(struct heap_acct *a, const struct mt_event *ev, uint32_t tag)
+{
+	a->tag = tag;
+	heap_acct__event(a, ev);
+	a->tag = 0;
 }
 
 uint64_t heap_acct__live_heap(const struct heap_acct *a)

@@ -72,6 +72,9 @@ struct heap_acct {
 	uint64_t first_ts, last_ts;
 	bool warned;
 	struct acct_window win; /* window.c */
+	struct heap_acct_hooks hooks; /* all NULL unless heap_acct__set_hooks */
+	bool hooked;
+	uint32_t tag; /* of the block the current event adds */
 };
 
 /* acct.c: the process a record belongs to (-1: ignore it; other < 0: out of memory), and

@@ -30,7 +30,7 @@ void window__add(struct heap_acct *a, struct proc *p, uint64_t addr, uint64_t si
 {
 	struct acct_window *w = &a->win;
 	uint64_t old = 0;
-	int rc = blocks__put(&w->blocks, addr, p->img, size, &old);
+	int rc = blocks__put(&w->blocks, addr, p->img, size, 0, &old, NULL);
 
 	if (rc < 0) {
 		a->nomem++;
@@ -57,7 +57,7 @@ void window__remove(struct heap_acct *a, struct proc *p, uint64_t addr, bool fre
 	struct acct_window *w = &a->win;
 	uint64_t size;
 
-	if (!p->win_count || !blocks__take(&w->blocks, addr, p->img, &size))
+	if (!p->win_count || !blocks__take(&w->blocks, addr, p->img, &size, NULL))
 		return;
 	w->live -= size;
 	w->live_count--;

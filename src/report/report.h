@@ -9,6 +9,8 @@
 #include "artifact/manifest.h"
 #include "acct/acct.h"
 
+struct profile;
+
 #define REPORT_POINTS 1000 /* JSON and SVG timeline: at most this many points */
 #define REPORT_TRACE_POINTS 20000 /* Perfetto counters: finer, the UI zooms */
 
@@ -40,7 +42,14 @@ struct report_view {
 	const char *artifact; /* path, for titles */
 	const char *decode_error; /* the artifact stopped early: figures cover what was read */
 	uint64_t events_read; /* records decoded from the artifact */
+	const struct profile *profile; /* allocation sites (report/profile.h): JSON "stacks" */
+	uint32_t top; /* sites per ranking */
 };
+
+/* JSON helpers of the views: an unsigned value (saturated to the signed 64-bit jansson keeps),
+ * and json_object_set_new remembering a failure (NULL value or no memory) in *bad. */
+json_t *report__json_u64(uint64_t v);
+void report__json_set(json_t *o, const char *key, json_t *v, int *bad);
 
 /* The short summary memtrack track prints on stderr: peaks, counts, leaks, events, drops, and
  * one line per process (top 10 by peak RSS) when there are several. Returns 0 or -errno. */

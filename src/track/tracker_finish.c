@@ -156,6 +156,7 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 	t->writer = t->sinks.writer = NULL;
 	if (err && !t->sinks.write_err)
 		t->sinks.write_err = err;
+	tracker__stacks_finish(t); /* logs its failure */
 
 	tracker__read_drops(t, t->m.drops);
 	t->drops_total = drops_total = records__drops_sum(t->m.drops);
@@ -260,6 +261,7 @@ void tracker__destroy(struct tracker *t)
 	if (!t->pre_added && t->pre.shm)
 		shm_source__src(t->pre.shm)->destroy(shm_source__src(t->pre.shm));
 	artifact_writer__close(t->writer);
+	tracker__stacks_destroy(t);
 	heap_acct__free(t->acct);
 	libs__free(t->libs);
 	if (t->sigfd >= 0)
