@@ -18,6 +18,7 @@
 #include <cmocka.h>
 #include <msgpack.h>
 #include <zstd.h>
+#include "stacks/stack_sink.h"
 #include "stacks/stackfile.h"
 #include "../lib/mt_tmpdir.h"
 
@@ -395,6 +396,48 @@ static void test_truncated(void **state)
 	free(buf);
 }
 
+/* The sink: modules interned across processes, a load per (pid, module, bias), ids a source
+ * never got stored as 0, counts. */
+static void test_sink(void **state)
+{
+	struct stack_frame f[2];
+	struct stack_sink_stats st;
+	struct stack_sink *s;
+	struct stackfile sf;
+	uint32_t m1, m2, id;
+	(void)state;
+
+	assert_int_equal(stack_sink__open(&s, create(tpath("s.stacks")), "7.a", "preload=x"), 0);
+	assert_int_equal(stack_sink__module(s, 7, "/bin/x", bid_a, 20, 0x1000, &m1), 0);
+	assert_int_equal(stack_sink__module(s, 7, "/bin/x", bid_a, 20, 0x1000, &m2), 0);
+	assert_int_equal(m1, m2);
+	assert_int_equal(stack_sink__module(s, 8, "/bin/x", bid_a, 20, 0x2000, &m2), 0);
+	assert_int_equal(m1, m2); /* same file in another process: one module, two loads */
+	f[0] = (struct stack_frame){.module = m1, .vaddr = 0x1234};
+	f[1] = (struct stack_frame){.module = 0, .vaddr = 0x7fff0000};
+	assert_int_equal(stack_sink__stack(s, f, 2, false, &id), 0);
+	assert_int_equal(stack_sink__alloc(s, id), 0);
+	assert_int_equal(stack_sink__alloc(s, 0), 0);
+	assert_int_equal(stack_sink__alloc(s, id + 5), 0); /* never given: stored as none */
+	stack_sink__stats(s, &st);
+	assert_int_equal(st.allocs, 3);
+	assert_int_equal(st.with_stack, 1);
+	assert_int_equal(st.stacks, 1);
+	assert_int_equal(st.modules, 1);
+	assert_int_equal(stack_sink__close(s), 0);
+	assert_int_equal(stack_sink__close(NULL), 0);
+
+	assert_int_equal(stackfile__read(tpath("s.stacks"), &sf), 0);
+	assert_int_equal(sf.nr_loads, 2);
+	assert_int_equal(sf.loads[0].pid, 7);
+	assert_int_equal(sf.loads[1].pid, 8);
+	assert_int_equal(sf.loads[1].bias, 0x2000);
+	assert_int_equal(sf.nr_allocs, 3);
+	assert_int_equal(sf.allocs[0], id);
+	assert_int_equal(sf.allocs[2], 0);
+	stackfile__free(&sf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -403,6 +446,7 @@ int main(void)
 		cmocka_unit_test(test_newer_version),
 		cmocka_unit_test(test_bad_files),
 		cmocka_unit_test(test_truncated),
+		cmocka_unit_test(test_sink),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
