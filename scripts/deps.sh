@@ -14,6 +14,8 @@ done
 pkgs=(
 	make gcc g++ clang llvm pkg-config bpftool libbpf-dev libelf-dev zlib1g-dev libzstd-dev zstd
 	libmsgpack-dev libjansson-dev libyaml-dev libcmocka-dev
+	# --stacks in process: the interposer dlopens libunwind.so.8
+	libunwind8
 	# allocators the tests track besides glibc
 	libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev
 	# real programs the overhead suite's rows run (benchmarks/memtrack.yml)

@@ -101,6 +101,13 @@ int tracker__stacks_finish(struct tracker *t)
 	if (err)
 		log__error("cannot write '%s/%s': %s: the stacks file is cut", t->o->outdir,
 			   t->m.stacks_file, strerror(-err));
+	if (sh.failed)
+		log__warn("%llu allocations have no stack: the unwinder failed or could not be "
+			  "loaded (the interposer needs libunwind.so.8: apt install libunwind8)",
+			  (unsigned long long)sh.failed);
+	if (sh.full)
+		log__warn("%llu allocations have no stack: the stack area was full",
+			  (unsigned long long)sh.full);
 	return err;
 }
 
