@@ -416,6 +416,8 @@ static void test_sink(void **state)
 	assert_int_equal(m1, m2);
 	assert_int_equal(stack_sink__module(s, 8, "/bin/x", bid_a, 20, 0x2000, &m2), 0);
 	assert_int_equal(m1, m2); /* same file in another process: one module, two loads */
+	assert_int_equal(stack_sink__module(s, 9, "/bin/x", bid_a, 20, STACK_SINK_NO_BIAS, &m2), 0);
+	assert_int_equal(m1, m2); /* no third load */
 	f[0] = (struct stack_frame){.module = m1, .vaddr = 0x1234};
 	f[1] = (struct stack_frame){.module = 0, .vaddr = 0x7fff0000};
 	assert_int_equal(stack_sink__stack(s, f, 2, false, &id), 0);
