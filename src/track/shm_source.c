@@ -142,7 +142,7 @@ static int shm__deliver(struct shm_source *s, struct consumer *c, int32_t pid, u
 			next_ts = limit;
 		do {
 			ev = shm__rec(s, e.slot, tail);
-			if (__builtin_expect(s->stacks.fn && ev->aux, 0) &&
+			if (__builtin_expect(s->stacks.fn != NULL, 0) &&
 			    ev->type - MT_EV_MALLOC < 4) {
 				struct mt_event cp = *ev;
 

@@ -24,7 +24,7 @@ struct stack_shm {
 	uint8_t *data;
 	uint64_t size;
 	struct stack_sink *sink;
-	uint64_t bad;
+	uint64_t bad, zero; /* refs naming no entry; records with aux 0 */
 };
 
 int stack_shm__new(struct stack_shm **out, uid_t uid, gid_t gid)
@@ -124,10 +124,15 @@ static uint32_t module_id(struct stack_shm *s, uint32_t ref)
 uint32_t stack_shm__translate(void *ctx, const struct mt_event *ev)
 {
 	struct stack_shm *s = ctx;
-	struct mt_stk_stack *st = (struct mt_stk_stack *)entry(s, ev->aux, MT_STK_STACK);
+	struct mt_stk_stack *st;
 	struct stack_frame f[MT_STK_MAX_FRAMES];
 	uint32_t nr, id;
 
+	if (!ev->aux) { /* unwinder failed, area full, or not set up yet in that process */
+		s->zero++;
+		return 0;
+	}
+	st = (struct mt_stk_stack *)entry(s, ev->aux, MT_STK_STACK);
 	if (!st || !s->sink)
 		goto bad;
 	if (st->e.sink_id)
@@ -158,6 +163,8 @@ void stack_shm__stats(const struct stack_shm *s, struct stack_shm_stats *st)
 	st->full = __atomic_load_n(&s->hdr->full, __ATOMIC_RELAXED);
 	st->failed = __atomic_load_n(&s->hdr->failed, __ATOMIC_RELAXED);
 	st->bad = s->bad;
+	/* aux 0 without the interposer counting why: made before its unwinder was set up */
+	st->early = s->zero - (st->full + st->failed <= s->zero ? st->full + st->failed : s->zero);
 	st->used = __atomic_load_n(&s->hdr->used, __ATOMIC_RELAXED);
 	if (st->used > s->size)
 		st->used = s->size;

@@ -115,7 +115,12 @@ static void test_translate(void **state)
 	assert_int_equal(stack_shm__translate(s, &ev), 0);
 	ev.aux = good + 1;
 	assert_int_equal(stack_shm__translate(s, &ev), 0);
+	/* six records without a stack, five of which the interposer explained (failed, full) */
+	ev.aux = 0;
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(stack_shm__translate(s, &ev), 0);
 	stack_shm__stats(s, &st);
+	assert_int_equal(st.early, 1);
 	assert_int_equal(st.bad, 5);
 	assert_int_equal(st.failed, 3);
 	assert_int_equal(st.full, 2);
