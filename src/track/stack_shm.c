@@ -1,14 +1,12 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <unistd.h>
 #include "preload/stack_abi.h"
 #include "stacks/stack_sink.h"
+#include "track/shm_file.h"
 #include "track/stack_shm.h"
 
 /* A sparse file: pages cost only once written. ~336 bytes per 20-frame stack: about 800k
@@ -30,35 +28,14 @@ struct stack_shm {
 int stack_shm__new(struct stack_shm **out, uid_t uid, gid_t gid)
 {
 	struct stack_shm *s = calloc(1, sizeof(*s));
-	uint64_t rnd = 0;
-	int fd = -1, err;
+	int err;
 
 	if (!s)
 		return -ENOMEM;
 	s->len = STACK_DATA_OFF + STACK_AREA_BYTES;
-	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
-		rnd ^= (uint64_t)(uintptr_t)s ^ (uint64_t)getpid() << 32;
-	/* "memtrack-<pid>-": shm_source's sweep removes it if we are killed */
-	snprintf(s->path, sizeof(s->path), "/dev/shm/memtrack-%d-stacks-%016llx", (int)getpid(),
-		 (unsigned long long)rnd);
-	fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		err = -errno;
-		s->path[0] = 0;
+	err = shm_file__create(s->path, sizeof(s->path), "stacks-", s->len, uid, gid, &s->map);
+	if (err)
 		goto fail;
-	}
-	if ((uid != (uid_t)-1 && fchown(fd, uid, gid)) || ftruncate(fd, (off_t)s->len)) {
-		err = -errno;
-		goto fail;
-	}
-	s->map = mmap(NULL, s->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (s->map == MAP_FAILED) {
-		s->map = NULL;
-		err = -errno;
-		goto fail;
-	}
-	close(fd);
-	fd = -1;
 	s->hdr = s->map;
 	s->data = (uint8_t *)s->map + STACK_DATA_OFF;
 	s->size = STACK_AREA_BYTES;
@@ -75,8 +52,6 @@ int stack_shm__new(struct stack_shm **out, uid_t uid, gid_t gid)
 	*out = s;
 	return 0;
 fail:
-	if (fd >= 0)
-		close(fd);
 	stack_shm__free(s);
 	return err;
 }
