@@ -12,7 +12,7 @@
 /* A sparse file: pages cost only once written. ~336 bytes per 20-frame stack: about 800k
  * distinct stacks per run before new ones go without (counted as full). */
 #define STACK_AREA_BYTES (256ull << 20)
-#define STACK_DATA_OFF 4096
+#define STACK_DATA_OFF	 4096
 
 struct stack_shm {
 	char path[96];
@@ -64,7 +64,8 @@ void stack_shm__set_sink(struct stack_shm *s, struct stack_sink *sink)
 /* The entry a ref names, when it lies inside the used area and is of the kind asked. */
 static struct mt_stk_entry *entry(struct stack_shm *s, uint32_t ref, uint32_t kind)
 {
-	uint64_t off = ((uint64_t)ref - 1) * 8, used = __atomic_load_n(&s->hdr->used, __ATOMIC_ACQUIRE);
+	uint64_t off = ((uint64_t)ref - 1) * 8,
+		 used = __atomic_load_n(&s->hdr->used, __ATOMIC_ACQUIRE);
 	struct mt_stk_entry *e;
 
 	if (used > s->size)
@@ -90,7 +91,8 @@ static uint32_t module_id(struct stack_shm *s, uint32_t ref)
 	room = m->e.len - sizeof(*m);
 	if (!memchr(m->path, 0, room))
 		return 0;
-	if (stack_sink__module(s->sink, m->pid, m->path, m->build_id, m->build_id_len, m->bias, &id))
+	if (stack_sink__module(s->sink, m->pid, m->path, m->build_id, m->build_id_len, m->bias,
+			       &id))
 		return 0;
 	m->e.sink_id = id;
 	return id;

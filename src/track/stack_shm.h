@@ -25,11 +25,11 @@ void stack_shm__set_sink(struct stack_shm *s, struct stack_sink *sink);
 uint32_t stack_shm__translate(void *s, const struct mt_event *ev);
 
 struct stack_shm_stats {
-	uint64_t full; /* allocations without a stack: the area was full */
+	uint64_t full;	 /* allocations without a stack: the area was full */
 	uint64_t failed; /* ... the unwinder failed or was not available */
-	uint64_t bad; /* ... the ref named no well-formed entry */
-	uint64_t early; /* ... made before the process's unwinder was set up (aux 0) */
-	uint64_t used; /* bytes of the area used */
+	uint64_t bad;	 /* ... the ref named no well-formed entry */
+	uint64_t early;	 /* ... made before the process's unwinder was set up (aux 0) */
+	uint64_t used;	 /* bytes of the area used */
 };
 void stack_shm__stats(const struct stack_shm *s, struct stack_shm_stats *st);
 /* Removes the file's name and unmaps it; NULL-safe. */

@@ -100,7 +100,8 @@ int tracker__stacks_finish(struct tracker *t)
 	/* the rest came from the BPF ring, whose records carry no stack yet */
 	t->m.stacks_uprobe = st.allocs - st.with_stack - sh.failed - sh.full - sh.bad - sh.early;
 	if (t->m.stacks_uprobe > st.allocs)
-		t->m.stacks_uprobe = 0; /* records still in the rings when memtrack stopped reading */
+		t->m.stacks_uprobe =
+		    0; /* records still in the rings when memtrack stopped reading */
 	if (!fstatat(t->out.fd, t->m.stacks_file, &sb, AT_SYMLINK_NOFOLLOW))
 		t->m.stacks_file_bytes = (uint64_t)sb.st_size;
 	if (err)

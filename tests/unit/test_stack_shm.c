@@ -36,7 +36,8 @@ static uint32_t take(struct mt_stk_hdr *h, uint32_t len, void **e)
 
 static uint32_t add_module(struct mt_stk_hdr *h, const char *path)
 {
-	uint32_t len = (uint32_t)((sizeof(struct mt_stk_module) + strlen(path) + 1 + 7) & ~7ul), ref;
+	uint32_t len = (uint32_t)((sizeof(struct mt_stk_module) + strlen(path) + 1 + 7) & ~7ul),
+		 ref;
 	struct mt_stk_module *m;
 
 	ref = take(h, len, (void **)&m);
@@ -165,7 +166,7 @@ static int teardown(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_translate),
+	    cmocka_unit_test(test_translate),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
