@@ -18,6 +18,8 @@ pkgs=(
 	libdw-dev libiberty-dev
 	# the pprof test reads our profiles back with an independent decoder
 	python3-protobuf protobuf-compiler
+	# --stacks in process: the interposer dlopens libunwind.so.8
+	libunwind8
 	# allocators the tests track besides glibc
 	libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev
 	# real programs the overhead suite's rows run (benchmarks/memtrack.yml)

@@ -96,11 +96,24 @@ int tracker__stacks_finish(struct tracker *t)
 	t->m.stacks_unwind_failed = sh.failed;
 	t->m.stacks_area_full = sh.full;
 	t->m.stacks_bad_ref = sh.bad;
+	t->m.stacks_early = sh.early;
+	/* the rest came from the BPF ring, whose records carry no stack yet */
+	t->m.stacks_uprobe = st.allocs - st.with_stack - sh.failed - sh.full - sh.bad - sh.early;
+	if (t->m.stacks_uprobe > st.allocs)
+		t->m.stacks_uprobe =
+		    0; /* records still in the rings when memtrack stopped reading */
 	if (!fstatat(t->out.fd, t->m.stacks_file, &sb, AT_SYMLINK_NOFOLLOW))
 		t->m.stacks_file_bytes = (uint64_t)sb.st_size;
 	if (err)
 		log__error("cannot write '%s/%s': %s: the stacks file is cut", t->o->outdir,
 			   t->m.stacks_file, strerror(-err));
+	if (sh.failed)
+		log__warn("%llu allocations have no stack: the unwinder failed or could not be "
+			  "loaded (the interposer needs libunwind.so.8: apt install libunwind8)",
+			  (unsigned long long)sh.failed);
+	if (sh.full)
+		log__warn("%llu allocations have no stack: the stack area was full",
+			  (unsigned long long)sh.full);
 	return err;
 }
 
