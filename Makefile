@@ -21,7 +21,7 @@ endif
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -DMEMTRACK_VERSION='"$(VERSION)"' \
 	    -Isrc -I$(OUTPUT) -MMD -MP
-LDLIBS   := -lbpf -lelf -lz -lzstd -lmsgpackc -ljansson -lpthread -lm
+LDLIBS   := -lbpf -ldw -lelf -lz -lzstd -lmsgpackc -ljansson -lpthread -lm
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(OUTPUT) -Isrc -Wall -Werror
 
 # --- sources -------------------------------------------------------------------------------------

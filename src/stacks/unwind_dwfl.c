@@ -1,0 +1,423 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <elfutils/libdwfl.h>
+#include "stacks/unwind_dwfl.h"
+
+#define UW_BUCKETS	    1024 /* processes, chained */
+#define UW_REREAD_NS	    (20 * 1000000ull) /* a process' maps are re-read at most this often */
+
+/* x86-64 DWARF register numbers (System V psABI, figure 3.36) */
+enum { DW_RBX = 3, DW_RBP = 6, DW_RSP = 7, DW_R12 = 12 };
+
+struct uw_proc {
+	pid_t pid;
+	char *maps; /* the text of /proc/PID/maps at its last reading (or the parent's) */
+	size_t maps_len;
+	bool own;   /* maps read from pid itself, not inherited at fork */
+	bool gone;  /* its maps could not be read any more: keep what we have */
+	uint64_t read_ns;
+	Dwfl *dwfl; /* built from maps when first needed; NULL after a change */
+	/* the stack being unwound, for the thread callbacks */
+	pid_t tid;
+	const struct mt_ustack *us;
+	const uint8_t *stack;
+	bool out_of_slice; /* the unwinder wanted memory outside the copy */
+	struct uw_proc *next;
+};
+
+struct unwind_dwfl {
+	struct uw_proc *procs[UW_BUCKETS];
+	struct unwind_module **mods; /* interned */
+	size_t nr_mods, cap_mods;
+	struct unwind_stats st;
+};
+
+static uint64_t uw_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int unwind_dwfl__new(struct unwind_dwfl **u)
+{
+	*u = calloc(1, sizeof(**u));
+	return *u ? 0 : -ENOMEM;
+}
+
+static struct uw_proc **uw_slot(struct unwind_dwfl *u, pid_t pid)
+{
+	struct uw_proc **pp = &u->procs[(uint32_t)pid % UW_BUCKETS];
+
+	while (*pp && (*pp)->pid != pid)
+		pp = &(*pp)->next;
+	return pp;
+}
+
+static struct uw_proc *uw_proc(struct unwind_dwfl *u, pid_t pid, bool create)
+{
+	struct uw_proc **pp = uw_slot(u, pid);
+
+	if (!*pp && create) {
+		*pp = calloc(1, sizeof(**pp));
+		if (*pp)
+			(*pp)->pid = pid;
+	}
+	return *pp;
+}
+
+static void uw_drop_dwfl(struct uw_proc *p)
+{
+	if (p->dwfl)
+		dwfl_end(p->dwfl);
+	p->dwfl = NULL;
+}
+
+/* Reads /proc/PID/maps whole. 0, or -errno (-ENOENT/-ESRCH: the process is gone). */
+static int uw_read_maps(struct unwind_dwfl *u, struct uw_proc *p)
+{
+	char path[64], *buf = NULL;
+	size_t len = 0, cap = 0;
+	int fd, err = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", p->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		ssize_t n;
+
+		if (cap - len < 4096) {
+			char *nb = realloc(buf, cap ? cap * 2 : 16384);
+
+			if (!nb) {
+				err = -ENOMEM;
+				goto cleanup;
+			}
+			buf = nb;
+			cap = cap ? cap * 2 : 16384;
+		}
+		n = read(fd, buf + len, cap - len);
+		if (n < 0) {
+			err = -errno;
+			goto cleanup;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	if (!len) {
+		err = -ESRCH; /* a zombie: its address space is gone */
+		goto cleanup;
+	}
+	free(p->maps);
+	p->maps = buf;
+	p->maps_len = len;
+	buf = NULL;
+	p->own = true;
+	p->read_ns = uw_now();
+	u->st.maps_reads++;
+	uw_drop_dwfl(p);
+cleanup:
+	free(buf);
+	close(fd);
+	return err;
+}
+
+/* --- libdwfl callbacks ----------------------------------------------------------------------- */
+
+/* CFI comes from .eh_frame in the mapped file itself: no separate debug files, no debuginfod
+ * (whatever DEBUGINFOD_URLS says) while tracking. */
+static int uw_no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
+			   Dwarf_Addr base, const char *file_name, const char *debuglink_file,
+			   GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+	(void)mod, (void)userdata, (void)modname, (void)base, (void)file_name;
+	(void)debuglink_file, (void)debuglink_crc, (void)debuginfo_file_name;
+	return -1;
+}
+
+static const Dwfl_Callbacks uw_callbacks = {
+    .find_elf = dwfl_linux_proc_find_elf,
+    .find_debuginfo = uw_no_debuginfo,
+};
+
+static pid_t uw_next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+	struct uw_proc *p = arg;
+
+	(void)dwfl;
+	if (*thread_argp)
+		return 0;
+	*thread_argp = p;
+	return p->tid;
+}
+
+static bool uw_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+{
+	struct uw_proc *p = arg;
+
+	(void)dwfl;
+	*thread_argp = p;
+	return tid == p->tid;
+}
+
+static bool uw_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+	struct uw_proc *p = arg;
+	uint64_t sp = p->us->regs[MT_UREG_SP];
+
+	(void)dwfl;
+	if (addr < sp || addr - sp > p->us->size || p->us->size - (addr - sp) < sizeof(*result)) {
+		p->out_of_slice = true;
+		return false;
+	}
+	memcpy(result, p->stack + (addr - sp), sizeof(*result));
+	return true;
+}
+
+static bool uw_set_initial_registers(Dwfl_Thread *thread, void *arg)
+{
+	struct uw_proc *p = arg;
+	const uint64_t *r = p->us->regs;
+	const Dwarf_Word bx = r[MT_UREG_BX], bp_sp[2] = {r[MT_UREG_BP], r[MT_UREG_SP]};
+	const Dwarf_Word r12_15[4] = {r[MT_UREG_R12], r[MT_UREG_R13], r[MT_UREG_R14],
+				      r[MT_UREG_R15]};
+
+	/* only what is valid after the call: the callee-saved registers, sp and the return
+	 * address; the others stay undefined */
+	if (!dwfl_thread_state_registers(thread, DW_RBX, 1, &bx) ||
+	    !dwfl_thread_state_registers(thread, DW_RBP, 2, bp_sp) ||
+	    !dwfl_thread_state_registers(thread, DW_R12, 4, r12_15))
+		return false;
+	dwfl_thread_state_register_pc(thread, r[MT_UREG_IP]);
+	return true;
+}
+
+static const Dwfl_Thread_Callbacks uw_thread_callbacks = {
+    .next_thread = uw_next_thread,
+    .get_thread = uw_get_thread,
+    .memory_read = uw_memory_read,
+    .set_initial_registers = uw_set_initial_registers,
+};
+
+/* The process' Dwfl, built from its maps text; NULL when it has none or it cannot be built. */
+static Dwfl *uw_dwfl(struct uw_proc *p)
+{
+	FILE *f;
+	int err;
+
+	if (p->dwfl || !p->maps)
+		return p->dwfl;
+	p->dwfl = dwfl_begin(&uw_callbacks);
+	if (!p->dwfl)
+		return NULL;
+	f = fmemopen(p->maps, p->maps_len, "r");
+	if (!f) {
+		uw_drop_dwfl(p);
+		return NULL;
+	}
+	dwfl_report_begin(p->dwfl);
+	err = dwfl_linux_proc_maps_report(p->dwfl, f);
+	fclose(f);
+	if (err || dwfl_report_end(p->dwfl, NULL, NULL) ||
+	    !dwfl_attach_state(p->dwfl, NULL, p->pid, &uw_thread_callbacks, p))
+		uw_drop_dwfl(p);
+	return p->dwfl;
+}
+
+/* The interned module of a Dwfl_Module (cached in its userdata). */
+static struct unwind_module *uw_module(struct unwind_dwfl *u, Dwfl_Module *m)
+{
+	void **userdata;
+	const char *name = dwfl_module_info(m, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
+	const unsigned char *bits;
+	GElf_Addr at;
+	int blen;
+	struct unwind_module *um;
+
+	if (*userdata)
+		return *userdata;
+	blen = dwfl_module_build_id(m, &bits, &at);
+	if (blen < 0 || blen > 20)
+		blen = 0;
+	for (size_t i = 0; i < u->nr_mods; i++) {
+		um = u->mods[i];
+		if (um->build_id_len == blen && !memcmp(um->build_id, bits, (size_t)blen) &&
+		    !strcmp(um->path, name ? name : "")) {
+			*userdata = um;
+			return um;
+		}
+	}
+	if (u->nr_mods == u->cap_mods) {
+		size_t cap = u->cap_mods ? u->cap_mods * 2 : 64;
+		struct unwind_module **v = realloc(u->mods, cap * sizeof(*v));
+
+		if (!v)
+			return NULL;
+		u->mods = v;
+		u->cap_mods = cap;
+	}
+	um = calloc(1, sizeof(*um));
+	if (!um || !(um->path = strdup(name ? name : ""))) {
+		free(um);
+		return NULL;
+	}
+	memcpy(um->build_id, bits, (size_t)blen);
+	um->build_id_len = (uint8_t)blen;
+	u->mods[u->nr_mods++] = um;
+	*userdata = um;
+	return um;
+}
+
+struct uw_walk {
+	struct unwind_dwfl *u;
+	Dwfl *dwfl;
+	struct unwind_result *res;
+};
+
+static int uw_frame(Dwfl_Frame *state, void *arg)
+{
+	struct uw_walk *w = arg;
+	struct unwind_frame *f;
+	Dwarf_Addr pc, bias;
+	Dwfl_Module *m;
+
+	if (!dwfl_frame_pc(state, &pc, NULL) || !pc)
+		return DWARF_CB_ABORT;
+	if (w->res->nr == STACKFILE_MAX_FRAMES) {
+		w->res->truncated = true;
+		return DWARF_CB_ABORT;
+	}
+	f = &w->res->frames[w->res->nr++];
+	/* every frame is a return address: the call is the byte before */
+	m = dwfl_addrmodule(w->dwfl, pc - 1);
+	f->mod = m && dwfl_module_getelf(m, &bias) ? uw_module(w->u, m) : NULL;
+	f->vaddr = f->mod ? pc - bias : pc;
+	return DWARF_CB_OK;
+}
+
+/* One attempt with the maps p has now. */
+static int uw_walk(struct unwind_dwfl *u, struct uw_proc *p, struct unwind_result *res)
+{
+	struct uw_walk w = {.u = u, .res = res};
+
+	res->nr = 0;
+	res->truncated = false;
+	w.dwfl = uw_dwfl(p);
+	if (!w.dwfl)
+		return -ESRCH;
+	if (!dwfl_addrmodule(w.dwfl, p->us->regs[MT_UREG_IP] - 1))
+		return -ENOENT;
+	p->out_of_slice = false;
+	dwfl_getthread_frames(w.dwfl, p->tid, uw_frame, &w);
+	/* libdwfl ends quietly when a read fails, and reports the end of some stacks as an
+	 * error: running out of the copy is what makes a stack incomplete */
+	if (p->out_of_slice)
+		res->truncated = true;
+	return res->nr ? 0 : -ENOENT;
+}
+
+int unwind_dwfl__unwind(struct unwind_dwfl *u, pid_t pid, pid_t tid, const struct mt_ustack *us,
+			const uint8_t *stack, struct unwind_result *res)
+{
+	uint64_t t0 = uw_now();
+	struct uw_proc *p = uw_proc(u, pid, true);
+	int err;
+
+	u->st.stacks++;
+	if (!p) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	if (!p->own && !p->gone && uw_read_maps(u, p))
+		p->gone = true; /* keep what the parent had, if anything */
+	p->tid = tid;
+	p->us = us;
+	p->stack = stack;
+	err = uw_walk(u, p, res);
+	/* an address outside the maps we have: a library loaded since, if the process lives */
+	if (err == -ENOENT && !p->gone && t0 - p->read_ns > UW_REREAD_NS) {
+		if (uw_read_maps(u, p))
+			p->gone = true;
+		else
+			err = uw_walk(u, p, res);
+	}
+cleanup:
+	if (err)
+		u->st.failed++;
+	else {
+		u->st.frames += res->nr;
+		u->st.truncated += res->truncated;
+	}
+	u->st.ns += uw_now() - t0;
+	return err;
+}
+
+void unwind_dwfl__refresh(struct unwind_dwfl *u, pid_t pid)
+{
+	struct uw_proc *p = uw_proc(u, pid, true);
+
+	if (p && uw_read_maps(u, p) == 0)
+		p->gone = false;
+}
+
+void unwind_dwfl__fork(struct unwind_dwfl *u, pid_t parent, pid_t child)
+{
+	struct uw_proc *pp = uw_proc(u, parent, false), *c;
+
+	if (!pp || !pp->maps || !(c = uw_proc(u, child, true)) || c->maps)
+		return;
+	c->maps = malloc(pp->maps_len);
+	if (!c->maps)
+		return;
+	memcpy(c->maps, pp->maps, pp->maps_len);
+	c->maps_len = pp->maps_len;
+	c->own = false;
+}
+
+void unwind_dwfl__exec(struct unwind_dwfl *u, pid_t pid)
+{
+	struct uw_proc **pp = uw_slot(u, pid), *p = *pp;
+
+	if (!p)
+		return;
+	*pp = p->next;
+	uw_drop_dwfl(p);
+	free(p->maps);
+	free(p);
+}
+
+const struct unwind_stats *unwind_dwfl__stats(const struct unwind_dwfl *u)
+{
+	return &u->st;
+}
+
+void unwind_dwfl__free(struct unwind_dwfl *u)
+{
+	if (!u)
+		return;
+	for (size_t b = 0; b < UW_BUCKETS; b++) {
+		while (u->procs[b]) {
+			struct uw_proc *p = u->procs[b];
+
+			u->procs[b] = p->next;
+			uw_drop_dwfl(p);
+			free(p->maps);
+			free(p);
+		}
+	}
+	for (size_t i = 0; i < u->nr_mods; i++) {
+		free(u->mods[i]->path);
+		free(u->mods[i]);
+	}
+	free(u->mods);
+	free(u);
+}
