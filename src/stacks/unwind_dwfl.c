@@ -11,6 +11,8 @@
 
 #define UW_BUCKETS	    1024 /* processes, chained */
 #define UW_REREAD_NS	    (20 * 1000000ull) /* a process' maps are re-read at most this often */
+#define UW_CACHE_SLOTS	    8192 /* remembered unwinds, direct-mapped */
+#define UW_MAX_READS	    512	 /* stack words an unwind may read and still be remembered */
 
 /* x86-64 DWARF register numbers (System V psABI, figure 3.36) */
 enum { DW_RBX = 3, DW_RBP = 6, DW_RSP = 7, DW_R12 = 12 };
@@ -28,11 +30,40 @@ struct uw_proc {
 	const struct mt_ustack *us;
 	const uint8_t *stack;
 	bool out_of_slice; /* the unwinder wanted memory outside the copy */
+	uint32_t gen;	   /* bumped when the Dwfl changes: remembered unwinds are stale */
+	uint32_t nr_reads; /* the words this unwind read, UW_MAX_READS + 1 when too many */
+	uint64_t (*reads)[2]; /* address, value: struct unwind_dwfl's, one walk at a time */
 	struct uw_proc *next;
 };
 
+/*
+ * A remembered unwind. libdwfl's walk is a function of the initial registers, the modules and
+ * the stack words it reads; with the same process layout, ip and sp, the same callee-saved
+ * registers wherever they point into the stack (only those can be addresses it reads), and the
+ * same values in every word it read, a walk would read the same words and find the same frames.
+ * So a stack that matches an entry gets its frames without unwinding: an allocation site called
+ * again from the same place costs a hash lookup and a few word compares instead of ~1 us per
+ * frame.
+ */
+struct uw_memo {
+	pid_t pid;
+	uint32_t gen;
+	uint64_t regs[MT_UREG_NR];
+	uint32_t in_stack; /* bit r: regs[r] pointed into the copy */
+	uint32_t nr_reads;
+	uint32_t nr;
+	bool truncated;
+	uint64_t (*reads)[2];
+	struct unwind_frame frames[];
+};
+
+/* Generations are unique across processes: a pid reused after an exec starts afresh. */
+static uint32_t uw_gens;
+
 struct unwind_dwfl {
 	struct uw_proc *procs[UW_BUCKETS];
+	struct uw_memo *memo[UW_CACHE_SLOTS];
+	uint64_t reads[UW_MAX_READS][2];
 	struct unwind_module **mods; /* interned */
 	size_t nr_mods, cap_mods;
 	struct unwind_stats st;
@@ -67,8 +98,11 @@ static struct uw_proc *uw_proc(struct unwind_dwfl *u, pid_t pid, bool create)
 
 	if (!*pp && create) {
 		*pp = calloc(1, sizeof(**pp));
-		if (*pp)
+		if (*pp) {
 			(*pp)->pid = pid;
+			(*pp)->gen = ++uw_gens;
+			(*pp)->reads = u->reads;
+		}
 	}
 	return *pp;
 }
@@ -78,6 +112,84 @@ static void uw_drop_dwfl(struct uw_proc *p)
 	if (p->dwfl)
 		dwfl_end(p->dwfl);
 	p->dwfl = NULL;
+	p->gen = ++uw_gens;
+}
+
+/* --- remembered unwinds (struct uw_memo) ------------------------------------------------------ */
+
+/* The callee-saved registers, the ones a walk may use as addresses */
+static const int uw_addr_regs[] = {MT_UREG_BP, MT_UREG_BX, MT_UREG_R12, MT_UREG_R13, MT_UREG_R14,
+				   MT_UREG_R15};
+
+static inline bool uw_in_stack(const struct mt_ustack *us, uint64_t a)
+{
+	return a - us->regs[MT_UREG_SP] < us->size;
+}
+
+static struct uw_memo **uw_memo_slot(struct unwind_dwfl *u, const struct uw_proc *p,
+				     const struct mt_ustack *us)
+{
+	uint64_t h = (uint64_t)p->pid * 0x9e3779b97f4a7c15ull ^ p->gen;
+
+	h = (h ^ us->regs[MT_UREG_IP]) * 0xff51afd7ed558ccdull;
+	h = (h ^ us->regs[MT_UREG_SP]) * 0xc4ceb9fe1a85ec53ull;
+	return &u->memo[(h >> 40) % UW_CACHE_SLOTS];
+}
+
+static bool uw_memo_match(const struct uw_memo *m, const struct uw_proc *p,
+			  const struct mt_ustack *us, const uint8_t *stack)
+{
+	uint64_t sp = us->regs[MT_UREG_SP];
+
+	if (m->pid != p->pid || m->gen != p->gen || m->regs[MT_UREG_IP] != us->regs[MT_UREG_IP] ||
+	    m->regs[MT_UREG_SP] != sp)
+		return false;
+	for (size_t i = 0; i < sizeof(uw_addr_regs) / sizeof(uw_addr_regs[0]); i++) {
+		int r = uw_addr_regs[i];
+
+		if (((m->in_stack >> r) & 1 || uw_in_stack(us, us->regs[r])) &&
+		    m->regs[r] != us->regs[r])
+			return false;
+	}
+	for (uint32_t i = 0; i < m->nr_reads; i++) {
+		uint64_t a = m->reads[i][0], v;
+
+		if (a - sp > us->size || us->size - (a - sp) < sizeof(v))
+			return false;
+		memcpy(&v, stack + (a - sp), sizeof(v));
+		if (v != m->reads[i][1])
+			return false;
+	}
+	return true;
+}
+
+/* Remembers the walk just made (not a truncated one: its end depended on the copy's size). */
+static void uw_memo_put(struct uw_memo **slot, const struct uw_proc *p,
+			const struct unwind_result *res)
+{
+	size_t fsz = res->nr * sizeof(res->frames[0]), rsz = p->nr_reads * sizeof(p->reads[0]);
+	struct uw_memo *m;
+
+	if (res->truncated || p->nr_reads > UW_MAX_READS)
+		return;
+	m = malloc(sizeof(*m) + fsz + rsz);
+	if (!m)
+		return;
+	m->pid = p->pid;
+	m->gen = p->gen;
+	memcpy(m->regs, p->us->regs, sizeof(m->regs));
+	m->in_stack = 0;
+	for (size_t i = 0; i < sizeof(uw_addr_regs) / sizeof(uw_addr_regs[0]); i++)
+		if (uw_in_stack(p->us, p->us->regs[uw_addr_regs[i]]))
+			m->in_stack |= 1u << uw_addr_regs[i];
+	m->nr = res->nr;
+	m->truncated = false;
+	m->nr_reads = p->nr_reads;
+	memcpy(m->frames, res->frames, fsz);
+	m->reads = (uint64_t(*)[2])((uint8_t *)m->frames + fsz);
+	memcpy(m->reads, p->reads, rsz);
+	free(*slot);
+	*slot = m;
 }
 
 /* Reads /proc/PID/maps whole. 0, or -errno (-ENOENT/-ESRCH: the process is gone). */
@@ -180,6 +292,12 @@ static bool uw_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void
 		return false;
 	}
 	memcpy(result, p->stack + (addr - sp), sizeof(*result));
+	if (p->nr_reads < UW_MAX_READS) {
+		p->reads[p->nr_reads][0] = addr;
+		p->reads[p->nr_reads][1] = *result;
+	}
+	if (p->nr_reads <= UW_MAX_READS)
+		p->nr_reads++;
 	return true;
 }
 
@@ -317,6 +435,7 @@ static int uw_walk(struct unwind_dwfl *u, struct uw_proc *p, struct unwind_resul
 	if (!dwfl_addrmodule(w.dwfl, p->us->regs[MT_UREG_IP] - 1))
 		return -ENOENT;
 	p->out_of_slice = false;
+	p->nr_reads = 0;
 	dwfl_getthread_frames(w.dwfl, p->tid, uw_frame, &w);
 	/* libdwfl ends quietly when a read fails, and reports the end of some stacks as an
 	 * error: running out of the copy is what makes a stack incomplete */
@@ -330,6 +449,7 @@ int unwind_dwfl__unwind(struct unwind_dwfl *u, pid_t pid, pid_t tid, const struc
 {
 	uint64_t t0 = uw_now();
 	struct uw_proc *p = uw_proc(u, pid, true);
+	struct uw_memo **slot;
 	int err;
 
 	u->st.stacks++;
@@ -342,6 +462,15 @@ int unwind_dwfl__unwind(struct unwind_dwfl *u, pid_t pid, pid_t tid, const struc
 	p->tid = tid;
 	p->us = us;
 	p->stack = stack;
+	slot = uw_memo_slot(u, p, us);
+	if (*slot && uw_memo_match(*slot, p, us, stack)) {
+		res->nr = (*slot)->nr;
+		res->truncated = false;
+		memcpy(res->frames, (*slot)->frames, res->nr * sizeof(res->frames[0]));
+		u->st.remembered++;
+		err = 0;
+		goto cleanup;
+	}
 	err = uw_walk(u, p, res);
 	/* an address outside the maps we have: a library loaded since, if the process lives */
 	if (err == -ENOENT && !p->gone && t0 - p->read_ns > UW_REREAD_NS) {
@@ -349,7 +478,10 @@ int unwind_dwfl__unwind(struct unwind_dwfl *u, pid_t pid, pid_t tid, const struc
 			p->gone = true;
 		else
 			err = uw_walk(u, p, res);
+		slot = uw_memo_slot(u, p, us); /* the generation changed */
 	}
+	if (!err)
+		uw_memo_put(slot, p, res);
 cleanup:
 	if (err)
 		u->st.failed++;
@@ -414,6 +546,8 @@ void unwind_dwfl__free(struct unwind_dwfl *u)
 			free(p);
 		}
 	}
+	for (size_t i = 0; i < UW_CACHE_SLOTS; i++)
+		free(u->memo[i]);
 	for (size_t i = 0; i < u->nr_mods; i++) {
 		free(u->mods[i]->path);
 		free(u->mods[i]);

@@ -44,6 +44,7 @@ struct unwind_stats {
 			     * ip outside every module, or no CFI for it */
 	uint64_t truncated; /* unwound in part */
 	uint64_t frames;
+	uint64_t remembered; /* served by a remembered unwind of the same place (no libdwfl walk) */
 	uint64_t maps_reads;
 	uint64_t ns;	    /* time spent unwinding */
 };

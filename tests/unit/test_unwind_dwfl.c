@@ -184,6 +184,7 @@ static void test_unwinds_without_frame_pointers(void **state)
 		assert_int_equal(r2->nr, r->nr);
 		assert_memory_equal(r2->frames, r->frames, r->nr * sizeof(r->frames[0]));
 		assert_int_equal(unwind_dwfl__stats(u)->maps_reads, 1);
+		assert_int_equal(unwind_dwfl__stats(u)->remembered, 1);
 		free(r2);
 	}
 	unwind_dwfl__free(u);
@@ -208,6 +209,43 @@ static void test_short_copy_is_truncated(void **state)
 	assert_int_equal(unwind_dwfl__stats(u)->truncated, 1);
 	unwind_dwfl__free(u);
 	free(r);
+}
+
+/*
+ * A remembered unwind is used only when every word the walk read is the same: the same ip and
+ * sp with another caller's return address above must not get the remembered frames.
+ */
+static void test_remembered_only_when_the_words_match(void **state)
+{
+	struct unwind_dwfl *u;
+	struct unwind_result *r = calloc(1, sizeof(*r)), *r2 = calloc(1, sizeof(*r2));
+	uint64_t ra;
+	size_t at = 0;
+
+	(void)state;
+	assert_int_equal(unwind_dwfl__new(&u), 0);
+	uw_main_like(UW_COPY);
+	assert_int_equal(unwind_dwfl__unwind(u, getpid(), gettid(), &copy.us, copy.stack, r), 0);
+	assert_true(r->nr >= 3);
+	/* where the copy holds uw_a's return address into uw_main_like (frame 2) */
+	ra = copy.us.regs[MT_UREG_IP] - r->frames[0].vaddr + r->frames[2].vaddr;
+	for (size_t i = 0; i + 8 <= copy.us.size; i += 8)
+		if (!memcmp(copy.stack + i, &ra, 8)) {
+			at = i;
+			break;
+		}
+	assert_true(at > 0);
+	/* uw_a "called from" uw_a itself instead: frame 2 must become uw_a */
+	memcpy(copy.stack + at, &(uint64_t){copy.us.regs[MT_UREG_IP] - r->frames[0].vaddr +
+					     r->frames[1].vaddr},
+	       8);
+	assert_int_equal(unwind_dwfl__unwind(u, getpid(), gettid(), &copy.us, copy.stack, r2), 0);
+	assert_int_equal(unwind_dwfl__stats(u)->remembered, 0);
+	assert_true(r2->nr >= 3);
+	assert_int_equal(r2->frames[2].vaddr, r->frames[1].vaddr);
+	unwind_dwfl__free(u);
+	free(r);
+	free(r2);
 }
 
 /* An ip in no mapping: no frame, counted as failed. */
@@ -284,6 +322,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_unwinds_without_frame_pointers),
 	    cmocka_unit_test(test_short_copy_is_truncated),
+	    cmocka_unit_test(test_remembered_only_when_the_words_match),
 	    cmocka_unit_test(test_unknown_ip_fails),
 	    cmocka_unit_test(test_exited_process),
 	};
