@@ -160,7 +160,8 @@ $(ROOT_BINS): $(BUILD)/tests/%: $(OUTPUT)/tests/bpf/%.o $(TESTLIB_OBJS) $(LIB)
 $(BUILD)/targets/%: tests/targets/%.c | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -fno-builtin -pthread $< -o $@ $(TARGET_LDLIBS_$*)
+	$(Q)$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -fno-builtin -pthread $(TARGET_CFLAGS_$*) $< -o $@ \
+		$(TARGET_LDLIBS_$*)
 
 $(BUILD)/targets/%: tests/targets/%.cc | $(BUILD)
 	$(call msg,CXX,$@)

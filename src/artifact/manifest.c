@@ -192,6 +192,8 @@ void manifest__free(struct manifest *m)
 	free((char *)m->tracepoint_mechanism);
 	free((char *)m->rmap_backend);
 	free(m->rmap_reason);
+	free(m->stacks_file);
+	free(m->stacks_unwinder);
 	free((char *)m->btf_source);
 	for (uint32_t i = 0; m->libraries && i < m->nr_libraries; i++) {
 		free(m->libraries[i].path);

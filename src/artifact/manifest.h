@@ -70,6 +70,14 @@ struct manifest {
 	uint64_t preload_drops_total;
 	struct manifest_library *libraries;
 	uint32_t nr_libraries;
+	/* --stacks (stacks_file NULL: off, and neither key is written): outputs.stacks names the
+	 * stacks file (docs/stacks.md); the `stacks` object says how stacks were taken per event
+	 * path ("preload=libunwind") and counts allocation records with and without one */
+	char *stacks_file;
+	char *stacks_unwinder;
+	uint64_t stacks_allocs, stacks_with_stack, stacks_distinct, stacks_modules;
+	uint64_t stacks_unwind_failed, stacks_area_full, stacks_bad_ref; /* ... without one */
+	uint64_t stacks_file_bytes;
 
 	/* accounting */
 	uint64_t counts[MT_EV_TYPE_MAX]; /* per event type written to the artifact */

@@ -145,6 +145,37 @@ static int put_preload(json_t *o, const struct field *f, const struct manifest *
 	return set(d, "no_slot", u64(m->preload_drops[0])) | set(d, "closed", u64(m->preload_drops[1]));
 }
 
+/* --stacks: the `stacks` object's keys (docs/stacks.md), written only with --stacks */
+static const struct field stacks_rows[] = {
+	{NULL, "unwinder", F_STR, M(stacks_unwinder)},
+	{NULL, "allocs", F_U64, M(stacks_allocs)},
+	{NULL, "with_stack", F_U64, M(stacks_with_stack)},
+	{NULL, "distinct", F_U64, M(stacks_distinct)},
+	{NULL, "modules", F_U64, M(stacks_modules)},
+	{"without", "unwind_failed", F_U64, M(stacks_unwind_failed)},
+	{"without", "area_full", F_U64, M(stacks_area_full)},
+	{"without", "bad_ref", F_U64, M(stacks_bad_ref)},
+	{NULL, "file_bytes", F_U64, M(stacks_file_bytes)},
+};
+
+static int fields_put(json_t *root, const struct field *rows, size_t n, const void *base);
+
+/* outputs.stacks and the stacks object, with --stacks only: without, the manifest is as before */
+static int put_stacks(json_t *o, const struct field *f, const struct manifest *m)
+{
+	json_t *out, *st;
+
+	(void)f;
+	if (!m->stacks_file)
+		return 0;
+	out = json_object_get(o, "outputs");
+	if (!out && set(o, "outputs", out = json_object()))
+		return -ENOMEM;
+	if (set(out, "stacks", json_string(m->stacks_file)) || set(o, "stacks", st = json_object()))
+		return -ENOMEM;
+	return fields_put(st, stacks_rows, N(stacks_rows), m);
+}
+
 static const struct field proc_rows[] = {
 	{NULL, "pid", F_I32, AT(struct manifest_proc, pid)},
 	{NULL, "ppid", F_I32, AT(struct manifest_proc, ppid)},
@@ -245,6 +276,7 @@ static int get_running(json_t *o, const struct field *f, struct manifest *m);
 static int get_procs(json_t *o, const struct field *f, struct manifest *m);
 static int get_by_type(json_t *o, const struct field *f, struct manifest *m);
 static int get_drop_reasons(json_t *o, const struct field *f, struct manifest *m);
+static int get_stacks(json_t *o, const struct field *f, struct manifest *m);
 
 static const struct field manifest_rows[] = {
 	{NULL, "format_version", F_SUB, .put = put_version},
@@ -265,6 +297,7 @@ static const struct field manifest_rows[] = {
 	{"mechanisms", "btf", F_STR, M(btf_source)},
 	{"mechanisms", NULL, F_SUB, .put = put_preload},
 	{NULL, "libraries", F_SUB, .put = put_libraries, .get = get_libraries},
+	{NULL, "stacks", F_SUB, .put = put_stacks, .get = get_stacks},
 	{"events", "total", F_U64, M(events_total)},
 	{"events", "by_type", F_SUB, .put = put_by_type, .get = get_by_type},
 	{"drops", NULL, F_SUB, .put = put_drop_reasons, .get = get_drop_reasons},
@@ -476,6 +509,22 @@ static int get_drop_reasons(json_t *o, const struct field *f, struct manifest *m
 	for (int i = 0; i < MT_DROP_NR; i++)
 		m->drops[i] = get_u64(o, records__drops[i].key, &err);
 	return err;
+}
+
+static int get_stacks(json_t *o, const struct field *f, struct manifest *m)
+{
+	int err = 0;
+	json_t *out = get(o, "outputs", JSON_OBJECT, &err), *st;
+	json_t *file = get(out, "stacks", JSON_STRING, &err);
+
+	(void)f;
+	if (err || !file)
+		return err;
+	m->stacks_file = strdup(json_string_value(file));
+	if (!m->stacks_file)
+		return -ENOMEM;
+	st = get(o, "stacks", JSON_OBJECT, &err);
+	return err ? err : fields_get(st, stacks_rows, N(stacks_rows), m);
 }
 
 int manifest__parse(struct manifest *m, json_t *root)

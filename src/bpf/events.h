@@ -30,6 +30,7 @@ typedef int64_t mt_s64;
 
 enum mt_event_type {
 	MT_EV_NONE = 0,
+	/* The allocation records (1..4, contiguous): aux = stack (see struct mt_event). */
 	MT_EV_MALLOC = 1, /* size */
 	MT_EV_CALLOC = 2, /* size = nmemb * size (saturated) */
 	MT_EV_REALLOC = 3, /* size, old_addr (0 = none) */
@@ -65,7 +66,12 @@ struct mt_event {
 	mt_u32 type; /* enum mt_event_type */
 	mt_s32 pid; /* thread-group id that owns the memory */
 	mt_s32 tid; /* task that did it */
-	mt_u32 aux; /* member for RSS/RMAP, 0 otherwise */
+	/* RSS/RMAP: member. Allocation records (--stacks): the call stack, 0 = none; written by a
+	 * source as its own reference (the interposer: a ref into the shared stack area,
+	 * src/preload/stack_abi.h), which the source translates to the stack file's id
+	 * (stack_sink__stack, src/stacks/stack_sink.h) before dispatching the record. 0 for all
+	 * other records and without --stacks. Never written to the artifact. */
+	mt_u32 aux;
 	mt_u64 ts; /* CLOCK_MONOTONIC, ns (bpf_ktime_get_ns) */
 	mt_u64 addr; /* returned / freed / page address; 0 when none */
 	mt_u64 size; /* bytes, parent pid, or signed pages (see type) */

@@ -31,6 +31,9 @@ static const char track_usage[] =
 	"                        preload: an LD_PRELOAD interposer for glibc and libstdc++ (in\n"
 	"                        process, ~10x cheaper per call), uprobes for the rest;\n"
 	"                        auto: preload when it can be set up (for now)\n"
+	"      --stacks          also record the call stack of every allocation (env\n"
+	"                        MEMTRACK_STACKS=1) in DIR/<pid>.memtrack.stacks, for `memtrack\n"
+	"                        report`; taken in process with --alloc-hooks preload (libunwind)\n"
 	"      --sync-detach     detach the probes before exiting (default: a child process does\n"
 	"                        it once the outputs are written, off the command's critical path)\n"
 	"  -q, --quiet           no summary at the end\n"
@@ -83,7 +86,7 @@ static bool env_flag(const char *name, bool *val)
 int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_argv[4])
 {
 	enum { OPT_RMAP = 256, OPT_NO_RMAP, OPT_RING_SIZE, OPT_RSS_STEP, OPT_SYNC_DETACH,
-	       OPT_ALLOC_HOOKS };
+	       OPT_ALLOC_HOOKS, OPT_STACKS, OPT_NO_STACKS };
 	static const struct option longopts[] = {
 		{"output", required_argument, NULL, 'o'},
 		{"rmap", no_argument, NULL, OPT_RMAP},
@@ -92,6 +95,8 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 		{"rss-step", required_argument, NULL, OPT_RSS_STEP},
 		{"sync-detach", no_argument, NULL, OPT_SYNC_DETACH},
 		{"alloc-hooks", required_argument, NULL, OPT_ALLOC_HOOKS},
+		{"stacks", no_argument, NULL, OPT_STACKS},
+		{"no-stacks", no_argument, NULL, OPT_NO_STACKS},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
@@ -99,7 +104,7 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 	};
 	const char *hooks = getenv("MEMTRACK_ALLOC_HOOKS");
 	enum alloc_hooks mode = ALLOC_HOOKS_UPROBE;
-	int c, rmap_flag = -1;
+	int c, rmap_flag = -1, stacks_flag = -1;
 	uint64_t v;
 
 	memset(o, 0, sizeof(*o));
@@ -141,6 +146,10 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 		case OPT_ALLOC_HOOKS:
 			hooks = optarg;
 			break;
+		case OPT_STACKS:
+		case OPT_NO_STACKS:
+			stacks_flag = c == OPT_STACKS;
+			break;
 		case 'q':
 			o->quiet = true;
 			break;
@@ -168,6 +177,10 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 	else if (!env_flag("MEMTRACK_TRACK_RMAP", &o->rmap) &&
 		 !env_flag("CODSPEED_MEMTRACK_TRACK_RMAP", &o->rmap))
 		env_flag("CODSPEED_MEMTRACK_TRACK_PHYSICAL", &o->rmap);
+	if (stacks_flag >= 0)
+		o->stacks = stacks_flag;
+	else
+		env_flag("MEMTRACK_STACKS", &o->stacks);
 
 	if (optind >= argc) {
 		log__error("no command given. Usage: memtrack track \"CMD\" or memtrack track -- "

@@ -81,6 +81,11 @@ void *pl_boot_alloc(size_t size, size_t align) PL_HIDDEN;
 int pl_boot_owns(const void *p) PL_HIDDEN;
 size_t pl_boot_size(const void *p) PL_HIDDEN;
 
+/* --stacks (preload_stack.c): set once the stack area is mapped; the stack of the calling
+ * allocation as a ref for aux (0: none). */
+extern int pl_stacks_on PL_HIDDEN;
+uint32_t pl_stack_capture(void) PL_HIDDEN;
+
 int pl_thread_prepare(struct pl_thread *t) PL_HIDDEN;
 int pl_wait_room(struct pl_thread *t) PL_HIDDEN;
 uint64_t pl_now(void) PL_HIDDEN;
@@ -91,6 +96,8 @@ static inline void pl_emit(struct pl_thread *t, uint32_t type, uint64_t addr, ui
 			   uint64_t old)
 {
 	struct mt_event *e;
+	/* the allocation records (1..4) carry their stack */
+	uint32_t aux = pl_unlikely(pl_stacks_on) && type - MT_EV_MALLOC < 4 ? pl_stack_capture() : 0;
 
 	if (pl_unlikely(!t->slot || t->gen != __atomic_load_n(pl.wipe, __ATOMIC_RELAXED)) &&
 	    pl_thread_prepare(t))
@@ -101,7 +108,7 @@ static inline void pl_emit(struct pl_thread *t, uint32_t type, uint64_t addr, ui
 	e->type = type;
 	e->pid = t->pid;
 	e->tid = t->tid;
-	e->aux = 0;
+	e->aux = aux;
 	e->ts = pl_now();
 	e->addr = addr;
 	e->size = size;

@@ -31,6 +31,10 @@ struct shm_source {
 	uint64_t safe_ns; /* every BPF record older than this has been dispatched */
 	uint64_t last_delivered; /* by the last drain */
 	struct shm_heap_ent *heap; /* the k-way merge by timestamp, nr_slots entries */
+	struct {
+		uint32_t (*fn)(void *ctx, const struct mt_event *ev);
+		void *ctx;
+	} stacks; /* --stacks: aux translation (shm_source__set_stacks) */
 };
 
 #define SHM_TAIL_EVERY 256 /* publish the tail (and wake a waiting producer) this often */
@@ -137,7 +141,16 @@ static int shm__deliver(struct shm_source *s, struct consumer *c, int32_t pid, u
 		if (next_ts > limit)
 			next_ts = limit;
 		do {
-			consumer__dispatch(c, shm__rec(s, e.slot, tail));
+			ev = shm__rec(s, e.slot, tail);
+			if (__builtin_expect(s->stacks.fn && ev->aux, 0) &&
+			    ev->type - MT_EV_MALLOC < 4) {
+				struct mt_event cp = *ev;
+
+				cp.aux = s->stacks.fn(s->stacks.ctx, ev);
+				consumer__dispatch(c, &cp);
+			} else {
+				consumer__dispatch(c, ev);
+			}
 			tail++;
 			delivered++;
 			if (!(tail % SHM_TAIL_EVERY))
@@ -262,6 +275,13 @@ int shm_source__proc_flags(const struct shm_source *s, int32_t pid)
 		if (procs[i].pid == pid)
 			flags = (int)procs[i].flags; /* the last image's */
 	return flags;
+}
+
+void shm_source__set_stacks(struct shm_source *s, uint32_t (*fn)(void *ctx, const struct mt_event *ev),
+			    void *ctx)
+{
+	s->stacks.fn = fn;
+	s->stacks.ctx = ctx;
 }
 
 void shm_source__set_ring(struct shm_source *s, const struct event_source *ring)

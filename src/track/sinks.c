@@ -1,5 +1,22 @@
 // SPDX-License-Identifier: MIT
+#include "stacks/stack_sink.h"
 #include "track/sinks.h"
+
+/* Malloc, Calloc, Realloc, AlignedAlloc: the records with a stack (docs/stacks.md). */
+_Static_assert(MT_EV_MALLOC == 1 && MT_EV_CALLOC == 2 && MT_EV_REALLOC == 3 &&
+		       MT_EV_ALIGNED_ALLOC == 4 && MT_EV_FREE == 5,
+	       "the allocation records are 1..4");
+static inline bool has_stack(uint32_t type)
+{
+	return type - MT_EV_MALLOC <= MT_EV_ALIGNED_ALLOC - MT_EV_MALLOC;
+}
+
+static void stacks_written(struct stack_sink *ss, const struct mt_event *ev, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (has_stack(ev[i].type))
+			stack_sink__alloc(ss, ev[i].aux);
+}
 
 /*
  * One sink for both, over a batch: written records are counted, then accounted in one call
@@ -17,6 +34,8 @@ static size_t sink_records(void *ctx, const struct mt_event *ev, size_t n)
 		s->write_err = err;
 	for (size_t i = 0; i < written; i++)
 		s->counts[ev[i].type]++;
+	if (s->stacks)
+		stacks_written(s->stacks, ev, written);
 	if (s->acct && written)
 		heap_acct__events(s->acct, ev, written);
 	/* the rest, one by one: a refusal may be per record (an unknown type) */
@@ -26,6 +45,8 @@ static size_t sink_records(void *ctx, const struct mt_event *ev, size_t n)
 			continue;
 		}
 		s->counts[ev[i].type]++;
+		if (s->stacks)
+			stacks_written(s->stacks, &ev[i], 1);
 		if (s->acct)
 			heap_acct__event(s->acct, &ev[i]);
 	}

@@ -70,7 +70,8 @@ int tracker__run(const struct tracker_opts *o)
 	    heap_acct__new(&t.acct))
 		goto cleanup;
 	/* before the fork: the command inherits LD_PRELOAD and the shared memory's name */
-	if (preload_setup__start(&t.pre, (enum alloc_hooks)o->alloc_hooks))
+	if (preload_setup__start(&t.pre, (enum alloc_hooks)o->alloc_hooks) ||
+	    tracker__stacks_start(&t))
 		goto cleanup;
 	/* The command is forked first, held before its exec: from a small process (no BPF maps
 	 * or ring mapped yet) the fork copies little, and its exec has little to tear down. */
@@ -87,7 +88,7 @@ int tracker__run(const struct tracker_opts *o)
 	if (!t.m.artifact || outdir__check_free(&t.out, t.manifest_name))
 		goto cleanup;
 	art_fd = outdir__create(&t.out, name);
-	if (art_fd < 0)
+	if (art_fd < 0 || tracker__stacks_open(&t))
 		goto cleanup;
 	err = watchdog__start(&t.wd);
 	if (err) {
@@ -170,6 +171,8 @@ cleanup:
 	if (art_fd >= 0) { /* created, the command never ran: no empty artifact left behind */
 		close(art_fd);
 		unlinkat(t.out.fd, t.m.artifact, 0);
+		if (t.m.stacks_file)
+			unlinkat(t.out.fd, t.m.stacks_file, 0);
 	}
 	t.m.command = NULL;
 	t.m.argv = NULL;

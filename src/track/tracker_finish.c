@@ -157,6 +157,7 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 	t->writer = t->sinks.writer = NULL;
 	if (err && !t->sinks.write_err)
 		t->sinks.write_err = err;
+	tracker__stacks_finish(t); /* logs its failure */
 
 	t->drops_total = drops_total = tracker__read_drops(t, t->m.drops);
 	bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.global), &zero, &g);
@@ -262,6 +263,7 @@ void tracker__destroy(struct tracker *t)
 	if (!t->pre_added && t->pre.shm)
 		shm_source__src(t->pre.shm)->destroy(shm_source__src(t->pre.shm));
 	artifact_writer__close(t->writer);
+	tracker__stacks_destroy(t);
 	heap_acct__free(t->acct);
 	libs__free(t->libs);
 	if (t->sigfd >= 0)

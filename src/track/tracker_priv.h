@@ -24,6 +24,7 @@
 #include "track/root_prep.h"
 #include "track/sinks.h"
 #include "track/spawn.h"
+#include "track/stack_shm.h"
 #include "track/tracker.h"
 #include "track/watchdog.h"
 
@@ -52,6 +53,8 @@ struct tracker {
 	struct root_prep root;	  /* the root executable, inspected while the programs load */
 	struct preload_setup pre; /* --alloc-hooks preload: the interposer's source */
 	bool pre_added;		  /* its source belongs to the consumer (destroyed with it) */
+	struct stack_sink *stk_sink; /* --stacks: the stacks file (tracker_stacks.c) */
+	struct stack_shm *stk_shm;   /* --stacks with preload: the interposer's stack area */
 };
 
 static inline uint64_t now_ns(clockid_t clk)
@@ -83,5 +86,11 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 /* After a finished run: the summary, the artifact's name, the processes left running. */
 void tracker__tell(struct tracker *t);
 void tracker__destroy(struct tracker *t);
+
+/* --stacks (tracker_stacks.c); each is a no-op without it */
+int tracker__stacks_start(struct tracker *t); /* before the fork: the stack area */
+int tracker__stacks_open(struct tracker *t); /* with the artifact: the file and its sink */
+int tracker__stacks_finish(struct tracker *t); /* after the drain: close, manifest keys */
+void tracker__stacks_destroy(struct tracker *t);
 
 #endif

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: MIT
+/*
+ * --stacks in the tracker: the preload path's stack area (created before the command is
+ * forked, so that it inherits its name), the stacks file and its sink (created with the
+ * artifact, while the command is held), the manifest's keys at the end. Without --stacks
+ * none of this runs and the outputs are what they were.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "common/log.h"
+#include "stacks/stack_sink.h"
+#include "track/tracker_priv.h"
+
+int tracker__stacks_start(struct tracker *t)
+{
+	const char *u = getenv("SUDO_UID"), *g = getenv("SUDO_GID");
+	uid_t uid = (uid_t)-1;
+	gid_t gid = (gid_t)-1;
+	int err;
+
+	if (!t->o->stacks || !t->pre.on)
+		return 0;
+	if (u && g && geteuid() == 0) { /* the command runs as the invoking user (preload_setup) */
+		uid = (uid_t)strtoul(u, NULL, 10);
+		gid = (gid_t)strtoul(g, NULL, 10);
+	}
+	err = stack_shm__new(&t->stk_shm, uid, gid);
+	if (err)
+		log__error("cannot create the stack area in /dev/shm: %s", strerror(-err));
+	return err;
+}
+
+int tracker__stacks_open(struct tracker *t)
+{
+	char name[32];
+	int fd, err;
+	/* how each event path takes stacks; the uprobe path takes none yet */
+	const char *unwinder = t->pre.on ? "preload=libunwind,uprobe=none" : "uprobe=none";
+
+	if (!t->o->stacks)
+		return 0;
+	snprintf(name, sizeof(name), "%d%s", t->sp.pid, STACKFILE_SUFFIX);
+	fd = outdir__create(&t->out, name); /* logs its failure */
+	if (fd < 0)
+		return fd;
+	t->m.stacks_file = strdup(name);
+	t->m.stacks_unwinder = strdup(unwinder);
+	if (!t->m.stacks_file || !t->m.stacks_unwinder) {
+		close(fd);
+		return -ENOMEM;
+	}
+	err = stack_sink__open(&t->stk_sink, fd, t->m.artifact, unwinder);
+	if (err) {
+		close(fd);
+		log__error("cannot write '%s/%s': %s", t->o->outdir, name, strerror(-err));
+		return err;
+	}
+	t->sinks.stacks = t->stk_sink;
+	if (t->stk_shm) {
+		stack_shm__set_sink(t->stk_shm, t->stk_sink);
+		shm_source__set_stacks(t->pre.shm, stack_shm__translate, t->stk_shm);
+	}
+	if (!t->pre.on)
+		log__warn("--stacks: only --alloc-hooks preload takes stacks for now; the "
+			  "allocations recorded by uprobes will have none");
+	return 0;
+}
+
+/* After the last drain, before the manifest is written: closes the file, fills the keys. */
+int tracker__stacks_finish(struct tracker *t)
+{
+	struct stack_sink_stats st = {0};
+	struct stack_shm_stats sh;
+	struct stat sb;
+	int err;
+
+	if (!t->stk_sink)
+		return 0;
+	stack_sink__stats(t->stk_sink, &st);
+	err = stack_sink__close(t->stk_sink);
+	t->stk_sink = t->sinks.stacks = NULL;
+	stack_shm__stats(t->stk_shm, &sh);
+	/* nothing reads the area any more: its name goes now (a detacher may outlive us) */
+	if (t->pre.shm)
+		shm_source__set_stacks(t->pre.shm, NULL, NULL);
+	stack_shm__free(t->stk_shm);
+	t->stk_shm = NULL;
+	t->m.stacks_allocs = st.allocs;
+	t->m.stacks_with_stack = st.with_stack;
+	t->m.stacks_distinct = st.stacks;
+	t->m.stacks_modules = st.modules;
+	t->m.stacks_unwind_failed = sh.failed;
+	t->m.stacks_area_full = sh.full;
+	t->m.stacks_bad_ref = sh.bad;
+	if (!fstatat(t->out.fd, t->m.stacks_file, &sb, AT_SYMLINK_NOFOLLOW))
+		t->m.stacks_file_bytes = (uint64_t)sb.st_size;
+	if (err)
+		log__error("cannot write '%s/%s': %s: the stacks file is cut", t->o->outdir,
+			   t->m.stacks_file, strerror(-err));
+	return err;
+}
+
+void tracker__stacks_destroy(struct tracker *t)
+{
+	stack_sink__close(t->stk_sink);
+	t->stk_sink = t->sinks.stacks = NULL;
+	stack_shm__free(t->stk_shm);
+	t->stk_shm = NULL;
+	free(t->m.stacks_file);
+	free(t->m.stacks_unwinder);
+	t->m.stacks_file = t->m.stacks_unwinder = NULL;
+}
