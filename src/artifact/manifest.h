@@ -78,6 +78,9 @@ struct manifest {
 	uint64_t stacks_allocs, stacks_with_stack, stacks_distinct, stacks_modules;
 	uint64_t stacks_unwind_failed, stacks_area_full, stacks_bad_ref; /* ... without one */
 	uint64_t stacks_file_bytes;
+	/* the uprobe path: stacks the BPF side could not copy (ring full, sp unmapped), unwound
+	 * in part, the ring bytes of the records that carried one, the time spent unwinding */
+	uint64_t stacks_not_copied, stacks_truncated, stacks_ring_bytes, stacks_unwind_ns;
 
 	/* accounting */
 	uint64_t counts[MT_EV_TYPE_MAX]; /* per event type written to the artifact */

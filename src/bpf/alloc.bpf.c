@@ -49,25 +49,49 @@ static __always_inline void mt_ustack_lost(__u32 why)
  * Copies the stack from sp upwards, a page at a time: a read that crosses into an unmapped page
  * fails whole, and the top of a stack is the end of its mapping. Returns the bytes copied.
  */
-static __always_inline __u32 mt_ustack_copy(struct mt_ustack_rec *r, __u64 sp, __u32 want)
+static __always_inline __u32 mt_ustack_copy(struct mt_ustack_rec *r, __u64 sp, __u64 want)
 {
-	__u32 done = 0;
+	__u64 done = 0;
 
 	for (int i = 0; i < MT_USTACK_MAX / 4096 + 1; i++) {
-		__u32 n = 4096 - ((sp + done) & 4095);
+		__u64 n = 4096 - ((sp + done) & 4095);
 
 		if (done >= want || done > MT_USTACK_MAX)
 			break;
 		if (n > want - done)
 			n = want - done;
-		n &= 8191; /* bounds for the verifier: n <= 4096 already */
-		if (n > 4096)
+		if (n == 0 || n > 4096) /* cannot be: says so to the verifier */
 			break;
 		if (bpf_probe_read_user(&r->data[done], n, (void *)(sp + done)))
 			break;
 		done += n;
 	}
 	return done;
+}
+
+/*
+ * The return addresses above sp that uretprobes replaced with the trampoline: the kernel keeps
+ * the originals in the task's return instances, newest first. The newest is the allocator's own
+ * (its slot is below sp); the others are probed functions in progress further up (dlopen).
+ */
+static __always_inline void mt_ustack_rets(struct mt_ustack_rec *r, __u64 sp)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct return_instance *ri = BPF_CORE_READ(task, utask, return_instances);
+	__u32 n = 0;
+
+	for (int i = 0; i < 8 && ri && n < MT_USTACK_RETS; i++) {
+		__u64 slot = BPF_CORE_READ(ri, stack);
+
+		if (slot >= sp) {
+			r->us.rets[n][0] = slot;
+			r->us.rets[n][1] = BPF_CORE_READ(ri, orig_ret_vaddr);
+			n++;
+		}
+		ri = BPF_CORE_READ(ri, next);
+	}
+	r->us.nr_rets = n;
+	r->us.pad = 0;
 }
 
 /*
@@ -113,6 +137,7 @@ static __always_inline void mt_emit_alloc(struct pt_regs *ctx, __u32 type, __u32
 	r->us.regs[MT_UREG_R15] = ctx->r15;
 	r->us.size = got;
 	r->us.flags = got == want ? MT_USTACK_CUT : 0;
+	mt_ustack_rets(r, sp);
 	len = sizeof(r->ev) + sizeof(r->us) + got;
 	if (len > sizeof(*r))
 		return; /* cannot happen: the copy is bounded; the verifier wants it said */

@@ -99,12 +99,20 @@ enum mt_ustack_reg {
 	MT_UREG_NR,
 };
 
+#define MT_USTACK_RETS 4
+
 struct mt_ustack {
 	mt_u64 regs[MT_UREG_NR]; /* enum mt_ustack_reg */
 	mt_u32 size; /* bytes of stack after this header */
 	mt_u32 flags; /* MT_USTACK_* */
+	/* Return addresses in the copy that the kernel replaced with its uretprobe trampoline
+	 * (a probed function still running further up: dlopen): where (the stack slot) and what
+	 * was there. The unwinder reads the original instead. */
+	mt_u32 nr_rets;
+	mt_u32 pad;
+	mt_u64 rets[MT_USTACK_RETS][2]; /* slot address, original return address */
 };
-_Static_assert(sizeof(struct mt_ustack) == 72, "struct mt_ustack is part of the record ABI");
+_Static_assert(sizeof(struct mt_ustack) == 144, "struct mt_ustack is part of the record ABI");
 
 #define MT_USTACK_MAX	 (16 * 1024) /* bytes of stack a record can carry */
 #define MT_USTACK_CUT	 (1u << 0)   /* the copy stopped at the requested size, not at the end of

@@ -43,6 +43,8 @@ struct record_field_desc {
 #define REC_CONTROL (1u << 2) /* steers the consumer; never written, never accounted */
 #define REC_IMAGE_END (1u << 3) /* ends a process image (Exec, Exit): the consumer first delivers
 				  * the image's older records from the other sources */
+#define REC_LAYOUT (1u << 5) /* starts a process' address-space layout (Fork, Exec): the
+			      * consumer's stack hook sees it, in ring order (track/consumer.h) */
 #define REC_VARLEN (1u << 4) /* may be longer than struct mt_event: with --stacks, a struct
 			      * mt_ustack and the stack bytes follow (events.h) */
 

@@ -115,6 +115,21 @@ static void uw_drop_dwfl(struct uw_proc *p)
 	p->gen = ++uw_gens;
 }
 
+/* The word at addr as the process had it: from the copy, with the return addresses the kernel
+ * hijacked for uretprobes put back. False when addr is outside the copy. */
+static bool uw_word(const struct mt_ustack *us, const uint8_t *stack, uint64_t addr, uint64_t *v)
+{
+	uint64_t sp = us->regs[MT_UREG_SP];
+
+	if (addr < sp || addr - sp > us->size || us->size - (addr - sp) < sizeof(*v))
+		return false;
+	memcpy(v, stack + (addr - sp), sizeof(*v));
+	for (uint32_t i = 0; i < us->nr_rets && i < MT_USTACK_RETS; i++)
+		if (us->rets[i][0] == addr)
+			*v = us->rets[i][1];
+	return true;
+}
+
 /* --- remembered unwinds (struct uw_memo) ------------------------------------------------------ */
 
 /* The callee-saved registers, the ones a walk may use as addresses */
@@ -152,12 +167,9 @@ static bool uw_memo_match(const struct uw_memo *m, const struct uw_proc *p,
 			return false;
 	}
 	for (uint32_t i = 0; i < m->nr_reads; i++) {
-		uint64_t a = m->reads[i][0], v;
+		uint64_t v;
 
-		if (a - sp > us->size || us->size - (a - sp) < sizeof(v))
-			return false;
-		memcpy(&v, stack + (a - sp), sizeof(v));
-		if (v != m->reads[i][1])
+		if (!uw_word(us, stack, m->reads[i][0], &v) || v != m->reads[i][1])
 			return false;
 	}
 	return true;
@@ -284,14 +296,14 @@ static bool uw_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
 static bool uw_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
 {
 	struct uw_proc *p = arg;
-	uint64_t sp = p->us->regs[MT_UREG_SP];
+	uint64_t v;
 
 	(void)dwfl;
-	if (addr < sp || addr - sp > p->us->size || p->us->size - (addr - sp) < sizeof(*result)) {
+	if (!uw_word(p->us, p->stack, addr, &v)) {
 		p->out_of_slice = true;
 		return false;
 	}
-	memcpy(result, p->stack + (addr - sp), sizeof(*result));
+	*result = v;
 	if (p->nr_reads < UW_MAX_READS) {
 		p->reads[p->nr_reads][0] = addr;
 		p->reads[p->nr_reads][1] = *result;
@@ -351,8 +363,9 @@ static Dwfl *uw_dwfl(struct uw_proc *p)
 	return p->dwfl;
 }
 
-/* The interned module of a Dwfl_Module (cached in its userdata). */
-static struct unwind_module *uw_module(struct unwind_dwfl *u, Dwfl_Module *m)
+/* The module of a Dwfl_Module: one per process and file (cached in its userdata), kept until
+ * the end, since remembered unwinds point at it. */
+static struct unwind_module *uw_module(struct unwind_dwfl *u, Dwfl_Module *m, Dwarf_Addr bias)
 {
 	void **userdata;
 	const char *name = dwfl_module_info(m, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
@@ -363,17 +376,6 @@ static struct unwind_module *uw_module(struct unwind_dwfl *u, Dwfl_Module *m)
 
 	if (*userdata)
 		return *userdata;
-	blen = dwfl_module_build_id(m, &bits, &at);
-	if (blen < 0 || blen > 20)
-		blen = 0;
-	for (size_t i = 0; i < u->nr_mods; i++) {
-		um = u->mods[i];
-		if (um->build_id_len == blen && !memcmp(um->build_id, bits, (size_t)blen) &&
-		    !strcmp(um->path, name ? name : "")) {
-			*userdata = um;
-			return um;
-		}
-	}
 	if (u->nr_mods == u->cap_mods) {
 		size_t cap = u->cap_mods ? u->cap_mods * 2 : 64;
 		struct unwind_module **v = realloc(u->mods, cap * sizeof(*v));
@@ -388,8 +390,12 @@ static struct unwind_module *uw_module(struct unwind_dwfl *u, Dwfl_Module *m)
 		free(um);
 		return NULL;
 	}
-	memcpy(um->build_id, bits, (size_t)blen);
-	um->build_id_len = (uint8_t)blen;
+	blen = dwfl_module_build_id(m, &bits, &at);
+	if (blen > 0 && blen <= (int)sizeof(um->build_id)) {
+		memcpy(um->build_id, bits, (size_t)blen);
+		um->build_id_len = (uint8_t)blen;
+	}
+	um->bias = bias;
 	u->mods[u->nr_mods++] = um;
 	*userdata = um;
 	return um;
@@ -417,7 +423,7 @@ static int uw_frame(Dwfl_Frame *state, void *arg)
 	f = &w->res->frames[w->res->nr++];
 	/* every frame is a return address: the call is the byte before */
 	m = dwfl_addrmodule(w->dwfl, pc - 1);
-	f->mod = m && dwfl_module_getelf(m, &bias) ? uw_module(w->u, m) : NULL;
+	f->mod = m && dwfl_module_getelf(m, &bias) ? uw_module(w->u, m, bias) : NULL;
 	f->vaddr = f->mod ? pc - bias : pc;
 	return DWARF_CB_OK;
 }

@@ -19,12 +19,13 @@
 #include "bpf/events.h"
 #include "stacks/stackfile.h"
 
-/* An ELF object frames are in, interned by (path, build-id) across processes. */
+/* An ELF object frames are in, as one process mapped it (one per process and file). */
 struct unwind_module {
 	char *path; /* as /proc/PID/maps named it */
+	uint64_t bias; /* load address - ELF vaddr */
 	uint8_t build_id[20];
 	uint8_t build_id_len;
-	uint32_t id; /* the caller's, e.g. the stack file's module id; 0 until it sets one */
+	uint32_t id; /* the caller's, e.g. the stack sink's module id; 0 until it sets one */
 };
 
 struct unwind_frame {

@@ -68,6 +68,11 @@ void consumer__dispatch(struct consumer *c, const struct mt_event *ev)
 	}
 	if (c->order.fn && records__has(ev->type, REC_IMAGE_END))
 		c->order.fn(c->order.ctx, c, ev);
+	if (c->stack.fn && records__has(ev->type, REC_LAYOUT)) {
+		struct mt_event copy = *ev;
+
+		c->stack.fn(c->stack.ctx, &copy, NULL, 0);
+	}
 	c->batch[c->nr_batch++] = *ev;
 	if (c->nr_batch == CONSUMER_BATCH)
 		consumer__flush(c);

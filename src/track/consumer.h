@@ -24,7 +24,8 @@ typedef size_t (*consumer_sink_fn)(void *ctx, const struct mt_event *ev, size_t 
 typedef int (*consumer_control_fn)(void *ctx, const struct mt_event *ev);
 /* Takes what follows the header of a longer record (REC_VARLEN: a struct mt_ustack and the stack
  * bytes, len bytes in all), before the header is batched; may set ev->aux (the stack id). The
- * payload is released on return. */
+ * payload is released on return. Also called with len 0 for REC_LAYOUT records (Fork, Exec), in
+ * ring order, so that the stacks after them are read against the right layout. */
 typedef void (*consumer_stack_fn)(void *ctx, struct mt_event *ev, const void *payload,
 				  size_t len);
 

@@ -63,6 +63,23 @@ static int tracker__nr_cpus(void)
 	return want > n ? want : n;
 }
 
+/*
+ * --stacks: bytes of user stack the BPF side copies per allocation (MEMTRACK_STACK_BYTES,
+ * default USTACK_DEFAULT_BYTES, at most MT_USTACK_MAX). Deeper stacks come out truncated.
+ */
+#define USTACK_DEFAULT_BYTES 8192
+static uint32_t tracker__ustack_bytes(void)
+{
+	const char *env = getenv("MEMTRACK_STACK_BYTES");
+	unsigned long n = env ? strtoul(env, NULL, 0) : USTACK_DEFAULT_BYTES;
+
+	if (n < 64)
+		n = 64;
+	if (n > MT_USTACK_MAX)
+		n = MT_USTACK_MAX;
+	return (uint32_t)n & ~7u;
+}
+
 /* Opens the skeleton against the BTF in t->btf, configures and loads it for t->rmap's backend.
  * Returns 0 or -errno. */
 static int tracker__open_load(struct tracker *t, bool multi)
@@ -81,6 +98,7 @@ static int tracker__open_load(struct tracker *t, bool multi)
 	s->rodata->mt_rss_step = t->o->rss_step;
 	s->rodata->mt_stop_on_exec = true;
 	s->rodata->mt_rmap = backend;
+	s->rodata->mt_ustack_bytes = t->o->stacks ? tracker__ustack_bytes() : 0;
 	rmap_backend__set_autoload(s, backend, &t->rmap);
 	bpf_map__set_max_entries(s->maps.events, t->o->ring_bytes);
 	/* wake the consumer at 256 KiB pending, or at a quarter of a smaller ring: the ring must

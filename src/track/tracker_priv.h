@@ -24,6 +24,7 @@
 #include "track/root_prep.h"
 #include "track/sinks.h"
 #include "track/spawn.h"
+#include "stacks/ustack.h"
 #include "track/stack_shm.h"
 #include "track/tracker.h"
 #include "track/watchdog.h"
@@ -55,6 +56,7 @@ struct tracker {
 	bool pre_added;		  /* its source belongs to the consumer (destroyed with it) */
 	struct stack_sink *stk_sink; /* --stacks: the stacks file (tracker_stacks.c) */
 	struct stack_shm *stk_shm;   /* --stacks with preload: the interposer's stack area */
+	struct ustack *ustk;	     /* --stacks: the uprobe path's stacks (stacks/ustack.h) */
 };
 
 static inline uint64_t now_ns(clockid_t clk)

@@ -42,6 +42,7 @@ static int control_exec_stopped(void *ctx, const struct mt_event *ev)
 	}
 	t->ctl_stops++;
 	if (ev->type == MT_EV_CTL_DLOPEN_STOPPED) {
+		ustack__dlopen(t->ustk, ev->pid); /* stopped: its maps are complete */
 		err = libs__inspect_maps(t->libs, ev->pid);
 		if (err < 0 && err != -ENOENT && err != -ESRCH)
 			log__warn("process %d: cannot inspect its mappings after dlopen: %s",
@@ -157,6 +158,8 @@ int tracker__setup_loop(struct tracker *t)
 	if (err)
 		return err;
 	consumer__set_control(&t->cons, control_exec_stopped, t);
+	if (t->ustk)
+		consumer__set_stack(&t->cons, ustack__record, t->ustk);
 	if (t->pre.on) {
 		shm_source__set_ring(t->pre.shm, src);
 		err = consumer__add_source(&t->cons, shm_source__src(t->pre.shm));

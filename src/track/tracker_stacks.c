@@ -6,12 +6,15 @@
  * none of this runs and the outputs are what they were.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include "common/log.h"
 #include "stacks/stack_sink.h"
 #include "track/tracker_priv.h"
@@ -39,8 +42,8 @@ int tracker__stacks_open(struct tracker *t)
 {
 	char name[32];
 	int fd, err;
-	/* how each event path takes stacks; the uprobe path takes none yet */
-	const char *unwinder = t->pre.on ? "preload=libunwind,uprobe=none" : "uprobe=none";
+	/* how each event path takes stacks */
+	const char *unwinder = t->pre.on ? "preload=libunwind,uprobe=dwfl" : "uprobe=dwfl";
 
 	if (!t->o->stacks)
 		return 0;
@@ -65,10 +68,25 @@ int tracker__stacks_open(struct tracker *t)
 		stack_shm__set_sink(t->stk_shm, t->stk_sink);
 		shm_source__set_stacks(t->pre.shm, stack_shm__translate, t->stk_shm);
 	}
-	if (!t->pre.on)
-		log__warn("--stacks: only --alloc-hooks preload takes stacks for now; the "
-			  "allocations recorded by uprobes will have none");
-	return 0;
+	/* allocators served by uprobes (every one without preload; with it, the others) */
+	err = ustack__new(&t->ustk, t->stk_sink);
+	if (err)
+		log__error("cannot set up the unwinder: %s", strerror(-err));
+	return err;
+}
+
+/* Stacks the BPF side could not copy or fit in the ring (their records went without). */
+static uint64_t tracker__ustack_lost(struct tracker *t)
+{
+	int ncpu = libbpf_num_possible_cpus(), fd = bpf_map__fd(t->skel->maps.ustack_lost);
+	uint64_t total = 0, *vals = calloc(ncpu, sizeof(*vals));
+
+	for (__u32 r = 0; vals && r < MT_USTACK_LOST_NR; r++)
+		if (!bpf_map_lookup_elem(fd, &r, vals))
+			for (int c = 0; c < ncpu; c++)
+				total += vals[c];
+	free(vals);
+	return total;
 }
 
 /* After the last drain, before the manifest is written: closes the file, fills the keys. */
@@ -76,12 +94,19 @@ int tracker__stacks_finish(struct tracker *t)
 {
 	struct stack_sink_stats st = {0};
 	struct stack_shm_stats sh;
+	struct ustack_stats us;
 	struct stat sb;
 	int err;
 
 	if (!t->stk_sink)
 		return 0;
 	stack_sink__stats(t->stk_sink, &st);
+	ustack__stats(t->ustk, &us);
+	log__debug(LOG_VERBOSE,
+		   "uprobe stacks: %" PRIu64 " records, %" PRIu64 " ring bytes, %" PRIu64
+		   " unwound from memory, %" PRIu64 " failed, %" PRIu64 " truncated, %.1f ms",
+		   us.records, us.bytes, us.remembered, us.failed, us.truncated,
+		   us.unwind_ns / 1e6);
 	err = stack_sink__close(t->stk_sink);
 	t->stk_sink = t->sinks.stacks = NULL;
 	stack_shm__stats(t->stk_shm, &sh);
@@ -94,7 +119,11 @@ int tracker__stacks_finish(struct tracker *t)
 	t->m.stacks_with_stack = st.with_stack;
 	t->m.stacks_distinct = st.stacks;
 	t->m.stacks_modules = st.modules;
-	t->m.stacks_unwind_failed = sh.failed;
+	t->m.stacks_unwind_failed = sh.failed + us.failed + us.bad;
+	t->m.stacks_truncated = us.truncated;
+	t->m.stacks_ring_bytes = us.bytes;
+	t->m.stacks_unwind_ns = us.unwind_ns;
+	t->m.stacks_not_copied = tracker__ustack_lost(t);
 	t->m.stacks_area_full = sh.full;
 	t->m.stacks_bad_ref = sh.bad;
 	if (!fstatat(t->out.fd, t->m.stacks_file, &sb, AT_SYMLINK_NOFOLLOW))
@@ -107,6 +136,8 @@ int tracker__stacks_finish(struct tracker *t)
 
 void tracker__stacks_destroy(struct tracker *t)
 {
+	ustack__free(t->ustk);
+	t->ustk = NULL;
 	stack_sink__close(t->stk_sink);
 	t->stk_sink = t->sinks.stacks = NULL;
 	stack_shm__free(t->stk_shm);

@@ -20,7 +20,8 @@
 #include "../lib/mt_check.h"
 #include "stacks/stackfile.h"
 
-static const char *const stacks_opts[] = {"--alloc-hooks", "preload", "--stacks", NULL};
+static const char *const preload_opts[] = {"--alloc-hooks", "preload", "--stacks", NULL};
+static const char *const uprobe_opts[] = {"--alloc-hooks", "uprobe", "--stacks", NULL};
 
 /* [lo, hi) of a function in path's .symtab; fails the test when absent. */
 static void sym_range(const char *path, const char *name, uint64_t *lo, uint64_t *hi)
@@ -93,10 +94,11 @@ static const struct {
 	[5] = {{DL_ALLOC, MAIN}, 2, MT_EV_ALIGNED_ALLOC, 3, 3 * 512},
 };
 
-static void test_stacks_preload(void **state)
+/* The whole check, for one event path: opts select it, unwinder is the header's string. */
+static void check_stacks(void **state, const char *const *opts, const char *unwinder)
 {
 	struct mt_run *r;
-	struct mt_run_opts o = {.track_opts = stacks_opts};
+	struct mt_run_opts o = {.track_opts = opts};
 	struct expect_fn fns[NR_FN] = {
 		[B] = {"stacks", "b"}, [A] = {"stacks", "a"}, [MAIN] = {"stacks", "main"},
 		[C] = {"stacks", "c"}, [D] = {"stacks", "d"}, [THREAD_MAIN] = {"stacks", "thread_main"},
@@ -123,8 +125,8 @@ static void test_stacks_preload(void **state)
 	snprintf(path, sizeof(path), "%s/%d%s", r->out, r->root_pid, STACKFILE_SUFFIX);
 	rc = stackfile__read(path, &sf);
 	MT_CHECK(r, rc == 0, "cannot read %s: %s", path, strerror(-rc));
-	MT_CHECK(r, !strcmp(sf.unwinder, "preload=libunwind,uprobe=none"), "unwinder %s",
-		 sf.unwinder);
+	MT_CHECK(r, !strcmp(sf.unwinder, unwinder), "unwinder %s, want %s", sf.unwinder,
+		 unwinder);
 
 	/* one id per allocation record of the artifact, in its order */
 	for (size_t i = 0; i < r->nr_ev; i++)
@@ -195,6 +197,18 @@ static void test_stacks_preload(void **state)
 	stackfile__free(&sf);
 }
 
+static void test_stacks_preload(void **state)
+{
+	check_stacks(state, preload_opts, "preload=libunwind,uprobe=dwfl");
+}
+
+/* The uprobe path: the BPF side copies the stack at the allocator's return, memtrack unwinds it
+ * with libdwfl (stacks/unwind_dwfl.c); the same paths, frames and counts. */
+static void test_stacks_uprobe(void **state)
+{
+	check_stacks(state, uprobe_opts, "uprobe=dwfl");
+}
+
 /* Without --stacks: no stacks file, no stacks keys in the manifest. */
 static void test_no_stacks(void **state)
 {
@@ -216,6 +230,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_stacks_preload, mt_teardown),
+		cmocka_unit_test_teardown(test_stacks_uprobe, mt_teardown),
 		cmocka_unit_test_teardown(test_no_stacks, mt_teardown),
 	};
 
