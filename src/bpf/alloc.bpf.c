@@ -106,7 +106,7 @@ static __always_inline void mt_emit_alloc(struct pt_regs *ctx, __u32 type, __u32
 {
 	struct mt_ustack_rec *r;
 	__u32 zero = 0, want = mt_ustack_bytes, got;
-	__u64 sp, len, flags = BPF_RB_NO_WAKEUP;
+	__u64 sp, len, pending, flags = BPF_RB_NO_WAKEUP;
 
 	if (!want || !(r = bpf_map_lookup_elem(&ustack_scratch, &zero))) {
 		mt_emit(type, tgid, tid, addr, size, old_addr);
@@ -141,7 +141,15 @@ static __always_inline void mt_emit_alloc(struct pt_regs *ctx, __u32 type, __u32
 	len = sizeof(r->ev) + sizeof(r->us) + got;
 	if (len > sizeof(*r))
 		return; /* cannot happen: the copy is bounded; the verifier wants it said */
-	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + len >= mt_wakeup_bytes)
+	pending = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	/* Stacks go first when the consumer falls behind: past half the ring, records are written
+	 * without one, so that the ring's other half still takes every record. */
+	if (pending + len > bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 2) {
+		mt_ustack_lost(MT_USTACK_LOST_RING);
+		mt_emit(type, tgid, tid, addr, size, old_addr);
+		return;
+	}
+	if (pending + len >= mt_wakeup_bytes)
 		flags = BPF_RB_FORCE_WAKEUP;
 	if (bpf_ringbuf_output(&events, r, len, flags)) {
 		/* no room for the stack: the record alone still may fit */

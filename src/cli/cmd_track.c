@@ -105,6 +105,7 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 	const char *hooks = getenv("MEMTRACK_ALLOC_HOOKS");
 	enum alloc_hooks mode = ALLOC_HOOKS_UPROBE;
 	int c, rmap_flag = -1, stacks_flag = -1;
+	bool ring_given = false;
 	uint64_t v;
 
 	memset(o, 0, sizeof(*o));
@@ -132,6 +133,7 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 			o->ring_bytes = 4096;
 			while (o->ring_bytes < v)
 				o->ring_bytes <<= 1;
+			ring_given = true;
 			break;
 		case OPT_RSS_STEP:
 			if (parse_size(optarg, &v) || v > (1ull << 40)) {
@@ -181,6 +183,10 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 		o->stacks = stacks_flag;
 	else
 		env_flag("MEMTRACK_STACKS", &o->stacks);
+	/* uprobe stacks make allocation records ~2-8 KiB (events.h): a ring of the same record
+	 * count; the BPF side keeps half of it for records without one */
+	if (o->stacks && !ring_given)
+		o->ring_bytes = 64 << 20;
 
 	if (optind >= argc) {
 		log__error("no command given. Usage: memtrack track \"CMD\" or memtrack track -- "

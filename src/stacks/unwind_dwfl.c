@@ -52,6 +52,7 @@ struct uw_memo {
 	uint32_t in_stack; /* bit r: regs[r] pointed into the copy */
 	uint32_t nr_reads;
 	uint32_t nr;
+	uint32_t size; /* of the copy: where a truncated walk ran out */
 	bool truncated;
 	uint64_t (*reads)[2];
 	struct unwind_frame frames[];
@@ -157,7 +158,7 @@ static bool uw_memo_match(const struct uw_memo *m, const struct uw_proc *p,
 	uint64_t sp = us->regs[MT_UREG_SP];
 
 	if (m->pid != p->pid || m->gen != p->gen || m->regs[MT_UREG_IP] != us->regs[MT_UREG_IP] ||
-	    m->regs[MT_UREG_SP] != sp)
+	    m->regs[MT_UREG_SP] != sp || (m->truncated && m->size != us->size))
 		return false;
 	for (size_t i = 0; i < sizeof(uw_addr_regs) / sizeof(uw_addr_regs[0]); i++) {
 		int r = uw_addr_regs[i];
@@ -175,14 +176,15 @@ static bool uw_memo_match(const struct uw_memo *m, const struct uw_proc *p,
 	return true;
 }
 
-/* Remembers the walk just made (not a truncated one: its end depended on the copy's size). */
+/* Remembers the walk just made; a truncated one only serves copies of the same size (the same
+ * slice: its walk ran out at the same word). */
 static void uw_memo_put(struct uw_memo **slot, const struct uw_proc *p,
 			const struct unwind_result *res)
 {
 	size_t fsz = res->nr * sizeof(res->frames[0]), rsz = p->nr_reads * sizeof(p->reads[0]);
 	struct uw_memo *m;
 
-	if (res->truncated || p->nr_reads > UW_MAX_READS)
+	if (p->nr_reads > UW_MAX_READS)
 		return;
 	m = malloc(sizeof(*m) + fsz + rsz);
 	if (!m)
@@ -195,7 +197,8 @@ static void uw_memo_put(struct uw_memo **slot, const struct uw_proc *p,
 		if (uw_in_stack(p->us, p->us->regs[uw_addr_regs[i]]))
 			m->in_stack |= 1u << uw_addr_regs[i];
 	m->nr = res->nr;
-	m->truncated = false;
+	m->size = p->us->size;
+	m->truncated = res->truncated;
 	m->nr_reads = p->nr_reads;
 	memcpy(m->frames, res->frames, fsz);
 	m->reads = (uint64_t(*)[2])((uint8_t *)m->frames + fsz);
@@ -471,7 +474,7 @@ int unwind_dwfl__unwind(struct unwind_dwfl *u, pid_t pid, pid_t tid, const struc
 	slot = uw_memo_slot(u, p, us);
 	if (*slot && uw_memo_match(*slot, p, us, stack)) {
 		res->nr = (*slot)->nr;
-		res->truncated = false;
+		res->truncated = (*slot)->truncated;
 		memcpy(res->frames, (*slot)->frames, res->nr * sizeof(res->frames[0]));
 		u->st.remembered++;
 		err = 0;
