@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <elfutils/libdwfl.h>
 #include "stacks/unwind_dwfl.h"
+#include "stacks/unwind_step.h"
 
 #define UW_BUCKETS	    1024 /* processes, chained */
 #define UW_REREAD_NS	    (20 * 1000000ull) /* a process' maps are re-read at most this often */
@@ -65,6 +66,8 @@ struct unwind_dwfl {
 	struct uw_proc *procs[UW_BUCKETS];
 	struct uw_memo *memo[UW_CACHE_SLOTS];
 	uint64_t reads[UW_MAX_READS][2];
+	struct unwind_steps *steps;
+	bool no_fast; /* every walk by libdwfl (tests compare the two) */
 	struct unwind_module **mods; /* interned */
 	size_t nr_mods, cap_mods;
 	struct unwind_stats st;
@@ -81,7 +84,14 @@ static uint64_t uw_now(void)
 int unwind_dwfl__new(struct unwind_dwfl **u)
 {
 	*u = calloc(1, sizeof(**u));
-	return *u ? 0 : -ENOMEM;
+	if (!*u)
+		return -ENOMEM;
+	if (unwind_steps__new(&(*u)->steps)) {
+		free(*u);
+		*u = NULL;
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 static struct uw_proc **uw_slot(struct unwind_dwfl *u, pid_t pid)
@@ -296,23 +306,30 @@ static bool uw_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
 	return tid == p->tid;
 }
 
-static bool uw_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+/* A word for the walk (either kind), remembered for struct uw_memo. */
+static bool uw_read(struct uw_proc *p, uint64_t addr, uint64_t *v)
 {
-	struct uw_proc *p = arg;
-	uint64_t v;
-
-	(void)dwfl;
-	if (!uw_word(p->us, p->stack, addr, &v)) {
+	if (!uw_word(p->us, p->stack, addr, v)) {
 		p->out_of_slice = true;
 		return false;
 	}
-	*result = v;
 	if (p->nr_reads < UW_MAX_READS) {
 		p->reads[p->nr_reads][0] = addr;
-		p->reads[p->nr_reads][1] = *result;
+		p->reads[p->nr_reads][1] = *v;
 	}
 	if (p->nr_reads <= UW_MAX_READS)
 		p->nr_reads++;
+	return true;
+}
+
+static bool uw_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+	uint64_t v;
+
+	(void)dwfl;
+	if (!uw_read(arg, addr, &v))
+		return false;
+	*result = v;
 	return true;
 }
 
@@ -431,10 +448,79 @@ static int uw_frame(Dwfl_Frame *state, void *arg)
 	return DWARF_CB_OK;
 }
 
+/*
+ * The walk with cached rules (unwind_step.h): registers as the captured ones, then each frame's
+ * rule applied to them. 0 when done (res filled, maybe truncated), -EAGAIN when a frame needs
+ * libdwfl (a rule the fast path does not apply, a register it cannot know).
+ */
+static int uw_fast_walk(struct unwind_dwfl *u, struct uw_proc *p, Dwfl *dwfl,
+			struct unwind_result *res)
+{
+	uint64_t regs[MT_UREG_NR], next[MT_UREG_NR];
+	uint32_t known = (1u << MT_UREG_NR) - 1, next_known;
+
+	memcpy(regs, p->us->regs, sizeof(regs));
+	for (bool first = true;; first = false) {
+		uint64_t pc = regs[MT_UREG_IP], cfa;
+		const struct unwind_rule *rule;
+		struct unwind_frame *f;
+		Dwarf_Addr bias;
+		Dwfl_Module *m;
+
+		if (res->nr == STACKFILE_MAX_FRAMES) {
+			res->truncated = true;
+			return 0;
+		}
+		m = dwfl_addrmodule(dwfl, pc - 1); /* a return address: the call is before it */
+		if (!m || !dwfl_module_getelf(m, &bias))
+			return -EAGAIN;
+		f = &res->frames[res->nr++];
+		f->mod = uw_module(u, m, bias);
+		f->vaddr = pc - bias;
+		if (!f->mod)
+			return -ENOMEM;
+		/* the first pc is where the caller resumes: its own rule; the others are return
+		 * addresses, whose call is the instruction before */
+		rule = unwind_steps__rule(u->steps, p->gen, m, first ? pc : pc - 1);
+		if (!rule || !(known >> rule->cfa_reg & 1))
+			return -EAGAIN;
+		cfa = regs[rule->cfa_reg] + (int64_t)rule->cfa_off;
+		next_known = known;
+		for (int r = 0; r < MT_UREG_NR; r++) {
+			uint64_t at = cfa + (int64_t)rule->off[r];
+
+			next[r] = regs[r];
+			if (r == MT_UREG_SP) {
+				next[r] = cfa;
+				next_known |= 1u << r;
+			} else if (rule->how[r] == UW_UNDEF) {
+				next_known &= ~(1u << r);
+			} else if (rule->how[r] == UW_IS_CFA) {
+				next[r] = at;
+				next_known |= 1u << r;
+			} else if (rule->how[r] == UW_AT_CFA) {
+				if (!uw_read(p, at, &next[r])) {
+					res->truncated = true; /* the copy ended */
+					return 0;
+				}
+				next_known |= 1u << r;
+			}
+		}
+		/* the outermost frame says its return address is undefined */
+		if (!(next_known >> MT_UREG_IP & 1) || !next[MT_UREG_IP])
+			return 0;
+		if (next[MT_UREG_SP] <= regs[MT_UREG_SP])
+			return -EAGAIN; /* a stack unwinds upwards: let libdwfl judge */
+		memcpy(regs, next, sizeof(regs));
+		known = next_known;
+	}
+}
+
 /* One attempt with the maps p has now. */
 static int uw_walk(struct unwind_dwfl *u, struct uw_proc *p, struct unwind_result *res)
 {
 	struct uw_walk w = {.u = u, .res = res};
+	int err;
 
 	res->nr = 0;
 	res->truncated = false;
@@ -443,6 +529,15 @@ static int uw_walk(struct unwind_dwfl *u, struct uw_proc *p, struct unwind_resul
 		return -ESRCH;
 	if (!dwfl_addrmodule(w.dwfl, p->us->regs[MT_UREG_IP] - 1))
 		return -ENOENT;
+	p->out_of_slice = false;
+	p->nr_reads = 0;
+	err = u->no_fast ? -EAGAIN : uw_fast_walk(u, p, w.dwfl, res);
+	if (err != -EAGAIN) {
+		u->st.fast++;
+		return err;
+	}
+	res->nr = 0;
+	res->truncated = false;
 	p->out_of_slice = false;
 	p->nr_reads = 0;
 	dwfl_getthread_frames(w.dwfl, p->tid, uw_frame, &w);
@@ -536,6 +631,11 @@ void unwind_dwfl__exec(struct unwind_dwfl *u, pid_t pid)
 	free(p);
 }
 
+void unwind_dwfl__libdwfl_only(struct unwind_dwfl *u, bool on)
+{
+	u->no_fast = on;
+}
+
 const struct unwind_stats *unwind_dwfl__stats(const struct unwind_dwfl *u)
 {
 	return &u->st;
@@ -562,5 +662,6 @@ void unwind_dwfl__free(struct unwind_dwfl *u)
 		free(u->mods[i]);
 	}
 	free(u->mods);
+	unwind_steps__free(u->steps);
 	free(u);
 }

@@ -45,7 +45,8 @@ struct unwind_stats {
 			     * ip outside every module, or no CFI for it */
 	uint64_t truncated; /* unwound in part */
 	uint64_t frames;
-	uint64_t remembered; /* served by a remembered unwind of the same place (no libdwfl walk) */
+	uint64_t remembered; /* served by a remembered unwind of the same place (no walk) */
+	uint64_t fast;	     /* walked with cached CFI rules (unwind_step.h), not by libdwfl */
 	uint64_t maps_reads;
 	uint64_t ns;	    /* time spent unwinding */
 };
@@ -64,6 +65,8 @@ void unwind_dwfl__refresh(struct unwind_dwfl *u, pid_t pid);
 void unwind_dwfl__fork(struct unwind_dwfl *u, pid_t parent, pid_t child);
 /* pid exec'd: the maps read before are another image's. */
 void unwind_dwfl__exec(struct unwind_dwfl *u, pid_t pid);
+/* Walks every stack with libdwfl, not with the cached rules first (tests compare the two). */
+void unwind_dwfl__libdwfl_only(struct unwind_dwfl *u, bool on);
 const struct unwind_stats *unwind_dwfl__stats(const struct unwind_dwfl *u);
 void unwind_dwfl__free(struct unwind_dwfl *u); /* NULL-safe */
 

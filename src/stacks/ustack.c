@@ -106,6 +106,7 @@ void ustack__stats(const struct ustack *u, struct ustack_stats *st)
 	*st = u->st;
 	st->remembered = unwind_dwfl__stats(u->uw)->remembered;
 	st->maps_reads = unwind_dwfl__stats(u->uw)->maps_reads;
+	st->fast = unwind_dwfl__stats(u->uw)->fast;
 }
 
 void ustack__free(struct ustack *u)

@@ -27,6 +27,7 @@ struct ustack_stats {
 	uint64_t bad;	     /* payloads that were not a struct mt_ustack and its bytes */
 	uint64_t unwind_ns;  /* time spent unwinding and interning */
 	uint64_t maps_reads; /* /proc/PID/maps readings */
+	uint64_t fast;	     /* walked with cached CFI rules, not by libdwfl */
 };
 
 int ustack__new(struct ustack **u, struct stack_sink *sink);

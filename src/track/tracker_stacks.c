@@ -104,9 +104,9 @@ int tracker__stacks_finish(struct tracker *t)
 	ustack__stats(t->ustk, &us);
 	log__debug(LOG_VERBOSE,
 		   "uprobe stacks: %" PRIu64 " records, %" PRIu64 " ring bytes, %" PRIu64
-		   " unwound from memory, %" PRIu64 " failed, %" PRIu64 " truncated, %.1f ms, %" PRIu64
-		   " maps readings",
-		   us.records, us.bytes, us.remembered, us.failed, us.truncated,
+		   " remembered, %" PRIu64 " walked with cached rules, %" PRIu64 " failed, %" PRIu64
+		   " truncated, %.1f ms, %" PRIu64 " maps readings",
+		   us.records, us.bytes, us.remembered, us.fast, us.failed, us.truncated,
 		   us.unwind_ns / 1e6, us.maps_reads);
 	err = stack_sink__close(t->stk_sink);
 	t->stk_sink = t->sinks.stacks = NULL;

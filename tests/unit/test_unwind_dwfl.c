@@ -191,6 +191,45 @@ static void test_unwinds_without_frame_pointers(void **state)
 	free(r);
 }
 
+/* The cached-rule walk and libdwfl's give the same frames, complete or cut short; the first
+ * walk of a stack takes the fast path. */
+static void test_fast_walk_matches_libdwfl(void **state)
+{
+	struct unwind_result *r = calloc(1, sizeof(*r)), *r2 = calloc(1, sizeof(*r2));
+	struct unwind_dwfl *fast, *slow;
+	const uint32_t sizes[] = {UW_COPY, 300, 100};
+
+	(void)state;
+	uw_main_like(UW_COPY);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		if (sizes[i] < copy.us.size)
+			copy.us.size = sizes[i];
+		assert_int_equal(unwind_dwfl__new(&fast), 0);
+		assert_int_equal(unwind_dwfl__new(&slow), 0);
+		unwind_dwfl__libdwfl_only(slow, true);
+		assert_int_equal(unwind_dwfl__unwind(fast, getpid(), gettid(), &copy.us, copy.stack,
+						     r),
+				 0);
+		assert_int_equal(unwind_dwfl__unwind(slow, getpid(), gettid(), &copy.us, copy.stack,
+						     r2),
+				 0);
+		assert_int_equal(unwind_dwfl__stats(fast)->fast, 1);
+		assert_int_equal(unwind_dwfl__stats(slow)->fast, 0);
+		assert_int_equal(r->nr, r2->nr);
+		assert_int_equal(r->truncated, r2->truncated);
+		for (uint32_t f = 0; f < r->nr; f++) {
+			assert_int_equal(r->frames[f].vaddr, r2->frames[f].vaddr);
+			assert_string_equal(r->frames[f].mod->path, r2->frames[f].mod->path);
+		}
+		if (i == 0)
+			uw_expect_chain(r, chain, 3);
+		unwind_dwfl__free(fast);
+		unwind_dwfl__free(slow);
+	}
+	free(r);
+	free(r2);
+}
+
 /* A copy that ends inside uw_main_like's frame: the first frames, then truncated. */
 static void test_short_copy_is_truncated(void **state)
 {
@@ -321,6 +360,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_unwinds_without_frame_pointers),
+	    cmocka_unit_test(test_fast_walk_matches_libdwfl),
 	    cmocka_unit_test(test_short_copy_is_truncated),
 	    cmocka_unit_test(test_remembered_only_when_the_words_match),
 	    cmocka_unit_test(test_unknown_ip_fails),
