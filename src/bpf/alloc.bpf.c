@@ -105,14 +105,22 @@ static __always_inline void mt_emit_alloc(struct pt_regs *ctx, __u32 type, __u32
 					  __u32 tid, __u64 addr, __u64 size, __u64 old_addr)
 {
 	struct mt_ustack_rec *r;
-	__u32 zero = 0, want = mt_ustack_bytes, got;
-	__u64 sp, len, pending, flags = BPF_RB_NO_WAKEUP;
+	__u32 zero = 0, got;
+	__u64 sp, top, len, pending, want = mt_ustack_bytes, flags = BPF_RB_NO_WAKEUP;
 
 	if (!want || !(r = bpf_map_lookup_elem(&ustack_scratch, &zero))) {
 		mt_emit(type, tgid, tid, addr, size, old_addr);
 		return;
 	}
 	sp = PT_REGS_SP(ctx);
+	/* The main thread's outermost frame (_start) is just below where the kernel put argc:
+	 * what lies above (argv, the environment, the auxiliary vector) is no frame's, and
+	 * copying it cost more than the frames themselves in a shallow program. */
+	if (tgid == tid) {
+		top = BPF_CORE_READ(bpf_get_current_task_btf(), mm, start_stack);
+		if (top > sp && top - sp + 16 < want)
+			want = (top - sp + 16 + 7) & ~7ull;
+	}
 	got = mt_ustack_copy(r, sp, want);
 	if (!got) {
 		mt_ustack_lost(MT_USTACK_LOST_COPY);

@@ -67,7 +67,7 @@ static int tracker__nr_cpus(void)
  * --stacks: bytes of user stack the BPF side copies per allocation (MEMTRACK_STACK_BYTES,
  * default USTACK_DEFAULT_BYTES, at most MT_USTACK_MAX). Deeper stacks come out truncated.
  */
-#define USTACK_DEFAULT_BYTES 8192
+#define USTACK_DEFAULT_BYTES MT_USTACK_MAX
 static uint32_t tracker__ustack_bytes(void)
 {
 	const char *env = getenv("MEMTRACK_STACK_BYTES");
