@@ -34,14 +34,19 @@ struct uw_proc {
 	uint32_t gen;	   /* bumped when the Dwfl changes: remembered unwinds are stale */
 	uint32_t nr_reads; /* the words this unwind read, UW_MAX_READS + 1 when too many */
 	uint64_t (*reads)[2]; /* address, value: struct unwind_dwfl's, one walk at a time */
+	bool *needed;	      /* reads[i] decided the walk (struct unwind_dwfl's too) */
+	uint32_t needed_regs; /* bit r: the captured regs[r] decided it */
 	struct uw_proc *next;
 };
 
 /*
- * A remembered unwind. libdwfl's walk is a function of the initial registers, the modules and
- * the stack words it reads; with the same process layout, ip and sp, the same callee-saved
- * registers wherever they point into the stack (only those can be addresses it reads), and the
- * same values in every word it read, a walk would read the same words and find the same frames.
+ * A remembered unwind. A walk is a function of the initial registers, the modules and the stack
+ * words it reads; with the same process layout, ip, sp and copy size, the same values in the
+ * registers and words that decided it, a walk would read the same words and find the same
+ * frames. What decided it: for the cached-rule walk, the return addresses and whatever a CFA
+ * was computed from (saved callee-saved registers that hold data do not count, so a call site
+ * reached again with other data in them is still remembered); for libdwfl's, every word it
+ * read and every callee-saved register that points into the copy.
  * So a stack that matches an entry gets its frames without unwinding: an allocation site called
  * again from the same place costs a hash lookup and a few word compares instead of ~1 us per
  * frame.
@@ -50,11 +55,12 @@ struct uw_memo {
 	pid_t pid;
 	uint32_t gen;
 	uint64_t regs[MT_UREG_NR];
-	uint32_t in_stack; /* bit r: regs[r] pointed into the copy */
+	uint32_t needed_regs; /* bit r: regs[r] must match */
 	uint32_t nr_reads;
 	uint32_t nr;
-	uint32_t size; /* of the copy: where a truncated walk ran out */
+	uint32_t size; /* of the copy */
 	bool truncated;
+	size_t cap; /* bytes allocated: an entry is reused, not freed, when its slot is taken */
 	uint64_t (*reads)[2];
 	struct unwind_frame frames[];
 };
@@ -66,6 +72,7 @@ struct unwind_dwfl {
 	struct uw_proc *procs[UW_BUCKETS];
 	struct uw_memo *memo[UW_CACHE_SLOTS];
 	uint64_t reads[UW_MAX_READS][2];
+	bool needed[UW_MAX_READS];
 	struct unwind_steps *steps;
 	bool no_fast; /* every walk by libdwfl (tests compare the two) */
 	struct unwind_module **mods; /* interned */
@@ -113,6 +120,7 @@ static struct uw_proc *uw_proc(struct unwind_dwfl *u, pid_t pid, bool create)
 			(*pp)->pid = pid;
 			(*pp)->gen = ++uw_gens;
 			(*pp)->reads = u->reads;
+			(*pp)->needed = u->needed;
 		}
 	}
 	return *pp;
@@ -168,15 +176,11 @@ static bool uw_memo_match(const struct uw_memo *m, const struct uw_proc *p,
 	uint64_t sp = us->regs[MT_UREG_SP];
 
 	if (m->pid != p->pid || m->gen != p->gen || m->regs[MT_UREG_IP] != us->regs[MT_UREG_IP] ||
-	    m->regs[MT_UREG_SP] != sp || (m->truncated && m->size != us->size))
+	    m->regs[MT_UREG_SP] != sp || m->size != us->size)
 		return false;
-	for (size_t i = 0; i < sizeof(uw_addr_regs) / sizeof(uw_addr_regs[0]); i++) {
-		int r = uw_addr_regs[i];
-
-		if (((m->in_stack >> r) & 1 || uw_in_stack(us, us->regs[r])) &&
-		    m->regs[r] != us->regs[r])
+	for (int r = 0; r < MT_UREG_NR; r++)
+		if ((m->needed_regs >> r & 1) && m->regs[r] != us->regs[r])
 			return false;
-	}
 	for (uint32_t i = 0; i < m->nr_reads; i++) {
 		uint64_t v;
 
@@ -191,30 +195,35 @@ static bool uw_memo_match(const struct uw_memo *m, const struct uw_proc *p,
 static void uw_memo_put(struct uw_memo **slot, const struct uw_proc *p,
 			const struct unwind_result *res)
 {
-	size_t fsz = res->nr * sizeof(res->frames[0]), rsz = p->nr_reads * sizeof(p->reads[0]);
-	struct uw_memo *m;
+	size_t fsz = res->nr * sizeof(res->frames[0]), nr_reads = 0, need;
+	struct uw_memo *m = *slot;
 
 	if (p->nr_reads > UW_MAX_READS)
 		return;
-	m = malloc(sizeof(*m) + fsz + rsz);
-	if (!m)
-		return;
+	for (uint32_t i = 0; i < p->nr_reads; i++)
+		nr_reads += p->needed[i];
+	need = sizeof(*m) + fsz + nr_reads * sizeof(p->reads[0]);
+	/* memtrack's own mallocs trap while a run is armed: an entry's memory is reused */
+	if (!m || m->cap < need) {
+		free(m);
+		*slot = m = malloc(need);
+		if (!m)
+			return;
+		m->cap = need;
+	}
 	m->pid = p->pid;
 	m->gen = p->gen;
 	memcpy(m->regs, p->us->regs, sizeof(m->regs));
-	m->in_stack = 0;
-	for (size_t i = 0; i < sizeof(uw_addr_regs) / sizeof(uw_addr_regs[0]); i++)
-		if (uw_in_stack(p->us, p->us->regs[uw_addr_regs[i]]))
-			m->in_stack |= 1u << uw_addr_regs[i];
+	m->needed_regs = p->needed_regs;
 	m->nr = res->nr;
 	m->size = p->us->size;
 	m->truncated = res->truncated;
-	m->nr_reads = p->nr_reads;
 	memcpy(m->frames, res->frames, fsz);
 	m->reads = (uint64_t(*)[2])((uint8_t *)m->frames + fsz);
-	memcpy(m->reads, p->reads, rsz);
-	free(*slot);
-	*slot = m;
+	m->nr_reads = 0;
+	for (uint32_t i = 0; i < p->nr_reads; i++)
+		if (p->needed[i])
+			memcpy(m->reads[m->nr_reads++], p->reads[i], sizeof(p->reads[0]));
 }
 
 /* Reads /proc/PID/maps whole. 0, or -errno (-ENOENT/-ESRCH: the process is gone). */
@@ -448,6 +457,17 @@ static int uw_frame(Dwfl_Frame *state, void *arg)
 	return DWARF_CB_OK;
 }
 
+/* A value decided the walk: remember the read (or captured register) it came from. */
+static void uw_need(struct uw_proc *p, int32_t origin)
+{
+	if (origin >= UW_MAX_READS)
+		p->nr_reads = UW_MAX_READS + 1; /* beyond what is kept: not remembered */
+	else if (origin >= 0)
+		p->needed[origin] = true;
+	else
+		p->needed_regs |= 1u << (-1 - origin);
+}
+
 /*
  * The walk with cached rules (unwind_step.h): registers as the captured ones, then each frame's
  * rule applied to them. 0 when done (res filled, maybe truncated), -EAGAIN when a frame needs
@@ -458,8 +478,14 @@ static int uw_fast_walk(struct unwind_dwfl *u, struct uw_proc *p, Dwfl *dwfl,
 {
 	uint64_t regs[MT_UREG_NR], next[MT_UREG_NR];
 	uint32_t known = (1u << MT_UREG_NR) - 1, next_known;
+	/* where each register's value came from: reads[i] (i >= 0) or captured reg (-1 - r) */
+	int32_t origin[MT_UREG_NR], next_origin[MT_UREG_NR];
 
 	memcpy(regs, p->us->regs, sizeof(regs));
+	for (int r = 0; r < MT_UREG_NR; r++)
+		origin[r] = -1 - r;
+	memset(p->needed, 0, UW_MAX_READS * sizeof(p->needed[0]));
+	p->needed_regs = 1u << MT_UREG_IP | 1u << MT_UREG_SP;
 	for (bool first = true;; first = false) {
 		uint64_t pc = regs[MT_UREG_IP], cfa;
 		const struct unwind_rule *rule;
@@ -485,33 +511,37 @@ static int uw_fast_walk(struct unwind_dwfl *u, struct uw_proc *p, Dwfl *dwfl,
 		if (!rule || !(known >> rule->cfa_reg & 1))
 			return -EAGAIN;
 		cfa = regs[rule->cfa_reg] + (int64_t)rule->cfa_off;
+		uw_need(p, origin[rule->cfa_reg]);
 		next_known = known;
 		for (int r = 0; r < MT_UREG_NR; r++) {
 			uint64_t at = cfa + (int64_t)rule->off[r];
 
 			next[r] = regs[r];
-			if (r == MT_UREG_SP) {
-				next[r] = cfa;
+			next_origin[r] = origin[r];
+			if (r == MT_UREG_SP || rule->how[r] == UW_IS_CFA) {
+				next[r] = r == MT_UREG_SP ? cfa : at;
+				next_origin[r] = origin[rule->cfa_reg];
 				next_known |= 1u << r;
 			} else if (rule->how[r] == UW_UNDEF) {
 				next_known &= ~(1u << r);
-			} else if (rule->how[r] == UW_IS_CFA) {
-				next[r] = at;
-				next_known |= 1u << r;
 			} else if (rule->how[r] == UW_AT_CFA) {
 				if (!uw_read(p, at, &next[r])) {
 					res->truncated = true; /* the copy ended */
 					return 0;
 				}
+				next_origin[r] = (int32_t)p->nr_reads - 1;
 				next_known |= 1u << r;
 			}
 		}
+		/* the return address decides the next frame */
+		uw_need(p, next_origin[MT_UREG_IP]);
 		/* the outermost frame says its return address is undefined */
 		if (!(next_known >> MT_UREG_IP & 1) || !next[MT_UREG_IP])
 			return 0;
 		if (next[MT_UREG_SP] <= regs[MT_UREG_SP])
 			return -EAGAIN; /* a stack unwinds upwards: let libdwfl judge */
 		memcpy(regs, next, sizeof(regs));
+		memcpy(origin, next_origin, sizeof(origin));
 		known = next_known;
 	}
 }
@@ -541,6 +571,12 @@ static int uw_walk(struct unwind_dwfl *u, struct uw_proc *p, struct unwind_resul
 	p->out_of_slice = false;
 	p->nr_reads = 0;
 	dwfl_getthread_frames(w.dwfl, p->tid, uw_frame, &w);
+	/* libdwfl's walk: every word it read, and every register it may have used as an address */
+	memset(p->needed, 1, UW_MAX_READS * sizeof(p->needed[0]));
+	p->needed_regs = 1u << MT_UREG_IP | 1u << MT_UREG_SP;
+	for (size_t i = 0; i < sizeof(uw_addr_regs) / sizeof(uw_addr_regs[0]); i++)
+		if (uw_in_stack(p->us, p->us->regs[uw_addr_regs[i]]))
+			p->needed_regs |= 1u << uw_addr_regs[i];
 	/* libdwfl ends quietly when a read fails, and reports the end of some stacks as an
 	 * error: running out of the copy is what makes a stack incomplete */
 	if (p->out_of_slice)
