@@ -23,7 +23,8 @@ static const char track_usage[] =
 	"                        (default: the current directory; created with its parents if\n"
 	"                        missing; existing files there are never replaced)\n"
 	"      --rmap            also record page-level events (rmap mode; env MEMTRACK_TRACK_RMAP=1)\n"
-	"      --ring-size SIZE  BPF ring buffer size, rounded up to a power of two (default 8M)\n"
+	"      --ring-size SIZE  BPF ring buffer size, rounded up to a power of two (default 8M;\n"
+	"                        16M with --stacks)\n"
 	"      --rss-step SIZE   write an Rss record when a counter moved this much (default 64K;\n"
 	"                        0 = every change); peaks are always kept exactly\n"
 	"      --alloc-hooks MODE  how allocator calls are caught (env MEMTRACK_ALLOC_HOOKS):\n"
@@ -183,10 +184,11 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 		o->stacks = stacks_flag;
 	else
 		env_flag("MEMTRACK_STACKS", &o->stacks);
-	/* uprobe stacks make allocation records ~2-8 KiB (events.h): a ring of the same record
-	 * count; the BPF side keeps half of it for records without one */
+	/* uprobe stacks make allocation records ~1-16 KiB (events.h); the BPF side keeps half the
+	 * ring for records without one. 16 MiB lost no stack on the sqlite3 row (64 MiB costs
+	 * memtrack 48 MiB more RSS once the ring has gone round) */
 	if (o->stacks && !ring_given)
-		o->ring_bytes = 64 << 20;
+		o->ring_bytes = 16 << 20;
 
 	if (optind >= argc) {
 		log__error("no command given. Usage: memtrack track \"CMD\" or memtrack track -- "

@@ -105,9 +105,10 @@ static int tracker__open_load(struct tracker *t, bool multi)
 	 * be able to hold the threshold with room to spare while the consumer wakes up */
 	s->rodata->mt_wakeup_bytes =
 	    t->o->ring_bytes / 4 < 256 * 1024 ? t->o->ring_bytes / 4 : 256 * 1024;
-	/* records with stacks are ~50x longer: wake the consumer after as many records, not bytes */
-	if (t->o->stacks && t->o->ring_bytes / 8 > 4 << 20)
-		s->rodata->mt_wakeup_bytes = 4 << 20;
+	/* records with stacks are up to ~300x longer: wake the consumer after more bytes (an
+	 * eighth of the ring, well before the half where stacks are left out) */
+	if (t->o->stacks && t->o->ring_bytes / 8 > s->rodata->mt_wakeup_bytes)
+		s->rodata->mt_wakeup_bytes = t->o->ring_bytes / 8;
 	bpf_program__set_autoload(s->progs.mt_alloc_entry_multi, multi);
 	bpf_program__set_autoload(s->progs.mt_alloc_return_multi, multi);
 	bpf_program__set_autoload(s->progs.mt_alloc_entry_perf, !multi);
