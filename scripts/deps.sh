@@ -16,6 +16,8 @@ pkgs=(
 	libmsgpack-dev libjansson-dev libyaml-dev libcmocka-dev
 	# call stacks: unwinding copied user stacks (src/stacks/unwind_dwfl.c), symbolising
 	libdw-dev
+	# --stacks in process: the interposer dlopens libunwind.so.8
+	libunwind8
 	# allocators the tests track besides glibc
 	libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev
 	# real programs the overhead suite's rows run (benchmarks/memtrack.yml)

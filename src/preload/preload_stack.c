@@ -129,12 +129,29 @@ static void pl_build_id(struct dl_phdr_info *info, const ElfW(Phdr) *ph, struct 
 	}
 }
 
+/* [lo, hi) of an object's PT_LOAD segments, as mapped; hi 0 when it has none. */
+static void pl_load_range(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_t *hi)
+{
+	*lo = UINTPTR_MAX;
+	*hi = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+
+		if (ph->p_type != PT_LOAD)
+			continue;
+		if (info->dlpi_addr + ph->p_vaddr < *lo)
+			*lo = info->dlpi_addr + ph->p_vaddr;
+		if (info->dlpi_addr + ph->p_vaddr + ph->p_memsz > *hi)
+			*hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+	}
+}
+
 /* Adds the objects not known yet (same range and bias: the same mapping). The first object
  * is the executable, whose dlpi_name is empty. */
 static int pl_mods_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	int *index = arg;
-	uintptr_t lo = UINTPTR_MAX, hi = 0;
+	uintptr_t lo, hi;
 	const char *name = info->dlpi_name;
 	struct pl_mod *m;
 	size_t len;
@@ -143,16 +160,7 @@ static int pl_mods_cb(struct dl_phdr_info *info, size_t size, void *arg)
 		ps.adds = info->dlpi_adds;
 		ps.subs = info->dlpi_subs;
 	}
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-
-		if (ph->p_type != PT_LOAD)
-			continue;
-		if (info->dlpi_addr + ph->p_vaddr < lo)
-			lo = info->dlpi_addr + ph->p_vaddr;
-		if (info->dlpi_addr + ph->p_vaddr + ph->p_memsz > hi)
-			hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
-	}
+	pl_load_range(info, &lo, &hi);
 	if (!hi)
 		return 0;
 	for (uint32_t i = 0; i < ps.nr_mods; i++)
@@ -335,19 +343,10 @@ uint32_t pl_stack_capture(void)
 
 static int pl_self_cb(struct dl_phdr_info *info, size_t size, void *arg)
 {
-	uintptr_t me = (uintptr_t)arg, lo = UINTPTR_MAX, hi = 0;
+	uintptr_t me = (uintptr_t)arg, lo, hi;
 	(void)size;
 
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-
-		if (ph->p_type != PT_LOAD)
-			continue;
-		if (info->dlpi_addr + ph->p_vaddr < lo)
-			lo = info->dlpi_addr + ph->p_vaddr;
-		if (info->dlpi_addr + ph->p_vaddr + ph->p_memsz > hi)
-			hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
-	}
+	pl_load_range(info, &lo, &hi);
 	if (me < lo || me >= hi)
 		return 0;
 	ps.self_lo = lo;

@@ -90,6 +90,8 @@ int stack_sink__module(struct stack_sink *s, int32_t pid, const char *path,
 		return rc;
 	k.module = *id;
 	s->st.modules = *id > s->st.modules ? *id : s->st.modules;
+	if (bias == STACK_SINK_NO_BIAS)
+		return 0;
 	rc = load_add(s, &k);
 	if (rc <= 0)
 		return rc;

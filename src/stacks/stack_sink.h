@@ -33,8 +33,10 @@ struct stack_sink;
 int stack_sink__open(struct stack_sink **s, int fd, const char *artifact_name,
 		     const char *unwinder);
 /* An ELF object that frames of process pid point into, mapped at bias (load address - ELF
- * vaddr). Modules are interned by (path, build-id): the same file in many processes is one
- * module; each new (pid, module, bias) is written as a `load`. *id goes in stack_frame.module. */
+ * vaddr; STACK_SINK_NO_BIAS when the caller does not know it: no `load` is then written).
+ * Modules are interned by (path, build-id): the same file in many processes is one module;
+ * each new (pid, module, bias) is written as a `load`. *id goes in stack_frame.module. */
+#define STACK_SINK_NO_BIAS UINT64_MAX
 int stack_sink__module(struct stack_sink *s, int32_t pid, const char *path,
 		       const uint8_t *build_id, size_t build_id_len, uint64_t bias, uint32_t *id);
 /* A stack, leaf (the allocator's caller) first, at most STACKFILE_MAX_FRAMES frames (cut

@@ -17,6 +17,7 @@
 #include <msgpack.h>
 #include <zstd.h>
 #include "stacks/stackfile.h"
+#include "stacks/stackfile_priv.h"
 
 #define FRAME_BYTES (256u << 10) /* msgpack bytes per zstd frame */
 #define ALLOCS_CHUNK 16384 /* ids per `allocs` record (64 KiB) */
@@ -75,23 +76,6 @@ static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
 
 #define HASH_SEED 0xcbf29ce484222325ull
 
-static int grow(void **p, uint64_t *cap, uint64_t need, size_t elem)
-{
-	uint64_t ncap = *cap ? *cap : 16;
-	void *np;
-
-	if (need <= *cap)
-		return 0;
-	while (ncap < need)
-		ncap *= 2;
-	np = realloc(*p, ncap * elem);
-	if (!np)
-		return -ENOMEM;
-	*p = np;
-	*cap = ncap;
-	return 0;
-}
-
 static int grow32(void **p, uint32_t *cap, uint64_t need, size_t elem)
 {
 	uint64_t c = *cap;
@@ -99,22 +83,30 @@ static int grow32(void **p, uint32_t *cap, uint64_t need, size_t elem)
 
 	if (need > UINT32_MAX)
 		return -EOVERFLOW;
-	rc = grow(p, &c, need, elem);
+	rc = stackfile__grow(p, &c, need, elem);
 	*cap = (uint32_t)c;
 	return rc;
 }
 
-/* Re-inserts every id into a table twice as large. hash_of(ctx, id) gives an id's hash. */
-static int idtab_grow(struct idtab *t, uint32_t nr, uint64_t (*hash_of)(void *, uint32_t),
-		      void *ctx)
+typedef uint64_t (*idtab_hash_fn)(const struct stackfile_writer *w, uint32_t id);
+/* Does id hold key (whose hash is h)? */
+typedef bool (*idtab_same_fn)(const struct stackfile_writer *w, uint32_t id, uint64_t h,
+			      const void *key);
+
+/* Room for one more id (at most half full): re-inserts the nr ids into a table twice as large. */
+static int idtab_reserve(struct idtab *t, uint32_t nr, idtab_hash_fn hash_of,
+			 const struct stackfile_writer *w)
 {
 	size_t ncap = t->cap ? t->cap * 2 : 64;
-	uint32_t *slots = calloc(ncap, sizeof(*slots));
+	uint32_t *slots;
 
+	if ((uint64_t)(nr + 1) * 2 <= t->cap)
+		return 0;
+	slots = calloc(ncap, sizeof(*slots));
 	if (!slots)
 		return -ENOMEM;
 	for (uint32_t id = 1; id <= nr; id++) {
-		size_t i = hash_of(ctx, id) & (ncap - 1);
+		size_t i = hash_of(w, id) & (ncap - 1);
 
 		while (slots[i])
 			i = (i + 1) & (ncap - 1);
@@ -123,6 +115,19 @@ static int idtab_grow(struct idtab *t, uint32_t nr, uint64_t (*hash_of)(void *, 
 	free(t->slots);
 	t->slots = slots;
 	t->cap = ncap;
+	return 0;
+}
+
+/* The id holding key, or 0 and in *slot where a new one goes (after idtab_reserve). */
+static uint32_t idtab_find(const struct idtab *t, uint64_t h, idtab_same_fn same,
+			   const struct stackfile_writer *w, const void *key, size_t *slot)
+{
+	size_t i = h & (t->cap - 1);
+
+	for (; t->slots[i]; i = (i + 1) & (t->cap - 1))
+		if (same(w, t->slots[i], h, key))
+			return t->slots[i];
+	*slot = i;
 	return 0;
 }
 
@@ -250,17 +255,33 @@ static uint64_t module_hash(const char *path, const uint8_t *bid, size_t len)
 	return hash_bytes(hash_bytes(HASH_SEED, path, strlen(path) + 1), bid, len);
 }
 
-static uint64_t module_hash_of(void *ctx, uint32_t id)
+static uint64_t module_hash_of(const struct stackfile_writer *w, uint32_t id)
 {
-	return ((struct stackfile_writer *)ctx)->mods[id - 1].hash;
+	return w->mods[id - 1].hash;
+}
+
+struct module_key {
+	const char *path;
+	const uint8_t *build_id;
+	size_t build_id_len;
+};
+
+static bool module_same(const struct stackfile_writer *w, uint32_t id, uint64_t h, const void *key)
+{
+	const struct wmodule *m = &w->mods[id - 1];
+	const struct module_key *k = key;
+
+	return m->hash == h && m->build_id_len == k->build_id_len && !strcmp(m->path, k->path) &&
+	       !memcmp(m->build_id, k->build_id, k->build_id_len);
 }
 
 int stackfile_writer__module(struct stackfile_writer *w, const char *path, const uint8_t *build_id,
 			     size_t build_id_len, uint32_t *id)
 {
+	struct module_key k = {path, build_id, build_id_len};
 	struct wmodule *m;
 	uint64_t h;
-	size_t i;
+	size_t slot;
 	int rc;
 
 	if (!w || !path || !id || (build_id_len && !build_id))
@@ -269,25 +290,16 @@ int stackfile_writer__module(struct stackfile_writer *w, const char *path, const
 		return w->err;
 	/* Longer (non-GNU) ids do not fit the format: the path alone identifies the module. */
 	if (build_id_len > sizeof(m->build_id))
-		build_id_len = 0;
+		k.build_id_len = build_id_len = 0;
 	h = module_hash(path, build_id, build_id_len);
-	for (i = w->mod_tab.cap ? h & (w->mod_tab.cap - 1) : 0; w->mod_tab.cap && w->mod_tab.slots[i];
-	     i = (i + 1) & (w->mod_tab.cap - 1)) {
-		m = &w->mods[w->mod_tab.slots[i] - 1];
-		if (m->hash == h && m->build_id_len == build_id_len && !strcmp(m->path, path) &&
-		    !memcmp(m->build_id, build_id, build_id_len)) {
-			*id = w->mod_tab.slots[i];
-			return 0;
-		}
-	}
-	if ((uint64_t)(w->nr_mods + 1) * 2 > w->mod_tab.cap) {
-		rc = idtab_grow(&w->mod_tab, w->nr_mods, module_hash_of, w);
-		if (rc)
-			return w->err = rc;
-	}
-	rc = grow32((void **)&w->mods, &w->cap_mods, w->nr_mods + 1ull, sizeof(*w->mods));
+	rc = idtab_reserve(&w->mod_tab, w->nr_mods, module_hash_of, w);
+	if (!rc)
+		rc = grow32((void **)&w->mods, &w->cap_mods, w->nr_mods + 1ull, sizeof(*w->mods));
 	if (rc)
 		return w->err = rc;
+	*id = idtab_find(&w->mod_tab, h, module_same, w, &k, &slot);
+	if (*id)
+		return 0;
 	m = &w->mods[w->nr_mods];
 	memset(m, 0, sizeof(*m));
 	m->path = strdup(path);
@@ -297,10 +309,7 @@ int stackfile_writer__module(struct stackfile_writer *w, const char *path, const
 	m->build_id_len = (uint8_t)build_id_len;
 	if (build_id_len)
 		memcpy(m->build_id, build_id, build_id_len);
-	*id = ++w->nr_mods;
-	for (i = h & (w->mod_tab.cap - 1); w->mod_tab.slots[i]; i = (i + 1) & (w->mod_tab.cap - 1))
-		;
-	w->mod_tab.slots[i] = *id;
+	*id = w->mod_tab.slots[slot] = ++w->nr_mods;
 
 	pack_record(&w->pk, "module", 4);
 	pack_str(&w->pk, "id");
@@ -340,15 +349,27 @@ static uint64_t stack_hash(const struct stack_frame *f, uint32_t nr, bool trunca
 	return h;
 }
 
-static uint64_t stack_hash_of(void *ctx, uint32_t id)
+static uint64_t stack_hash_of(const struct stackfile_writer *w, uint32_t id)
 {
-	return ((struct stackfile_writer *)ctx)->stacks[id - 1].hash;
+	return w->stacks[id - 1].hash;
 }
 
-static bool frames_equal(const struct stack_frame *a, const struct stack_frame *b, uint32_t nr)
+struct stack_key {
+	const struct stack_frame *frames;
+	uint32_t nr;
+	bool truncated;
+};
+
+static bool stack_same(const struct stackfile_writer *w, uint32_t id, uint64_t h, const void *key)
 {
-	for (uint32_t i = 0; i < nr; i++)
-		if (a[i].module != b[i].module || a[i].vaddr != b[i].vaddr)
+	const struct wstack *s = &w->stacks[id - 1];
+	const struct stack_key *k = key;
+
+	if (s->hash != h || s->nr != k->nr || s->truncated != k->truncated)
+		return false;
+	for (uint32_t i = 0; i < k->nr; i++)
+		if (w->pool[s->off + i].module != k->frames[i].module ||
+		    w->pool[s->off + i].vaddr != k->frames[i].vaddr)
 			return false;
 	return true;
 }
@@ -356,57 +377,45 @@ static bool frames_equal(const struct stack_frame *a, const struct stack_frame *
 int stackfile_writer__stack(struct stackfile_writer *w, const struct stack_frame *frames,
 			    uint32_t nr, bool truncated, uint32_t *id)
 {
-	struct wstack *s;
+	struct stack_key k = {frames, nr, truncated};
 	uint64_t h;
-	size_t i;
+	size_t slot;
 	int rc;
 
 	if (!w || !id || (nr && !frames) || nr > STACKFILE_MAX_FRAMES)
 		return -EINVAL;
-	for (uint32_t k = 0; k < nr; k++)
-		if (frames[k].module > w->nr_mods)
+	for (uint32_t i = 0; i < nr; i++)
+		if (frames[i].module > w->nr_mods)
 			return -EINVAL;
 	if (w->err)
 		return w->err;
 	h = stack_hash(frames, nr, truncated);
-	for (i = w->stack_tab.cap ? h & (w->stack_tab.cap - 1) : 0;
-	     w->stack_tab.cap && w->stack_tab.slots[i]; i = (i + 1) & (w->stack_tab.cap - 1)) {
-		s = &w->stacks[w->stack_tab.slots[i] - 1];
-		if (s->hash == h && s->nr == nr && s->truncated == truncated &&
-		    frames_equal(&w->pool[s->off], frames, nr)) {
-			*id = w->stack_tab.slots[i];
-			return 0;
-		}
-	}
-	if ((uint64_t)(w->nr_stacks + 1) * 2 > w->stack_tab.cap) {
-		rc = idtab_grow(&w->stack_tab, w->nr_stacks, stack_hash_of, w);
-		if (rc)
-			return w->err = rc;
-	}
-	rc = grow32((void **)&w->stacks, &w->cap_stacks, w->nr_stacks + 1ull, sizeof(*w->stacks));
+	rc = idtab_reserve(&w->stack_tab, w->nr_stacks, stack_hash_of, w);
 	if (!rc)
-		rc = grow((void **)&w->pool, &w->pool_cap, w->pool_nr + nr, sizeof(*w->pool));
+		rc = grow32((void **)&w->stacks, &w->cap_stacks, w->nr_stacks + 1ull,
+			    sizeof(*w->stacks));
+	if (!rc)
+		rc = stackfile__grow((void **)&w->pool, &w->pool_cap, w->pool_nr + nr, sizeof(*w->pool));
 	if (rc)
 		return w->err = rc;
-	s = &w->stacks[w->nr_stacks];
-	*s = (struct wstack){.hash = h, .off = w->pool_nr, .nr = nr, .truncated = truncated};
+	*id = idtab_find(&w->stack_tab, h, stack_same, w, &k, &slot);
+	if (*id)
+		return 0;
+	w->stacks[w->nr_stacks] =
+		(struct wstack){.hash = h, .off = w->pool_nr, .nr = nr, .truncated = truncated};
 	if (nr)
 		memcpy(&w->pool[w->pool_nr], frames, nr * sizeof(*frames));
 	w->pool_nr += nr;
-	*id = ++w->nr_stacks;
-	for (i = h & (w->stack_tab.cap - 1); w->stack_tab.slots[i];
-	     i = (i + 1) & (w->stack_tab.cap - 1))
-		;
-	w->stack_tab.slots[i] = *id;
+	*id = w->stack_tab.slots[slot] = ++w->nr_stacks;
 
 	pack_record(&w->pk, "stack", truncated ? 4 : 3);
 	pack_str(&w->pk, "id");
 	msgpack_pack_uint32(&w->pk, *id);
 	pack_str(&w->pk, "frames");
 	msgpack_pack_array(&w->pk, (size_t)nr * 2);
-	for (uint32_t k = 0; k < nr; k++) {
-		msgpack_pack_uint32(&w->pk, frames[k].module);
-		msgpack_pack_uint64(&w->pk, frames[k].vaddr);
+	for (uint32_t i = 0; i < nr; i++) {
+		msgpack_pack_uint32(&w->pk, frames[i].module);
+		msgpack_pack_uint64(&w->pk, frames[i].vaddr);
 	}
 	if (truncated) {
 		pack_str(&w->pk, "truncated");

@@ -18,6 +18,7 @@
 #include <zstd.h>
 #include "common/log.h"
 #include "stacks/stackfile.h"
+#include "stacks/stackfile_priv.h"
 
 struct reader {
 	const char *path;
@@ -80,23 +81,6 @@ static char *dup_str(const msgpack_object *o)
 	return s;
 }
 
-static int grow(void **p, uint64_t *cap, uint64_t need, size_t elem)
-{
-	uint64_t ncap = *cap ? *cap : 16;
-	void *np;
-
-	if (need <= *cap)
-		return 0;
-	while (ncap < need)
-		ncap *= 2;
-	np = realloc(*p, ncap * elem);
-	if (!np)
-		return -ENOMEM;
-	*p = np;
-	*cap = ncap;
-	return 0;
-}
-
 static int read_header(struct reader *r, const msgpack_object_map *m)
 {
 	struct stackfile *sf = r->sf;
@@ -152,7 +136,7 @@ static int read_module(struct reader *r, const msgpack_object_map *m)
 	}
 	if (!have_id || mod.id != sf->nr_modules + 1 || !mod.path)
 		goto bad_module;
-	if (grow((void **)&sf->modules, &r->cap_modules, sf->nr_modules + 1ull,
+	if (stackfile__grow((void **)&sf->modules, &r->cap_modules, sf->nr_modules + 1ull,
 		 sizeof(*sf->modules))) {
 		free(mod.path);
 		return -ENOMEM;
@@ -182,7 +166,7 @@ static int read_load(struct reader *r, const msgpack_object_map *m)
 	}
 	if (!l.module || l.module > sf->nr_modules)
 		return bad(r, "load record of an unknown module");
-	if (grow((void **)&sf->loads, &r->cap_loads, sf->nr_loads + 1ull, sizeof(*sf->loads)))
+	if (stackfile__grow((void **)&sf->loads, &r->cap_loads, sf->nr_loads + 1ull, sizeof(*sf->loads)))
 		return -ENOMEM;
 	sf->loads[sf->nr_loads++] = l;
 	return 0;
@@ -220,7 +204,7 @@ static int read_stack(struct reader *r, const msgpack_object_map *m)
 			return bad(r, "bad frame in stack %u", st.id);
 		}
 	}
-	if (grow((void **)&sf->stacks, &r->cap_stacks, sf->nr_stacks + 1ull, sizeof(*sf->stacks))) {
+	if (stackfile__grow((void **)&sf->stacks, &r->cap_stacks, sf->nr_stacks + 1ull, sizeof(*sf->stacks))) {
 		free(st.frames);
 		return -ENOMEM;
 	}
@@ -241,7 +225,7 @@ static int read_allocs(struct reader *r, const msgpack_object_map *m)
 		if (v->type != MSGPACK_OBJECT_BIN || v->via.bin.size % 4)
 			return bad(r, "bad allocs record");
 		n = v->via.bin.size / 4;
-		if (grow((void **)&sf->allocs, &r->cap_allocs, sf->nr_allocs + n,
+		if (stackfile__grow((void **)&sf->allocs, &r->cap_allocs, sf->nr_allocs + n,
 			 sizeof(*sf->allocs)))
 			return -ENOMEM;
 		for (uint32_t j = 0; j < n; j++) {
@@ -333,9 +317,40 @@ static int drain(struct reader *r, msgpack_unpacker *up, msgpack_unpacked *res)
 	}
 }
 
+/* Decompresses what zin holds (and, with zin empty, what the frame in progress still holds)
+ * into the unpacker, decoding every complete record. *in_frame: the stream stopped inside a
+ * frame. 0 or -errno. */
+static int pump(struct reader *r, ZSTD_DStream *ds, ZSTD_inBuffer *zin, msgpack_unpacker *up,
+		msgpack_unpacked *res, bool *in_frame)
+{
+	size_t cap = ZSTD_DStreamOutSize();
+
+	do {
+		ZSTD_outBuffer out;
+		size_t ret;
+		int rc;
+
+		if (!msgpack_unpacker_reserve_buffer(up, cap))
+			return -ENOMEM;
+		out = (ZSTD_outBuffer){msgpack_unpacker_buffer(up), msgpack_unpacker_buffer_capacity(up),
+				       0};
+		ret = ZSTD_decompressStream(ds, &out, zin);
+		if (ZSTD_isError(ret))
+			return bad(r, "zstd: %s", ZSTD_getErrorName(ret));
+		*in_frame = ret != 0;
+		msgpack_unpacker_buffer_consumed(up, out.pos);
+		rc = drain(r, up, res);
+		if (rc)
+			return rc;
+		if (zin->size == 0 && !out.pos)
+			return 0; /* all input in: nothing more comes out of a cut frame */
+	} while (zin->pos < zin->size || (zin->size == 0 && *in_frame));
+	return 0;
+}
+
 static int read_stream(struct reader *r, int fd)
 {
-	size_t in_cap = ZSTD_DStreamInSize(), out_cap = ZSTD_DStreamOutSize();
+	size_t in_cap = ZSTD_DStreamInSize();
 	ZSTD_DStream *ds = ZSTD_createDStream();
 	uint8_t *in = malloc(in_cap);
 	msgpack_unpacker up;
@@ -344,7 +359,7 @@ static int read_stream(struct reader *r, int fd)
 	int rc = 0;
 
 	msgpack_unpacked_init(&res);
-	if (!msgpack_unpacker_init(&up, out_cap)) {
+	if (!msgpack_unpacker_init(&up, ZSTD_DStreamOutSize())) {
 		free(in);
 		ZSTD_freeDStream(ds);
 		return -ENOMEM;
@@ -363,51 +378,14 @@ static int read_stream(struct reader *r, int fd)
 			rc = -errno;
 			goto cleanup;
 		}
-		if (!n)
+		/* at the end (n == 0) a frame may still hold output: its last block */
+		if (n || in_frame)
+			rc = pump(r, ds, &zin, &up, &res, &in_frame);
+		if (rc || !n)
 			break;
-		while (zin.pos < zin.size) {
-			ZSTD_outBuffer out;
-			size_t ret;
-
-			if (!msgpack_unpacker_reserve_buffer(&up, out_cap)) {
-				rc = -ENOMEM;
-				goto cleanup;
-			}
-			out = (ZSTD_outBuffer){msgpack_unpacker_buffer(&up),
-					       msgpack_unpacker_buffer_capacity(&up), 0};
-			ret = ZSTD_decompressStream(ds, &out, &zin);
-			if (ZSTD_isError(ret)) {
-				rc = bad(r, "zstd: %s", ZSTD_getErrorName(ret));
-				goto cleanup;
-			}
-			in_frame = ret != 0;
-			msgpack_unpacker_buffer_consumed(&up, out.pos);
-			rc = drain(r, &up, &res);
-			if (rc)
-				goto cleanup;
-		}
 	}
-	/* a frame may still hold output once all input is in (its last block) */
-	while (in_frame) {
-		ZSTD_inBuffer zin = {in, 0, 0};
-		ZSTD_outBuffer out;
-		size_t ret;
-
-		if (!msgpack_unpacker_reserve_buffer(&up, out_cap)) {
-			rc = -ENOMEM;
-			goto cleanup;
-		}
-		out = (ZSTD_outBuffer){msgpack_unpacker_buffer(&up),
-				       msgpack_unpacker_buffer_capacity(&up), 0};
-		ret = ZSTD_decompressStream(ds, &out, &zin);
-		if (ZSTD_isError(ret) || !out.pos)
-			break;
-		in_frame = ret != 0;
-		msgpack_unpacker_buffer_consumed(&up, out.pos);
-		rc = drain(r, &up, &res);
-		if (rc)
-			goto cleanup;
-	}
+	if (rc)
+		goto cleanup;
 	if (in_frame || up.used > up.off) /* bytes of a record not complete */
 		rc = bad(r, "truncated after %u stacks and %llu allocations", r->sf->nr_stacks,
 			 (unsigned long long)r->sf->nr_allocs);

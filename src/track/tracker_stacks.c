@@ -51,9 +51,8 @@ int tracker__stacks_open(struct tracker *t)
 	fd = outdir__create(&t->out, name); /* logs its failure */
 	if (fd < 0)
 		return fd;
-	t->m.stacks_file = strdup(name);
-	t->m.stacks_unwinder = strdup(unwinder);
-	if (!t->m.stacks_file || !t->m.stacks_unwinder) {
+	if (manifest__set_str(&t->m.stacks_file, name) ||
+	    manifest__set_str(&t->m.stacks_unwinder, unwinder)) {
 		close(fd);
 		return -ENOMEM;
 	}
@@ -132,6 +131,13 @@ int tracker__stacks_finish(struct tracker *t)
 	if (err)
 		log__error("cannot write '%s/%s': %s: the stacks file is cut", t->o->outdir,
 			   t->m.stacks_file, strerror(-err));
+	if (sh.failed)
+		log__warn("%llu allocations have no stack: the unwinder failed or could not be "
+			  "loaded (the interposer needs libunwind.so.8: apt install libunwind8)",
+			  (unsigned long long)sh.failed);
+	if (sh.full)
+		log__warn("%llu allocations have no stack: the stack area was full",
+			  (unsigned long long)sh.full);
 	return err;
 }
 
@@ -143,7 +149,4 @@ void tracker__stacks_destroy(struct tracker *t)
 	t->stk_sink = t->sinks.stacks = NULL;
 	stack_shm__free(t->stk_shm);
 	t->stk_shm = NULL;
-	free(t->m.stacks_file);
-	free(t->m.stacks_unwinder);
-	t->m.stacks_file = t->m.stacks_unwinder = NULL;
 }

@@ -4,7 +4,8 @@
  * -O2 -fomit-frame-pointer) allocates along known call paths; the stacks file read back must
  * give each of its allocation records the stack of its path, leaf first, frame by frame (the
  * expected functions resolved through the ELF symbol tables of the target and its libraries:
- * no symboliser involved), one id per distinct path, one id per allocation record of the
+ * no symboliser involved; a thread, a linked and a dlopen'ed library, a signal handler, a fork
+ * child among the paths), one id per distinct path, one id per allocation record of the
  * artifact (frees have none), and the bytes per leaf function exact.
  */
 #include <fcntl.h>
@@ -79,20 +80,24 @@ static bool frame_in(const struct stackfile *sf, const struct stack_frame *f,
 	return m && !strcmp(m->path, fn->real) && f->vaddr - 1 >= fn->lo && f->vaddr - 1 < fn->hi;
 }
 
-enum { B, A, MAIN, C, D, THREAD_MAIN, LIB_ALLOC, DL_ALLOC, NR_FN };
+enum { B, A, MAIN, C, D, THREAD_MAIN, LIB_ALLOC, DL_ALLOC, E, ON_SIGNAL, F, NR_FN };
 
-/* Per path (1..5): its frames, leaf first, and what its allocations add up to. */
+/* Per path (1..7): its frames, leaf first, and what its allocations add up to. */
 static const struct {
 	int fns[3], nr_fns;
 	uint32_t type, count;
 	uint64_t bytes;
-} paths[6] = {
+} paths[8] = {
 	[1] = {{B, A, MAIN}, 3, MT_EV_MALLOC, 100, 100 * 1024},
 	[2] = {{C, MAIN}, 2, MT_EV_MALLOC, 10, 10 * 65536},
 	[3] = {{D, THREAD_MAIN}, 2, MT_EV_CALLOC, 7, 7 * 4096},
 	[4] = {{LIB_ALLOC, MAIN}, 2, MT_EV_REALLOC, 5, 5 * 2048},
 	[5] = {{DL_ALLOC, MAIN}, 2, MT_EV_ALIGNED_ALLOC, 3, 3 * 512},
+	/* the signal frame (libc's __restore_rt) follows on_signal: not checked */
+	[6] = {{E, ON_SIGNAL}, 2, MT_EV_MALLOC, 2, 2 * 3000},
+	[7] = {{F, MAIN}, 2, MT_EV_MALLOC, 4, 4 * 5000},
 };
+#define NR_PATHS 7
 
 /* The whole check, for one event path: opts select it, unwinder is the header's string. */
 static void check_stacks(void **state, const char *const *opts, const char *unwinder)
@@ -104,12 +109,14 @@ static void check_stacks(void **state, const char *const *opts, const char *unwi
 		[C] = {"stacks", "c"}, [D] = {"stacks", "d"}, [THREAD_MAIN] = {"stacks", "thread_main"},
 		[LIB_ALLOC] = {"libstacks_lib.so", "lib_alloc"},
 		[DL_ALLOC] = {"libstacks_dl.so", "dl_alloc"},
+		[E] = {"stacks", "e"}, [ON_SIGNAL] = {"stacks", "on_signal"}, [F] = {"stacks", "f"},
 	};
-	uint32_t path_id[6] = {0}, seen[6] = {0};
-	uint64_t leaf_bytes[6] = {0}, leaf_count[6] = {0}, nr_alloc_records = 0;
+	uint32_t path_id[NR_PATHS + 1] = {0}, seen[NR_PATHS + 1] = {0};
+	uint64_t leaf_bytes[NR_PATHS + 1] = {0}, leaf_count[NR_PATHS + 1] = {0}, nr_alloc_records = 0;
 	struct stackfile sf;
 	char path[PATH_MAX + 64], dir[PATH_MAX];
-	size_t j = 0, k = 0;
+	uint32_t *ord;
+	size_t k = 0;
 	int cur = 0, rc;
 
 	MT_REQUIRE_ROOT();
@@ -136,35 +143,46 @@ static void check_stacks(void **state, const char *const *opts, const char *unwi
 	assert_int_equal(mt_need_u64(r, "stacks.allocs"), nr_alloc_records);
 	assert_int_equal(mt_need_u64(r, "stacks.distinct"), sf.nr_stacks);
 
-	/* the side channel's calls, in order, against the artifact's allocation records */
+	/* each allocation record's stack id; bytes by leaf function over every allocation */
+	ord = calloc(r->nr_ev, sizeof(*ord));
+	assert_non_null(ord);
 	for (size_t i = 0; i < r->nr_ev; i++) {
 		const struct mt_event *ev = &r->ev[i];
 		const struct stack_trace *st;
-		uint32_t id;
 
 		if (ev->type < MT_EV_MALLOC || ev->type > MT_EV_ALIGNED_ALLOC)
 			continue;
-		id = sf.allocs[k++];
-		st = stackfile__stack(&sf, id);
-		/* bytes by leaf function, over every allocation of the run */
-		for (int p = 1; p <= 5 && st && st->nr; p++)
+		ord[i] = sf.allocs[k++];
+		st = stackfile__stack(&sf, ord[i]);
+		for (int p = 1; p <= NR_PATHS && st && st->nr; p++)
 			if (frame_in(&sf, &st->frames[0], &fns[paths[p].fns[0]])) {
 				leaf_bytes[p] += ev->size;
 				leaf_count[p]++;
 			}
-		for (; j < r->nr_exp; j++) {
-			if (!strcmp(r->exp[j].op, "path"))
-				cur = (int)r->exp[j].size;
-			else if (mt_op_type(r->exp[j].op) && mt_op_type(r->exp[j].op) != MT_EV_FREE)
-				break;
-		}
-		if (j == r->nr_exp || !mt_event_matches(ev, &r->exp[j]))
-			continue; /* not one of the calls under test (libc's own, dlopen's...) */
-		j++;
-		MT_CHECK(r, cur >= 1 && cur <= 5 && ev->type == paths[cur].type,
-			 "allocation of 0x%llx outside a known path", (unsigned long long)ev->addr);
+	}
+	/* each call the target reported: its one record, the stack of its path (processes
+	 * interleave in the artifact, so by match, not by position) */
+	for (size_t j = 0; j < r->nr_exp; j++) {
+		const struct mt_expect *e = &r->exp[j];
+		const struct stack_trace *st = NULL;
+		size_t n = 0;
+		uint32_t id = 0;
+
+		if (!strcmp(e->op, "path"))
+			cur = (int)e->size;
+		if (!mt_op_type(e->op) || mt_op_type(e->op) == MT_EV_FREE)
+			continue;
+		for (size_t i = 0; i < r->nr_ev; i++)
+			if (mt_event_matches(&r->ev[i], e)) {
+				id = ord[i];
+				n++;
+			}
+		MT_CHECK(r, n == 1, "%s of 0x%llx: %zu records", e->op, (unsigned long long)e->addr, n);
+		MT_CHECK(r, cur >= 1 && cur <= NR_PATHS && mt_op_type(e->op) == paths[cur].type,
+			 "allocation of 0x%llx outside a known path", (unsigned long long)e->addr);
+		st = stackfile__stack(&sf, id);
 		MT_CHECK(r, st != NULL, "path %d: allocation of 0x%llx has no stack", cur,
-			 (unsigned long long)ev->addr);
+			 (unsigned long long)e->addr);
 		MT_CHECK(r, st->nr >= (uint32_t)paths[cur].nr_fns, "path %d: %u frames", cur, st->nr);
 		for (int f = 0; f < paths[cur].nr_fns; f++) {
 			const struct expect_fn *fn = &fns[paths[cur].fns[f]];
@@ -182,8 +200,9 @@ static void check_stacks(void **state, const char *const *opts, const char *unwi
 		path_id[cur] = id;
 		seen[cur]++;
 	}
+	free(ord);
 	assert_int_equal(k, sf.nr_allocs);
-	for (int p = 1; p <= 5; p++) {
+	for (int p = 1; p <= NR_PATHS; p++) {
 		MT_CHECK(r, seen[p] == paths[p].count, "path %d: %u calls matched, want %u", p,
 			 seen[p], paths[p].count);
 		MT_CHECK(r, leaf_count[p] == paths[p].count && leaf_bytes[p] == paths[p].bytes,

@@ -8,12 +8,16 @@
  *   3  main -> thread_main (a thread) -> d   7 x calloc(1, 4 KiB)
  *   4  main -> lib_alloc (libstacks_lib.so, linked)   5 x realloc(NULL, 2 KiB)
  *   5  main -> dl_alloc (libstacks_dl.so, dlopen'ed)   3 x aligned_alloc(64, 512)
+ *   6  main -> raise -> (signal frame) on_signal -> e   2 x malloc(3000)
+ *   7  main -> (a fork child) f   4 x malloc(5000)
  * then frees the 100 blocks of path 1 (frees have no stack). noipa: no inlining, cloning or
  * tail calls across these functions (`sink` keeps a call from being the last thing done).
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include "expect.h"
 
 #define NOIPA __attribute__((noipa))
@@ -63,6 +67,31 @@ NOIPA void *thread_main(void *arg)
 	return arg;
 }
 
+NOIPA void e(void)
+{
+	for (int i = 0; i < 2; i++) {
+		keep[140 + i] = malloc(3000);
+		mt_say("malloc", (uintptr_t)keep[140 + i], 0, 3000);
+	}
+	sink++;
+}
+
+NOIPA void on_signal(int sig)
+{
+	(void)sig;
+	e(); /* not async-signal-safe in general; fine here: main is in raise, not in malloc */
+	sink++;
+}
+
+NOIPA void f(void)
+{
+	for (int i = 0; i < 4; i++) {
+		keep[150 + i] = malloc(5000);
+		mt_say("malloc", (uintptr_t)keep[150 + i], 0, 5000);
+	}
+	sink++;
+}
+
 int main(void)
 {
 	void (*dl_alloc)(void **, int, size_t);
@@ -93,6 +122,17 @@ int main(void)
 		keep[130 + i] = out[i];
 		mt_say("aligned", (uintptr_t)out[i], 0, 512);
 	}
+	mt_say_fact("path", 6);
+	signal(SIGUSR1, on_signal);
+	raise(SIGUSR1);
+	mt_say_fact("path", 7);
+	pid_t child = fork();
+	if (child == 0) {
+		f();
+		_exit(0);
+	}
+	if (child < 0 || waitpid(child, NULL, 0) != child)
+		return 4;
 	mt_say_fact("path", 0);
 	for (int i = 0; i < 100; i++) {
 		mt_say("free", (uintptr_t)keep[i], 0, 0);
