@@ -87,6 +87,9 @@ int tracker__loop(struct tracker *t);
 int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_start);
 /* After a finished run: the summary, the artifact's name, the processes left running. */
 void tracker__tell(struct tracker *t);
+/* Entries 0..nr-1 of a per-CPU array of u64 counters, each summed over the CPUs, into sums;
+ * returns their total. */
+uint64_t tracker__percpu_sums(int fd, uint32_t nr, uint64_t *sums);
 void tracker__destroy(struct tracker *t);
 
 /* --stacks (tracker_stacks.c); each is a no-op without it */

@@ -13,7 +13,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "common/log.h"
 #include "stacks/stack_sink.h"
@@ -77,15 +76,10 @@ int tracker__stacks_open(struct tracker *t)
 /* Stacks the BPF side could not copy or fit in the ring (their records went without). */
 static uint64_t tracker__ustack_lost(struct tracker *t)
 {
-	int ncpu = libbpf_num_possible_cpus(), fd = bpf_map__fd(t->skel->maps.ustack_lost);
-	uint64_t total = 0, *vals = calloc(ncpu, sizeof(*vals));
+	uint64_t lost[MT_USTACK_LOST_NR];
 
-	for (__u32 r = 0; vals && r < MT_USTACK_LOST_NR; r++)
-		if (!bpf_map_lookup_elem(fd, &r, vals))
-			for (int c = 0; c < ncpu; c++)
-				total += vals[c];
-	free(vals);
-	return total;
+	return tracker__percpu_sums(bpf_map__fd(t->skel->maps.ustack_lost), MT_USTACK_LOST_NR,
+				    lost);
 }
 
 /* After the last drain, before the manifest is written: closes the file, fills the keys. */
