@@ -91,7 +91,9 @@ struct manifest {
 	char *stacks_file;
 	char *stacks_unwinder;
 	uint64_t stacks_allocs, stacks_with_stack, stacks_distinct, stacks_modules;
-	uint64_t stacks_unwind_failed, stacks_area_full, stacks_bad_ref; /* ... without one */
+	/* ... without one: unwinder failed, area full, bad ref, made before the process's unwinder
+	 * was set up (libraries' constructors), recorded by uprobes (no stack on that path yet) */
+	uint64_t stacks_unwind_failed, stacks_area_full, stacks_bad_ref, stacks_early, stacks_uprobe;
 	uint64_t stacks_file_bytes;
 	/* the uprobe path: stacks the BPF side could not copy (ring full, sp unmapped), unwound
 	 * in part, the ring bytes of the records that carried one, the time spent unwinding */

@@ -161,6 +161,8 @@ static const struct field stacks_rows[] = {
 	{"without", "unwind_failed", F_U64, M(stacks_unwind_failed)},
 	{"without", "area_full", F_U64, M(stacks_area_full)},
 	{"without", "bad_ref", F_U64, M(stacks_bad_ref)},
+	{"without", "before_unwinder", F_U64, M(stacks_early)},
+	{"without", "uprobe", F_U64, M(stacks_uprobe)},
 	{"without", "not_copied", F_U64, M(stacks_not_copied)},
 	{NULL, "truncated", F_U64, M(stacks_truncated)},
 	{NULL, "ring_bytes", F_U64, M(stacks_ring_bytes)},

@@ -45,9 +45,9 @@
 int pl_stacks_on;
 
 #define CACHE_SLOTS (1u << 18) /* stacks per process before the cache stops growing: half */
-#define MAX_MODS 4096 /* loaded objects seen per process (dlopen/dlclose cycles included) */
+#define MAX_MODS    4096 /* loaded objects seen per process (dlopen/dlclose cycles included) */
 #define NAMES_BYTES (1u << 20)
-#define BT_CAP (MT_STK_MAX_FRAMES + 16) /* the interposer's and libunwind's frames too */
+#define BT_CAP	    (MT_STK_MAX_FRAMES + 16) /* the interposer's and libunwind's frames too */
 
 struct pl_cache_ent {
 	uint64_t key; /* 0: empty; published last (release) */
@@ -57,7 +57,7 @@ struct pl_cache_ent {
 
 struct pl_mod {
 	uintptr_t lo, hi, bias; /* [lo, hi): its PT_LOAD segments */
-	uint32_t ref; /* its entry in the area, written on first use; 0 until then */
+	uint32_t ref;		/* its entry in the area, written on first use; 0 until then */
 	uint32_t name_off;
 	uint8_t build_id[20];
 	uint8_t build_id_len;
@@ -119,8 +119,8 @@ static void pl_build_id(struct dl_phdr_info *info, const ElfW(Phdr) *ph, struct 
 
 		if (d + desc > end)
 			return;
-		if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && !memcmp(p + sizeof(*n), "GNU", 4) &&
-		    n->n_descsz <= sizeof(m->build_id)) {
+		if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 &&
+		    !memcmp(p + sizeof(*n), "GNU", 4) && n->n_descsz <= sizeof(m->build_id)) {
 			memcpy(m->build_id, d, n->n_descsz);
 			m->build_id_len = (uint8_t)n->n_descsz;
 			return;
@@ -156,7 +156,8 @@ static int pl_mods_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	struct pl_mod *m;
 	size_t len;
 
-	if ((*index)++ == 0 && size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
+	if ((*index)++ == 0 &&
+	    size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
 		ps.adds = info->dlpi_adds;
 		ps.subs = info->dlpi_subs;
 	}
@@ -164,7 +165,8 @@ static int pl_mods_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	if (!hi)
 		return 0;
 	for (uint32_t i = 0; i < ps.nr_mods; i++)
-		if (ps.mods[i].lo == lo && ps.mods[i].hi == hi && ps.mods[i].bias == info->dlpi_addr)
+		if (ps.mods[i].lo == lo && ps.mods[i].hi == hi &&
+		    ps.mods[i].bias == info->dlpi_addr)
 			return 0;
 	if (!name || !*name)
 		name = *index == 1 ? ps.exe : "";
@@ -258,7 +260,8 @@ static uint32_t pl_stack_new(void *const *ip, uint32_t nr, int truncated, uint64
 
 	pl_stk_lock();
 	/* another thread may have added it meanwhile */
-	for (slot = key & (CACHE_SLOTS - 1); ps.cache[slot].key; slot = (slot + 1) & (CACHE_SLOTS - 1))
+	for (slot = key & (CACHE_SLOTS - 1); ps.cache[slot].key;
+	     slot = (slot + 1) & (CACHE_SLOTS - 1))
 		if (ps.cache[slot].key == key) {
 			ref = ps.cache[slot].ref;
 			goto out;
@@ -292,8 +295,8 @@ static uint32_t pl_stack_new(void *const *ip, uint32_t nr, int truncated, uint64
 	e = pl_area_take(len, &ref);
 	if (!e)
 		goto full;
-	e->e = (struct mt_stk_entry){.kind = MT_STK_STACK, .len = len,
-				     .nr = nr | (truncated ? MT_STK_TRUNCATED : 0)};
+	e->e = (struct mt_stk_entry){
+	    .kind = MT_STK_STACK, .len = len, .nr = nr | (truncated ? MT_STK_TRUNCATED : 0)};
 	memcpy(e->f, f, nr * sizeof(f[0]));
 	if (ps.cached < CACHE_SLOTS / 2) {
 		ps.cache[slot].ref = ref;
@@ -332,7 +335,8 @@ uint32_t pl_stack_capture(void)
 		truncated = 1;
 	}
 	key = pl_stack_key(ip + i, nr, truncated);
-	for (slot = key & (CACHE_SLOTS - 1); (k = __atomic_load_n(&ps.cache[slot].key, __ATOMIC_ACQUIRE));
+	for (slot = key & (CACHE_SLOTS - 1);
+	     (k = __atomic_load_n(&ps.cache[slot].key, __ATOMIC_ACQUIRE));
 	     slot = (slot + 1) & (CACHE_SLOTS - 1))
 		if (k == key)
 			return ps.cache[slot].ref;
@@ -385,8 +389,8 @@ static int pl_stk_map(const char *path)
 
 static void *pl_anon(size_t len)
 {
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-		       -1, 0);
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 
 	return p == MAP_FAILED ? NULL : p;
 }

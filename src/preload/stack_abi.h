@@ -27,9 +27,9 @@
 #include <stdint.h>
 #include "bpf/events.h"
 
-#define MT_STK_ENV "MEMTRACK_STACKS_SHM"
-#define MT_STK_MAGIC 0x316b7473746d656dull /* "memtstk1" little-endian */
-#define MT_STK_VERSION 1
+#define MT_STK_ENV	  "MEMTRACK_STACKS_SHM"
+#define MT_STK_MAGIC	  0x316b7473746d656dull /* "memtstk1" little-endian */
+#define MT_STK_VERSION	  1
 #define MT_STK_MAX_FRAMES 128 /* STACKFILE_MAX_FRAMES */
 
 enum mt_stk_kind {
@@ -44,26 +44,26 @@ struct mt_stk_hdr {
 	mt_u64 file_size, data_off, data_size;
 	mt_u64 used; /* bytes of the area handed out; may exceed data_size (then it is full) */
 	/* counted by the interposers: allocation records written with aux 0 because ... */
-	mt_u64 full; /* ... the area had no room for a new stack */
+	mt_u64 full;   /* ... the area had no room for a new stack */
 	mt_u64 failed; /* ... the unwinder was unavailable or found no frame past the interposer */
 };
 
 struct mt_stk_entry {
-	mt_u32 kind; /* enum mt_stk_kind */
-	mt_u32 len; /* bytes of the entry, this header included */
+	mt_u32 kind;	/* enum mt_stk_kind */
+	mt_u32 len;	/* bytes of the entry, this header included */
 	mt_u32 sink_id; /* the consumer's: its stack-file id once it has read the entry, else 0 */
-	mt_u32 nr; /* MT_STK_STACK: frames; bit 31 set when the stack was cut (truncated) */
+	mt_u32 nr;	/* MT_STK_STACK: frames; bit 31 set when the stack was cut (truncated) */
 };
 
 #define MT_STK_TRUNCATED 0x80000000u
 
 struct mt_stk_module {
 	struct mt_stk_entry e;
-	mt_s32 pid; /* the process that mapped it (the stack file's `load`) */
-	mt_u32 build_id_len; /* 0..20 */
-	mt_u64 bias; /* load address - ELF vaddr */
+	mt_s32 pid;	      /* the process that mapped it (the stack file's `load`) */
+	mt_u32 build_id_len;  /* 0..20 */
+	mt_u64 bias;	      /* load address - ELF vaddr */
 	uint8_t build_id[24]; /* GNU build-id, build_id_len bytes */
-	char path[]; /* NUL-terminated */
+	char path[];	      /* NUL-terminated */
 };
 
 struct mt_stk_frame {

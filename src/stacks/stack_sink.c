@@ -43,10 +43,12 @@ int stack_sink__open(struct stack_sink **sp, int fd, const char *artifact_name,
 
 static size_t load_slot(const struct load_key *t, size_t cap, const struct load_key *k)
 {
-	uint64_t h = (k->bias ^ ((uint64_t)(uint32_t)k->pid << 32) ^ k->module) * 0x9e3779b97f4a7c15ull;
+	uint64_t h =
+	    (k->bias ^ ((uint64_t)(uint32_t)k->pid << 32) ^ k->module) * 0x9e3779b97f4a7c15ull;
 	size_t i = (size_t)(h >> 32) & (cap - 1);
 
-	while (t[i].module && (t[i].module != k->module || t[i].pid != k->pid || t[i].bias != k->bias))
+	while (t[i].module &&
+	       (t[i].module != k->module || t[i].pid != k->pid || t[i].bias != k->bias))
 		i = (i + 1) & (cap - 1);
 	return i;
 }
@@ -77,8 +79,8 @@ static int load_add(struct stack_sink *s, const struct load_key *k)
 	return 1;
 }
 
-int stack_sink__module(struct stack_sink *s, int32_t pid, const char *path,
-		       const uint8_t *build_id, size_t build_id_len, uint64_t bias, uint32_t *id)
+int stack_sink__module(struct stack_sink *s, int32_t pid, const char *path, const uint8_t *build_id,
+		       size_t build_id_len, uint64_t bias, uint32_t *id)
 {
 	struct load_key k = {.bias = bias, .pid = pid};
 	int rc;

@@ -37,8 +37,8 @@ int stack_sink__open(struct stack_sink **s, int fd, const char *artifact_name,
  * Modules are interned by (path, build-id): the same file in many processes is one module;
  * each new (pid, module, bias) is written as a `load`. *id goes in stack_frame.module. */
 #define STACK_SINK_NO_BIAS UINT64_MAX
-int stack_sink__module(struct stack_sink *s, int32_t pid, const char *path,
-		       const uint8_t *build_id, size_t build_id_len, uint64_t bias, uint32_t *id);
+int stack_sink__module(struct stack_sink *s, int32_t pid, const char *path, const uint8_t *build_id,
+		       size_t build_id_len, uint64_t bias, uint32_t *id);
 /* A stack, leaf (the allocator's caller) first, at most STACKFILE_MAX_FRAMES frames (cut
  * deeper stacks at the root end and set truncated). Interned: *id is what aux carries. */
 int stack_sink__stack(struct stack_sink *s, const struct stack_frame *frames, uint32_t nr,
@@ -47,8 +47,8 @@ int stack_sink__stack(struct stack_sink *s, const struct stack_frame *frames, ui
 int stack_sink__alloc(struct stack_sink *s, uint32_t stack_id);
 
 struct stack_sink_stats {
-	uint64_t allocs; /* allocation records */
-	uint64_t with_stack; /* ... whose aux named a stack */
+	uint64_t allocs;	  /* allocation records */
+	uint64_t with_stack;	  /* ... whose aux named a stack */
 	uint32_t stacks, modules; /* distinct */
 };
 void stack_sink__stats(const struct stack_sink *s, struct stack_sink_stats *st);

@@ -19,9 +19,9 @@
 #include "stacks/stackfile.h"
 #include "stacks/stackfile_priv.h"
 
-#define FRAME_BYTES (256u << 10) /* msgpack bytes per zstd frame */
-#define ALLOCS_CHUNK 16384 /* ids per `allocs` record (64 KiB) */
-#define ZSTD_LEVEL 3
+#define FRAME_BYTES  (256u << 10) /* msgpack bytes per zstd frame */
+#define ALLOCS_CHUNK 16384	  /* ids per `allocs` record (64 KiB) */
+#define ZSTD_LEVEL   3
 
 struct wmodule {
 	uint64_t hash;
@@ -395,14 +395,15 @@ int stackfile_writer__stack(struct stackfile_writer *w, const struct stack_frame
 		rc = grow32((void **)&w->stacks, &w->cap_stacks, w->nr_stacks + 1ull,
 			    sizeof(*w->stacks));
 	if (!rc)
-		rc = stackfile__grow((void **)&w->pool, &w->pool_cap, w->pool_nr + nr, sizeof(*w->pool));
+		rc = stackfile__grow((void **)&w->pool, &w->pool_cap, w->pool_nr + nr,
+				     sizeof(*w->pool));
 	if (rc)
 		return w->err = rc;
 	*id = idtab_find(&w->stack_tab, h, stack_same, w, &k, &slot);
 	if (*id)
 		return 0;
 	w->stacks[w->nr_stacks] =
-		(struct wstack){.hash = h, .off = w->pool_nr, .nr = nr, .truncated = truncated};
+	    (struct wstack){.hash = h, .off = w->pool_nr, .nr = nr, .truncated = truncated};
 	if (nr)
 		memcpy(&w->pool[w->pool_nr], frames, nr * sizeof(*frames));
 	w->pool_nr += nr;

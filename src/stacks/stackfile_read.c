@@ -46,7 +46,8 @@ static bool key_is(const msgpack_object *k, const char *s)
 {
 	size_t n = strlen(s);
 
-	return k->type == MSGPACK_OBJECT_STR && k->via.str.size == n && !memcmp(k->via.str.ptr, s, n);
+	return k->type == MSGPACK_OBJECT_STR && k->via.str.size == n &&
+	       !memcmp(k->via.str.ptr, s, n);
 }
 
 static bool get_u64(const msgpack_object *o, uint64_t *v)
@@ -137,7 +138,7 @@ static int read_module(struct reader *r, const msgpack_object_map *m)
 	if (!have_id || mod.id != sf->nr_modules + 1 || !mod.path)
 		goto bad_module;
 	if (stackfile__grow((void **)&sf->modules, &r->cap_modules, sf->nr_modules + 1ull,
-		 sizeof(*sf->modules))) {
+			    sizeof(*sf->modules))) {
 		free(mod.path);
 		return -ENOMEM;
 	}
@@ -166,7 +167,8 @@ static int read_load(struct reader *r, const msgpack_object_map *m)
 	}
 	if (!l.module || l.module > sf->nr_modules)
 		return bad(r, "load record of an unknown module");
-	if (stackfile__grow((void **)&sf->loads, &r->cap_loads, sf->nr_loads + 1ull, sizeof(*sf->loads)))
+	if (stackfile__grow((void **)&sf->loads, &r->cap_loads, sf->nr_loads + 1ull,
+			    sizeof(*sf->loads)))
 		return -ENOMEM;
 	sf->loads[sf->nr_loads++] = l;
 	return 0;
@@ -204,7 +206,8 @@ static int read_stack(struct reader *r, const msgpack_object_map *m)
 			return bad(r, "bad frame in stack %u", st.id);
 		}
 	}
-	if (stackfile__grow((void **)&sf->stacks, &r->cap_stacks, sf->nr_stacks + 1ull, sizeof(*sf->stacks))) {
+	if (stackfile__grow((void **)&sf->stacks, &r->cap_stacks, sf->nr_stacks + 1ull,
+			    sizeof(*sf->stacks))) {
 		free(st.frames);
 		return -ENOMEM;
 	}
@@ -226,7 +229,7 @@ static int read_allocs(struct reader *r, const msgpack_object_map *m)
 			return bad(r, "bad allocs record");
 		n = v->via.bin.size / 4;
 		if (stackfile__grow((void **)&sf->allocs, &r->cap_allocs, sf->nr_allocs + n,
-			 sizeof(*sf->allocs)))
+				    sizeof(*sf->allocs)))
 			return -ENOMEM;
 		for (uint32_t j = 0; j < n; j++) {
 			uint32_t id;
@@ -260,8 +263,9 @@ static int read_end(struct reader *r, const msgpack_object_map *m)
 			get_u64(v, &stacks);
 	}
 	if (allocs != sf->nr_allocs || modules != sf->nr_modules || stacks != sf->nr_stacks)
-		return bad(r, "the end record counts %llu allocations, %llu stacks, %llu modules; "
-			      "the file holds %llu, %u, %u",
+		return bad(r,
+			   "the end record counts %llu allocations, %llu stacks, %llu modules; "
+			   "the file holds %llu, %u, %u",
 			   (unsigned long long)allocs, (unsigned long long)stacks,
 			   (unsigned long long)modules, (unsigned long long)sf->nr_allocs,
 			   sf->nr_stacks, sf->nr_modules);
@@ -273,8 +277,8 @@ static const struct {
 	const char *kind;
 	int (*read)(struct reader *r, const msgpack_object_map *m);
 } kinds[] = {
-	{"header", read_header}, {"module", read_module}, {"load", read_load},
-	{"stack", read_stack},	 {"allocs", read_allocs}, {"end", read_end},
+    {"header", read_header}, {"module", read_module}, {"load", read_load},
+    {"stack", read_stack},   {"allocs", read_allocs}, {"end", read_end},
 };
 
 static int read_record(struct reader *r, const msgpack_object *o)
@@ -332,8 +336,8 @@ static int pump(struct reader *r, ZSTD_DStream *ds, ZSTD_inBuffer *zin, msgpack_
 
 		if (!msgpack_unpacker_reserve_buffer(up, cap))
 			return -ENOMEM;
-		out = (ZSTD_outBuffer){msgpack_unpacker_buffer(up), msgpack_unpacker_buffer_capacity(up),
-				       0};
+		out = (ZSTD_outBuffer){msgpack_unpacker_buffer(up),
+				       msgpack_unpacker_buffer_capacity(up), 0};
 		ret = ZSTD_decompressStream(ds, &out, zin);
 		if (ZSTD_isError(ret))
 			return bad(r, "zstd: %s", ZSTD_getErrorName(ret));
@@ -392,8 +396,9 @@ static int read_stream(struct reader *r, int fd)
 	else if (!r->have_header)
 		rc = bad(r, "empty");
 	else if (!r->have_end)
-		rc = bad(r, "truncated after %u stacks and %llu allocations (no end record: was "
-			    "memtrack killed?)",
+		rc = bad(r,
+			 "truncated after %u stacks and %llu allocations (no end record: was "
+			 "memtrack killed?)",
 			 r->sf->nr_stacks, (unsigned long long)r->sf->nr_allocs);
 cleanup:
 	msgpack_unpacked_destroy(&res);

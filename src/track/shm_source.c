@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include "track/shm_file.h"
 #include "track/shm_source.h"
 
 struct shm_heap_ent {
@@ -142,7 +142,7 @@ static int shm__deliver(struct shm_source *s, struct consumer *c, int32_t pid, u
 			next_ts = limit;
 		do {
 			ev = shm__rec(s, e.slot, tail);
-			if (__builtin_expect(s->stacks.fn && ev->aux, 0) &&
+			if (__builtin_expect(s->stacks.fn != NULL, 0) &&
 			    ev->type - MT_EV_MALLOC < 4) {
 				struct mt_event cp = *ev;
 
@@ -324,8 +324,7 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 {
 	size_t procs_off = 4096, slots_off, data_off, size = 0;
 	struct shm_source *s;
-	uint64_t rnd = 0;
-	int fd = -1, err;
+	int err;
 
 	if (!nr_slots || !slot_records || (slot_records & (slot_records - 1)))
 		return -EINVAL;
@@ -341,30 +340,9 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 	slots_off = (procs_off + MT_SHM_MAX_PROCS * sizeof(struct mt_shm_proc) + 4095) & ~4095ul;
 	data_off = (slots_off + nr_slots * sizeof(struct mt_shm_slot) + 4095) & ~4095ul;
 	size = data_off + (size_t)nr_slots * slot_records * sizeof(struct mt_event);
-	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
-		rnd ^= (uint64_t)(uintptr_t)s ^ (uint64_t)getpid() << 32;
-	snprintf(s->path, sizeof(s->path), "/dev/shm/memtrack-%d-%016llx", (int)getpid(),
-		 (unsigned long long)rnd);
-	/* 0600 and, under sudo, the invoking user's (the command runs as that user): no one else
-	 * can open it */
-	fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		err = -errno;
-		s->path[0] = 0;
+	err = shm_file__create(s->path, sizeof(s->path), "", size, uid, gid, &s->map);
+	if (err)
 		goto fail;
-	}
-	if ((uid != (uid_t)-1 && fchown(fd, uid, gid)) || ftruncate(fd, (off_t)size)) {
-		err = -errno;
-		goto fail;
-	}
-	s->map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (s->map == MAP_FAILED) {
-		s->map = NULL;
-		err = -errno;
-		goto fail;
-	}
-	close(fd);
-	fd = -1;
 	s->map_len = size;
 	s->hdr = s->map;
 	s->slots = (void *)((char *)s->map + slots_off);
@@ -387,8 +365,6 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 	*out = s;
 	return 0;
 fail:
-	if (fd >= 0)
-		close(fd);
 	if (s->path[0])
 		unlink(s->path);
 	if (s->map)

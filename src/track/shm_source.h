@@ -31,8 +31,8 @@ int shm_source__new(struct shm_source **s, uint32_t nr_slots, uint32_t slot_reco
 void shm_source__set_ring(struct shm_source *s, const struct event_source *ring);
 const char *shm_source__path(const struct shm_source *s);
 struct event_source *shm_source__src(struct shm_source *s);
-/* --stacks: fn(ctx, record) gives the aux an allocation record with a nonzero aux is dispatched
- * with (stack_shm__translate: the interposer's ref -> the stack file's id). */
+/* --stacks: fn(ctx, record) gives the aux each allocation record is dispatched with
+ * (stack_shm__translate: the interposer's ref -> the stack file's id). */
 void shm_source__set_stacks(struct shm_source *s, uint32_t (*fn)(void *ctx, const struct mt_event *ev),
 			    void *ctx);
 /* Registers the Exec/Exit ordering hook with the consumer. */

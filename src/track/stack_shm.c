@@ -1,20 +1,18 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <unistd.h>
 #include "preload/stack_abi.h"
 #include "stacks/stack_sink.h"
+#include "track/shm_file.h"
 #include "track/stack_shm.h"
 
 /* A sparse file: pages cost only once written. ~336 bytes per 20-frame stack: about 800k
  * distinct stacks per run before new ones go without (counted as full). */
 #define STACK_AREA_BYTES (256ull << 20)
-#define STACK_DATA_OFF 4096
+#define STACK_DATA_OFF	 4096
 
 struct stack_shm {
 	char path[96];
@@ -24,41 +22,20 @@ struct stack_shm {
 	uint8_t *data;
 	uint64_t size;
 	struct stack_sink *sink;
-	uint64_t bad;
+	uint64_t bad, zero; /* refs naming no entry; records with aux 0 */
 };
 
 int stack_shm__new(struct stack_shm **out, uid_t uid, gid_t gid)
 {
 	struct stack_shm *s = calloc(1, sizeof(*s));
-	uint64_t rnd = 0;
-	int fd = -1, err;
+	int err;
 
 	if (!s)
 		return -ENOMEM;
 	s->len = STACK_DATA_OFF + STACK_AREA_BYTES;
-	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
-		rnd ^= (uint64_t)(uintptr_t)s ^ (uint64_t)getpid() << 32;
-	/* "memtrack-<pid>-": shm_source's sweep removes it if we are killed */
-	snprintf(s->path, sizeof(s->path), "/dev/shm/memtrack-%d-stacks-%016llx", (int)getpid(),
-		 (unsigned long long)rnd);
-	fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		err = -errno;
-		s->path[0] = 0;
+	err = shm_file__create(s->path, sizeof(s->path), "stacks-", s->len, uid, gid, &s->map);
+	if (err)
 		goto fail;
-	}
-	if ((uid != (uid_t)-1 && fchown(fd, uid, gid)) || ftruncate(fd, (off_t)s->len)) {
-		err = -errno;
-		goto fail;
-	}
-	s->map = mmap(NULL, s->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (s->map == MAP_FAILED) {
-		s->map = NULL;
-		err = -errno;
-		goto fail;
-	}
-	close(fd);
-	fd = -1;
 	s->hdr = s->map;
 	s->data = (uint8_t *)s->map + STACK_DATA_OFF;
 	s->size = STACK_AREA_BYTES;
@@ -75,8 +52,6 @@ int stack_shm__new(struct stack_shm **out, uid_t uid, gid_t gid)
 	*out = s;
 	return 0;
 fail:
-	if (fd >= 0)
-		close(fd);
 	stack_shm__free(s);
 	return err;
 }
@@ -89,7 +64,8 @@ void stack_shm__set_sink(struct stack_shm *s, struct stack_sink *sink)
 /* The entry a ref names, when it lies inside the used area and is of the kind asked. */
 static struct mt_stk_entry *entry(struct stack_shm *s, uint32_t ref, uint32_t kind)
 {
-	uint64_t off = ((uint64_t)ref - 1) * 8, used = __atomic_load_n(&s->hdr->used, __ATOMIC_ACQUIRE);
+	uint64_t off = ((uint64_t)ref - 1) * 8,
+		 used = __atomic_load_n(&s->hdr->used, __ATOMIC_ACQUIRE);
 	struct mt_stk_entry *e;
 
 	if (used > s->size)
@@ -115,7 +91,8 @@ static uint32_t module_id(struct stack_shm *s, uint32_t ref)
 	room = m->e.len - sizeof(*m);
 	if (!memchr(m->path, 0, room))
 		return 0;
-	if (stack_sink__module(s->sink, m->pid, m->path, m->build_id, m->build_id_len, m->bias, &id))
+	if (stack_sink__module(s->sink, m->pid, m->path, m->build_id, m->build_id_len, m->bias,
+			       &id))
 		return 0;
 	m->e.sink_id = id;
 	return id;
@@ -124,10 +101,15 @@ static uint32_t module_id(struct stack_shm *s, uint32_t ref)
 uint32_t stack_shm__translate(void *ctx, const struct mt_event *ev)
 {
 	struct stack_shm *s = ctx;
-	struct mt_stk_stack *st = (struct mt_stk_stack *)entry(s, ev->aux, MT_STK_STACK);
+	struct mt_stk_stack *st;
 	struct stack_frame f[MT_STK_MAX_FRAMES];
 	uint32_t nr, id;
 
+	if (!ev->aux) { /* unwinder failed, area full, or not set up yet in that process */
+		s->zero++;
+		return 0;
+	}
+	st = (struct mt_stk_stack *)entry(s, ev->aux, MT_STK_STACK);
 	if (!st || !s->sink)
 		goto bad;
 	if (st->e.sink_id)
@@ -158,6 +140,8 @@ void stack_shm__stats(const struct stack_shm *s, struct stack_shm_stats *st)
 	st->full = __atomic_load_n(&s->hdr->full, __ATOMIC_RELAXED);
 	st->failed = __atomic_load_n(&s->hdr->failed, __ATOMIC_RELAXED);
 	st->bad = s->bad;
+	/* aux 0 without the interposer counting why: made before its unwinder was set up */
+	st->early = s->zero - (st->full + st->failed <= s->zero ? st->full + st->failed : s->zero);
 	st->used = __atomic_load_n(&s->hdr->used, __ATOMIC_RELAXED);
 	if (st->used > s->size)
 		st->used = s->size;

@@ -19,15 +19,17 @@ struct stack_sink;
  * $MEMTRACK_STACKS_SHM in our environment (the command inherits it). 0 or -errno. */
 int stack_shm__new(struct stack_shm **s, uid_t uid, gid_t gid);
 void stack_shm__set_sink(struct stack_shm *s, struct stack_sink *sink);
-/* aux of an allocation record of the interposer -> the stack-file id (0: none, or a ref that
- * does not name a well-formed entry: counted in bad). Fits shm_source__set_stacks. */
+/* aux of an allocation record of the interposer -> the stack-file id (0: none, counted in
+ * early when aux is 0, in bad when the ref names no well-formed entry). Fits
+ * shm_source__set_stacks. */
 uint32_t stack_shm__translate(void *s, const struct mt_event *ev);
 
 struct stack_shm_stats {
-	uint64_t full; /* allocations without a stack: the area was full */
+	uint64_t full;	 /* allocations without a stack: the area was full */
 	uint64_t failed; /* ... the unwinder failed or was not available */
-	uint64_t bad; /* ... the ref named no well-formed entry */
-	uint64_t used; /* bytes of the area used */
+	uint64_t bad;	 /* ... the ref named no well-formed entry */
+	uint64_t early;	 /* ... made before the process's unwinder was set up (aux 0) */
+	uint64_t used;	 /* bytes of the area used */
 };
 void stack_shm__stats(const struct stack_shm *s, struct stack_shm_stats *st);
 /* Removes the file's name and unmaps it; NULL-safe. */

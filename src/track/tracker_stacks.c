@@ -120,6 +120,13 @@ int tracker__stacks_finish(struct tracker *t)
 	t->m.stacks_not_copied = tracker__ustack_lost(t);
 	t->m.stacks_area_full = sh.full;
 	t->m.stacks_bad_ref = sh.bad;
+	t->m.stacks_early = sh.early;
+	/* the rest came from the BPF ring without a stack for a reason not counted above */
+	t->m.stacks_uprobe = st.allocs - st.with_stack - sh.failed - sh.full - sh.bad - sh.early -
+			     us.failed - us.bad - t->m.stacks_not_copied;
+	if (t->m.stacks_uprobe > st.allocs)
+		t->m.stacks_uprobe =
+		    0; /* records still in the rings when memtrack stopped reading */
 	if (!fstatat(t->out.fd, t->m.stacks_file, &sb, AT_SYMLINK_NOFOLLOW))
 		t->m.stacks_file_bytes = (uint64_t)sb.st_size;
 	if (err)

@@ -88,14 +88,14 @@ static const struct {
 	uint32_t type, count;
 	uint64_t bytes;
 } paths[8] = {
-	[1] = {{B, A, MAIN}, 3, MT_EV_MALLOC, 100, 100 * 1024},
-	[2] = {{C, MAIN}, 2, MT_EV_MALLOC, 10, 10 * 65536},
-	[3] = {{D, THREAD_MAIN}, 2, MT_EV_CALLOC, 7, 7 * 4096},
-	[4] = {{LIB_ALLOC, MAIN}, 2, MT_EV_REALLOC, 5, 5 * 2048},
-	[5] = {{DL_ALLOC, MAIN}, 2, MT_EV_ALIGNED_ALLOC, 3, 3 * 512},
-	/* the signal frame (libc's __restore_rt) follows on_signal: not checked */
-	[6] = {{E, ON_SIGNAL}, 2, MT_EV_MALLOC, 2, 2 * 3000},
-	[7] = {{F, MAIN}, 2, MT_EV_MALLOC, 4, 4 * 5000},
+    [1] = {{B, A, MAIN}, 3, MT_EV_MALLOC, 100, 100 * 1024},
+    [2] = {{C, MAIN}, 2, MT_EV_MALLOC, 10, 10 * 65536},
+    [3] = {{D, THREAD_MAIN}, 2, MT_EV_CALLOC, 7, 7 * 4096},
+    [4] = {{LIB_ALLOC, MAIN}, 2, MT_EV_REALLOC, 5, 5 * 2048},
+    [5] = {{DL_ALLOC, MAIN}, 2, MT_EV_ALIGNED_ALLOC, 3, 3 * 512},
+    /* the signal frame (libc's __restore_rt) follows on_signal: not checked */
+    [6] = {{E, ON_SIGNAL}, 2, MT_EV_MALLOC, 2, 2 * 3000},
+    [7] = {{F, MAIN}, 2, MT_EV_MALLOC, 4, 4 * 5000},
 };
 #define NR_PATHS 7
 
@@ -105,14 +105,21 @@ static void check_stacks(void **state, const char *const *opts, const char *unwi
 	struct mt_run *r;
 	struct mt_run_opts o = {.track_opts = opts};
 	struct expect_fn fns[NR_FN] = {
-		[B] = {"stacks", "b"}, [A] = {"stacks", "a"}, [MAIN] = {"stacks", "main"},
-		[C] = {"stacks", "c"}, [D] = {"stacks", "d"}, [THREAD_MAIN] = {"stacks", "thread_main"},
-		[LIB_ALLOC] = {"libstacks_lib.so", "lib_alloc"},
-		[DL_ALLOC] = {"libstacks_dl.so", "dl_alloc"},
-		[E] = {"stacks", "e"}, [ON_SIGNAL] = {"stacks", "on_signal"}, [F] = {"stacks", "f"},
+	    [B] = {"stacks", "b"},
+	    [A] = {"stacks", "a"},
+	    [MAIN] = {"stacks", "main"},
+	    [C] = {"stacks", "c"},
+	    [D] = {"stacks", "d"},
+	    [THREAD_MAIN] = {"stacks", "thread_main"},
+	    [LIB_ALLOC] = {"libstacks_lib.so", "lib_alloc"},
+	    [DL_ALLOC] = {"libstacks_dl.so", "dl_alloc"},
+	    [E] = {"stacks", "e"},
+	    [ON_SIGNAL] = {"stacks", "on_signal"},
+	    [F] = {"stacks", "f"},
 	};
 	uint32_t path_id[NR_PATHS + 1] = {0}, seen[NR_PATHS + 1] = {0};
-	uint64_t leaf_bytes[NR_PATHS + 1] = {0}, leaf_count[NR_PATHS + 1] = {0}, nr_alloc_records = 0;
+	uint64_t leaf_bytes[NR_PATHS + 1] = {0}, leaf_count[NR_PATHS + 1] = {0},
+				       nr_alloc_records = 0;
 	struct stackfile sf;
 	char path[PATH_MAX + 64], dir[PATH_MAX];
 	uint32_t *ord;
@@ -137,7 +144,8 @@ static void check_stacks(void **state, const char *const *opts, const char *unwi
 
 	/* one id per allocation record of the artifact, in its order */
 	for (size_t i = 0; i < r->nr_ev; i++)
-		nr_alloc_records += r->ev[i].type >= MT_EV_MALLOC && r->ev[i].type <= MT_EV_ALIGNED_ALLOC;
+		nr_alloc_records +=
+		    r->ev[i].type >= MT_EV_MALLOC && r->ev[i].type <= MT_EV_ALIGNED_ALLOC;
 	MT_CHECK(r, sf.nr_allocs == nr_alloc_records, "%llu stack ids for %llu allocation records",
 		 (unsigned long long)sf.nr_allocs, (unsigned long long)nr_alloc_records);
 	assert_int_equal(mt_need_u64(r, "stacks.allocs"), nr_alloc_records);
@@ -177,20 +185,22 @@ static void check_stacks(void **state, const char *const *opts, const char *unwi
 				id = ord[i];
 				n++;
 			}
-		MT_CHECK(r, n == 1, "%s of 0x%llx: %zu records", e->op, (unsigned long long)e->addr, n);
+		MT_CHECK(r, n == 1, "%s of 0x%llx: %zu records", e->op, (unsigned long long)e->addr,
+			 n);
 		MT_CHECK(r, cur >= 1 && cur <= NR_PATHS && mt_op_type(e->op) == paths[cur].type,
 			 "allocation of 0x%llx outside a known path", (unsigned long long)e->addr);
 		st = stackfile__stack(&sf, id);
 		MT_CHECK(r, st != NULL, "path %d: allocation of 0x%llx has no stack", cur,
 			 (unsigned long long)e->addr);
-		MT_CHECK(r, st->nr >= (uint32_t)paths[cur].nr_fns, "path %d: %u frames", cur, st->nr);
+		MT_CHECK(r, st->nr >= (uint32_t)paths[cur].nr_fns, "path %d: %u frames", cur,
+			 st->nr);
 		for (int f = 0; f < paths[cur].nr_fns; f++) {
 			const struct expect_fn *fn = &fns[paths[cur].fns[f]];
 			const struct stack_module *m = stackfile__module(&sf, st->frames[f].module);
 
 			MT_CHECK(r, frame_in(&sf, &st->frames[f], fn),
-				 "path %d frame %d: %s+0x%llx, want %s in %s [0x%llx, 0x%llx)", cur, f,
-				 m ? m->path : "?", (unsigned long long)st->frames[f].vaddr,
+				 "path %d frame %d: %s+0x%llx, want %s in %s [0x%llx, 0x%llx)", cur,
+				 f, m ? m->path : "?", (unsigned long long)st->frames[f].vaddr,
 				 fn->name, fn->real, (unsigned long long)fn->lo,
 				 (unsigned long long)fn->hi);
 		}
@@ -248,9 +258,9 @@ static void test_no_stacks(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_stacks_preload, mt_teardown),
-		cmocka_unit_test_teardown(test_stacks_uprobe, mt_teardown),
-		cmocka_unit_test_teardown(test_no_stacks, mt_teardown),
+	    cmocka_unit_test_teardown(test_stacks_preload, mt_teardown),
+	    cmocka_unit_test_teardown(test_stacks_uprobe, mt_teardown),
+	    cmocka_unit_test_teardown(test_no_stacks, mt_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

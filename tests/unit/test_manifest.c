@@ -297,6 +297,8 @@ static void test_stacks_keys(void **state)
 	in.stacks_unwind_failed = 4;
 	in.stacks_area_full = 5;
 	in.stacks_bad_ref = 1;
+	in.stacks_early = 2;
+	in.stacks_uprobe = 6;
 	in.stacks_file_bytes = 4242;
 	assert_int_equal(manifest__write(&in, on), 0);
 	root = json_load_file(on, 0, &jerr);
@@ -318,6 +320,8 @@ static void test_stacks_keys(void **state)
 	assert_int_equal(out.stacks_unwind_failed, 4);
 	assert_int_equal(out.stacks_area_full, 5);
 	assert_int_equal(out.stacks_bad_ref, 1);
+	assert_int_equal(out.stacks_early, 2);
+	assert_int_equal(out.stacks_uprobe, 6);
 	assert_int_equal(out.stacks_file_bytes, 4242);
 	manifest__free(&out);
 	manifest__free(&in);

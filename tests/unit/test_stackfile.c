@@ -54,7 +54,7 @@ static int create(const char *path)
 	return fd;
 }
 
-static const uint8_t bid_a[20] = {0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6,
+static const uint8_t bid_a[20] = {0xde, 0xad, 0xbe, 0xef, 1,  2,  3,  4,  5,  6,
 				  7,	8,    9,    10,	  11, 12, 13, 14, 15, 16};
 static const uint8_t bid_b[8] = {1, 2, 3, 4, 5, 6, 7, 8};
 
@@ -65,7 +65,8 @@ static uint32_t synth_stack(uint32_t k, const uint32_t *mods, struct stack_frame
 
 	for (uint32_t i = 0; i < nr; i++) {
 		f[i].module = i == 3 ? 0 : mods[(k + i) % 2];
-		f[i].vaddr = 0x1000 + (uint64_t)k * 0x40 + i * 7 + (f[i].module ? 0 : 0x7f0000000000ull);
+		f[i].vaddr =
+		    0x1000 + (uint64_t)k * 0x40 + i * 7 + (f[i].module ? 0 : 0x7f0000000000ull);
 	}
 	return nr;
 }
@@ -84,8 +85,8 @@ static void test_round_trip(void **state)
 	(void)state;
 
 	assert_non_null(ids);
-	assert_int_equal(stackfile_writer__open(&w, create(tpath("a.stacks")), "42.Memtrack.msgpack",
-						"preload=libunwind"),
+	assert_int_equal(stackfile_writer__open(&w, create(tpath("a.stacks")),
+						"42.Memtrack.msgpack", "preload=libunwind"),
 			 0);
 	assert_int_equal(stackfile_writer__module(w, "/usr/bin/x", bid_a, 20, &mods[0]), 0);
 	assert_int_equal(stackfile_writer__module(w, "/lib/libc.so.6", bid_b, 8, &mods[1]), 0);
@@ -253,7 +254,8 @@ static void test_unknown_skipped(void **state)
 	pk_str(&pk, "more");
 	msgpack_pack_map(&pk, 1);
 	pk_kv_uint(&pk, "id", 77);
-	msgpack_pack_map(&pk, 5); /* a module with a key this reader does not know, kind not first */
+	msgpack_pack_map(&pk,
+			 5); /* a module with a key this reader does not know, kind not first */
 	pk_kv_uint(&pk, "id", 1);
 	pk_str(&pk, "t");
 	pk_str(&pk, "module");
@@ -314,8 +316,18 @@ static void test_newer_version(void **state)
 /* Each file is valid msgpack and zstd but breaks one rule of the format. */
 static void test_bad_files(void **state)
 {
-	enum { NO_HEADER, FOREIGN, BAD_REF, ID_GAP, ODD_FRAMES, BAD_ALLOC, BAD_END, AFTER_END, NOT_MAP,
-	       N };
+	enum {
+		NO_HEADER,
+		FOREIGN,
+		BAD_REF,
+		ID_GAP,
+		ODD_FRAMES,
+		BAD_ALLOC,
+		BAD_END,
+		AFTER_END,
+		NOT_MAP,
+		N
+	};
 	struct stackfile sf;
 	(void)state;
 
@@ -389,7 +401,8 @@ static void test_truncated(void **state)
 	/* every cut in the first and last 64 bytes (header, end record, last frame's checksum),
 	 * and 64 spread between (inside frames and at their boundaries) */
 	for (off_t cut = 0; cut < size; cut += cut < 64 || cut >= size - 64 ? 1 : size / 64 + 1) {
-		unlink(tpath("cut.stacks")); /* not O_TRUNC: ext4 flushes a file truncated and rewritten */
+		unlink(tpath(
+		    "cut.stacks")); /* not O_TRUNC: ext4 flushes a file truncated and rewritten */
 		fd = create(tpath("cut.stacks"));
 		assert_int_equal(write(fd, buf, (size_t)cut), cut);
 		close(fd);
@@ -446,12 +459,9 @@ static void test_sink(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_round_trip),
-		cmocka_unit_test(test_unknown_skipped),
-		cmocka_unit_test(test_newer_version),
-		cmocka_unit_test(test_bad_files),
-		cmocka_unit_test(test_truncated),
-		cmocka_unit_test(test_sink),
+	    cmocka_unit_test(test_round_trip),	  cmocka_unit_test(test_unknown_skipped),
+	    cmocka_unit_test(test_newer_version), cmocka_unit_test(test_bad_files),
+	    cmocka_unit_test(test_truncated),	  cmocka_unit_test(test_sink),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
