@@ -100,7 +100,8 @@ static const struct {
 #define NR_PATHS 7
 
 /* The whole check, for one event path: opts select it, unwinder is the header's string. */
-static void check_stacks(void **state, const char *const *opts, const char *unwinder)
+/* every: each allocation record of the run has a whole stack (none failed, cut or left out) */
+static void check_stacks(void **state, const char *const *opts, const char *unwinder, bool every)
 {
 	struct mt_run *r;
 	struct mt_run_opts o = {.track_opts = opts};
@@ -150,6 +151,16 @@ static void check_stacks(void **state, const char *const *opts, const char *unwi
 		 (unsigned long long)sf.nr_allocs, (unsigned long long)nr_alloc_records);
 	assert_int_equal(mt_need_u64(r, "stacks.allocs"), nr_alloc_records);
 	assert_int_equal(mt_need_u64(r, "stacks.distinct"), sf.nr_stacks);
+	if (every) {
+		MT_CHECK(r, mt_need_u64(r, "stacks.with_stack") == nr_alloc_records,
+			 "%llu of %llu allocation records have a stack",
+			 (unsigned long long)mt_need_u64(r, "stacks.with_stack"),
+			 (unsigned long long)nr_alloc_records);
+		assert_int_equal(mt_need_u64(r, "stacks.truncated"), 0);
+		assert_int_equal(mt_need_u64(r, "stacks.without.not_copied"), 0);
+		for (uint32_t i = 0; i < sf.nr_allocs; i++)
+			MT_CHECK(r, sf.allocs[i] != 0, "allocation record %u has no stack", i);
+	}
 
 	/* each allocation record's stack id; bytes by leaf function over every allocation */
 	ord = calloc(r->nr_ev, sizeof(*ord));
@@ -228,14 +239,14 @@ static void check_stacks(void **state, const char *const *opts, const char *unwi
 
 static void test_stacks_preload(void **state)
 {
-	check_stacks(state, preload_opts, "preload=libunwind,uprobe=dwfl");
+	check_stacks(state, preload_opts, "preload=libunwind,uprobe=dwfl", false);
 }
 
 /* The uprobe path: the BPF side copies the stack at the allocator's return, memtrack unwinds it
  * with libdwfl (stacks/unwind_dwfl.c); the same paths, frames and counts. */
 static void test_stacks_uprobe(void **state)
 {
-	check_stacks(state, uprobe_opts, "uprobe=dwfl");
+	check_stacks(state, uprobe_opts, "uprobe=dwfl", true);
 }
 
 /* Without --stacks: no stacks file, no stacks keys in the manifest. */
