@@ -101,8 +101,8 @@ static __always_inline void mt_ustack_rets(struct mt_ustack_rec *r, __u64 sp)
  * registers are the caller's again, which is what unwinding from the caller's frame needs. A
  * stack taken here cannot belong to another record: it is written with its own.
  */
-static __always_inline void mt_emit_alloc(struct pt_regs *ctx, __u32 type, __u32 tgid,
-					  __u32 tid, __u64 addr, __u64 size, __u64 old_addr)
+static __always_inline void mt_emit_alloc(struct pt_regs *ctx, __u32 type, __u32 tgid, __u32 tid,
+					  __u64 addr, __u64 size, __u64 old_addr)
 {
 	struct mt_ustack_rec *r;
 	__u32 zero = 0, got;

@@ -4,11 +4,12 @@
  * put in the ring buffer; both sides include it. Every record starts with the 48-byte struct
  * mt_event, tagged by `type`, little-endian, with no pointers; most are exactly that. Types whose
  * row in records.c has REC_VARLEN may be longer: with --stacks, an allocation record is followed
- * by a struct mt_ustack and the user stack bytes it copied (the ring's length says which). The BPF object is built from this tree and
- * embedded in the binary (the skeleton), so the two sides cannot disagree at run time and
- * nothing checks a version at load; MT_ABI_VERSION only stamps the object's .rodata
- * (mt_abi_version) for whoever inspects a loaded program. Bump it when a field changes.
- * What user space makes of each type and drop reason is one row each in src/common/records.c.
+ * by a struct mt_ustack and the user stack bytes it copied (the ring's length says which).
+ * The BPF object is built from this tree and embedded in the binary (the skeleton), so the two
+ * sides cannot disagree at run time and nothing checks a version at load; MT_ABI_VERSION only
+ * stamps the object's .rodata (mt_abi_version) for whoever inspects a loaded program. Bump it
+ * when a field changes. What user space makes of each type and drop reason is one row each in
+ * src/common/records.c.
  */
 #ifndef MEMTRACK_EVENTS_H
 #define MEMTRACK_EVENTS_H
@@ -26,7 +27,7 @@ typedef uint64_t mt_u64;
 typedef int64_t mt_s64;
 #endif
 
-#define MT_ABI_VERSION 1
+#define MT_ABI_VERSION 2 /* 2: allocation records may carry a struct mt_ustack (--stacks) */
 
 enum mt_event_type {
 	MT_EV_NONE = 0,
@@ -103,8 +104,8 @@ enum mt_ustack_reg {
 
 struct mt_ustack {
 	mt_u64 regs[MT_UREG_NR]; /* enum mt_ustack_reg */
-	mt_u32 size; /* bytes of stack after this header */
-	mt_u32 flags; /* MT_USTACK_* */
+	mt_u32 size;		 /* bytes of stack after this header */
+	mt_u32 flags;		 /* MT_USTACK_* */
 	/* Return addresses in the copy that the kernel replaced with its uretprobe trampoline
 	 * (a probed function still running further up: dlopen): where (the stack slot) and what
 	 * was there. The unwinder reads the original instead. */

@@ -10,10 +10,10 @@
 #include "stacks/unwind_dwfl.h"
 #include "stacks/unwind_step.h"
 
-#define UW_BUCKETS	    1024 /* processes, chained */
-#define UW_REREAD_NS	    (20 * 1000000ull) /* a process' maps are re-read at most this often */
-#define UW_CACHE_SLOTS	    8192 /* remembered unwinds, direct-mapped */
-#define UW_MAX_READS	    512	 /* stack words an unwind may read and still be remembered */
+#define UW_BUCKETS     1024		 /* processes, chained */
+#define UW_REREAD_NS   (20 * 1000000ull) /* a process' maps are re-read at most this often */
+#define UW_CACHE_SLOTS 8192		 /* remembered unwinds, direct-mapped */
+#define UW_MAX_READS   512 /* stack words an unwind may read and still be remembered */
 
 /* x86-64 DWARF register numbers (System V psABI, figure 3.36) */
 enum { DW_RBX = 3, DW_RBP = 6, DW_RSP = 7, DW_R12 = 12 };
@@ -22,17 +22,17 @@ struct uw_proc {
 	pid_t pid;
 	char *maps; /* the text of /proc/PID/maps at its last reading (or the parent's) */
 	size_t maps_len;
-	bool own;   /* maps read from pid itself, not inherited at fork */
-	bool gone;  /* its maps could not be read any more: keep what we have */
+	bool own;  /* maps read from pid itself, not inherited at fork */
+	bool gone; /* its maps could not be read any more: keep what we have */
 	uint64_t read_ns;
 	Dwfl *dwfl; /* built from maps when first needed; NULL after a change */
 	/* the stack being unwound, for the thread callbacks */
 	pid_t tid;
 	const struct mt_ustack *us;
 	const uint8_t *stack;
-	bool out_of_slice; /* the unwinder wanted memory outside the copy */
-	uint32_t gen;	   /* bumped when the Dwfl changes: remembered unwinds are stale */
-	uint32_t nr_reads; /* the words this unwind read, UW_MAX_READS + 1 when too many */
+	bool out_of_slice;    /* the unwinder wanted memory outside the copy */
+	uint32_t gen;	      /* bumped when the Dwfl changes: remembered unwinds are stale */
+	uint32_t nr_reads;    /* the words this unwind read, UW_MAX_READS + 1 when too many */
 	uint64_t (*reads)[2]; /* address, value: struct unwind_dwfl's, one walk at a time */
 	bool *needed;	      /* reads[i] decided the walk (struct unwind_dwfl's too) */
 	uint32_t needed_regs; /* bit r: the captured regs[r] decided it */
@@ -74,7 +74,7 @@ struct unwind_dwfl {
 	uint64_t reads[UW_MAX_READS][2];
 	bool needed[UW_MAX_READS];
 	struct unwind_steps *steps;
-	bool no_fast; /* every walk by libdwfl (tests compare the two) */
+	bool no_fast;		     /* every walk by libdwfl (tests compare the two) */
 	struct unwind_module **mods; /* interned */
 	size_t nr_mods, cap_mods;
 	struct unwind_stats st;
@@ -152,8 +152,8 @@ static bool uw_word(const struct mt_ustack *us, const uint8_t *stack, uint64_t a
 /* --- remembered unwinds (struct uw_memo) ------------------------------------------------------ */
 
 /* The callee-saved registers, the ones a walk may use as addresses */
-static const int uw_addr_regs[] = {MT_UREG_BP, MT_UREG_BX, MT_UREG_R12, MT_UREG_R13, MT_UREG_R14,
-				   MT_UREG_R15};
+static const int uw_addr_regs[] = {MT_UREG_BP,	MT_UREG_BX,  MT_UREG_R12,
+				   MT_UREG_R13, MT_UREG_R14, MT_UREG_R15};
 
 static inline bool uw_in_stack(const struct mt_ustack *us, uint64_t a)
 {
@@ -281,8 +281,8 @@ cleanup:
 
 /* CFI comes from .eh_frame in the mapped file itself: no separate debug files, no debuginfod
  * (whatever DEBUGINFOD_URLS says) while tracking. */
-static int uw_no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
-			   Dwarf_Addr base, const char *file_name, const char *debuglink_file,
+static int uw_no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+			   const char *file_name, const char *debuglink_file,
 			   GElf_Word debuglink_crc, char **debuginfo_file_name)
 {
 	(void)mod, (void)userdata, (void)modname, (void)base, (void)file_name;

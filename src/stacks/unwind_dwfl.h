@@ -21,7 +21,7 @@
 
 /* An ELF object frames are in, as one process mapped it (one per process and file). */
 struct unwind_module {
-	char *path; /* as /proc/PID/maps named it */
+	char *path;    /* as /proc/PID/maps named it */
 	uint64_t bias; /* load address - ELF vaddr */
 	uint8_t build_id[20];
 	uint8_t build_id_len;
@@ -48,7 +48,7 @@ struct unwind_stats {
 	uint64_t remembered; /* served by a remembered unwind of the same place (no walk) */
 	uint64_t fast;	     /* walked with cached CFI rules (unwind_step.h), not by libdwfl */
 	uint64_t maps_reads;
-	uint64_t ns;	    /* time spent unwinding */
+	uint64_t ns; /* time spent unwinding */
 };
 
 struct unwind_dwfl;

@@ -21,7 +21,7 @@ struct unwind_steps {
 
 /* DWARF register numbers of x86-64 (System V psABI, figure 3.36) for enum mt_ustack_reg */
 static const int step_dwarf_reg[MT_UREG_NR] = {
-    [MT_UREG_IP] = 16, [MT_UREG_SP] = 7,   [MT_UREG_BP] = 6,   [MT_UREG_BX] = 3,
+    [MT_UREG_IP] = 16,	[MT_UREG_SP] = 7,   [MT_UREG_BP] = 6,	[MT_UREG_BX] = 3,
     [MT_UREG_R12] = 12, [MT_UREG_R13] = 13, [MT_UREG_R14] = 14, [MT_UREG_R15] = 15,
 };
 
@@ -115,10 +115,11 @@ static bool step_compute(Dwfl_Module *mod, uint64_t addr, struct unwind_rule *ru
 	return ok;
 }
 
-const struct unwind_rule *unwind_steps__rule(struct unwind_steps *s, uint32_t gen,
-					     Dwfl_Module *mod, uint64_t addr)
+const struct unwind_rule *unwind_steps__rule(struct unwind_steps *s, uint32_t gen, Dwfl_Module *mod,
+					     uint64_t addr)
 {
-	struct step_slot *sl = &s->slot[((addr ^ (uint64_t)gen << 40) * 0x9e3779b97f4a7c15ull) >> 50];
+	struct step_slot *sl =
+	    &s->slot[((addr ^ (uint64_t)gen << 40) * 0x9e3779b97f4a7c15ull) >> 50];
 
 	_Static_assert(STEP_SLOTS == 1 << 14, "the hash keeps 14 bits");
 	if (sl->gen != gen || sl->addr != addr) {

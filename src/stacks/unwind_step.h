@@ -38,8 +38,8 @@ int unwind_steps__new(struct unwind_steps **s);
 /* The rule at addr (absolute; the caller's pc - 1, or the pc itself for the first frame) in mod,
  * as laid out in generation gen of a process' layout (unwind_dwfl.c). NULL when mod's CFI has
  * no rule there that this path applies. */
-const struct unwind_rule *unwind_steps__rule(struct unwind_steps *s, uint32_t gen,
-					     Dwfl_Module *mod, uint64_t addr);
+const struct unwind_rule *unwind_steps__rule(struct unwind_steps *s, uint32_t gen, Dwfl_Module *mod,
+					     uint64_t addr);
 void unwind_steps__free(struct unwind_steps *s); /* NULL-safe */
 
 #endif

@@ -174,7 +174,8 @@ static int ringbuf_source__drain(struct event_source *src, struct consumer *c)
 				c->rejected++;
 			} else if (off + len <= p->size) {
 				if (len == sizeof(struct mt_event))
-					consumer__dispatch(c, (const struct mt_event *)(p->data + off));
+					consumer__dispatch(
+					    c, (const struct mt_event *)(p->data + off));
 				else
 					consumer__dispatch_var(c, p->data + off, len);
 			} else if (p->wrap || (p->wrap = malloc(RINGBUF_MAX_RECORD))) {

@@ -26,8 +26,7 @@ typedef int (*consumer_control_fn)(void *ctx, const struct mt_event *ev);
  * bytes, len bytes in all), before the header is batched; may set ev->aux (the stack id). The
  * payload is released on return. Also called with len 0 for REC_LAYOUT records (Fork, Exec), in
  * ring order, so that the stacks after them are read against the right layout. */
-typedef void (*consumer_stack_fn)(void *ctx, struct mt_event *ev, const void *payload,
-				  size_t len);
+typedef void (*consumer_stack_fn)(void *ctx, struct mt_event *ev, const void *payload, size_t len);
 
 #define CONSUMER_BATCH 64 /* records; 3 KiB, stays in L1 */
 

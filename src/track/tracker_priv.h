@@ -93,8 +93,8 @@ uint64_t tracker__percpu_sums(int fd, uint32_t nr, uint64_t *sums);
 void tracker__destroy(struct tracker *t);
 
 /* --stacks (tracker_stacks.c); each is a no-op without it */
-int tracker__stacks_start(struct tracker *t); /* before the fork: the stack area */
-int tracker__stacks_open(struct tracker *t); /* with the artifact: the file and its sink */
+int tracker__stacks_start(struct tracker *t);  /* before the fork: the stack area */
+int tracker__stacks_open(struct tracker *t);   /* with the artifact: the file and its sink */
 int tracker__stacks_finish(struct tracker *t); /* after the drain: close, manifest keys */
 void tracker__stacks_destroy(struct tracker *t);
 

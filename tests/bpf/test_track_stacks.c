@@ -140,8 +140,7 @@ static void check_stacks(void **state, const char *const *opts, const char *unwi
 	snprintf(path, sizeof(path), "%s/%d%s", r->out, r->root_pid, STACKFILE_SUFFIX);
 	rc = stackfile__read(path, &sf);
 	MT_CHECK(r, rc == 0, "cannot read %s: %s", path, strerror(-rc));
-	MT_CHECK(r, !strcmp(sf.unwinder, unwinder), "unwinder %s, want %s", sf.unwinder,
-		 unwinder);
+	MT_CHECK(r, !strcmp(sf.unwinder, unwinder), "unwinder %s, want %s", sf.unwinder, unwinder);
 
 	/* one id per allocation record of the artifact, in its order */
 	for (size_t i = 0; i < r->nr_ev; i++)

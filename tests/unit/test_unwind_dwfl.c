@@ -33,9 +33,9 @@ __asm__(".text\n"
 	"uw_capture:\n"
 	".cfi_startproc\n"
 	"	movq (%rsp), %rax\n"
-	"	movq %rax, 0(%rdi)\n"  /* ip */
+	"	movq %rax, 0(%rdi)\n" /* ip */
 	"	leaq 8(%rsp), %rax\n"
-	"	movq %rax, 8(%rdi)\n"  /* sp */
+	"	movq %rax, 8(%rdi)\n" /* sp */
 	"	movq %rbp, 16(%rdi)\n"
 	"	movq %rbx, 24(%rdi)\n"
 	"	movq %r12, 32(%rdi)\n"
@@ -143,8 +143,8 @@ static void uw_expect_chain(const struct unwind_result *r, const char *const *wa
 		assert_non_null(r->frames[i].mod);
 		assert_string_equal(r->frames[i].mod->path, self_path);
 		f = uw_func(&self, r->frames[i].vaddr - 1);
-		if (strncmp(f, want[i], strlen(want[i])) || (f[strlen(want[i])] != 0 &&
-							     f[strlen(want[i])] != '.'))
+		if (strncmp(f, want[i], strlen(want[i])) ||
+		    (f[strlen(want[i])] != 0 && f[strlen(want[i])] != '.'))
 			fail_msg("frame %zu is in %s, expected %s", i, f, want[i]);
 	}
 	elf_info__free(&self);
@@ -178,9 +178,8 @@ static void test_unwinds_without_frame_pointers(void **state)
 	{
 		struct unwind_result *r2 = calloc(1, sizeof(*r2));
 
-		assert_int_equal(unwind_dwfl__unwind(u, getpid(), gettid(), &copy.us, copy.stack,
-						     r2),
-				 0);
+		assert_int_equal(
+		    unwind_dwfl__unwind(u, getpid(), gettid(), &copy.us, copy.stack, r2), 0);
 		assert_int_equal(r2->nr, r->nr);
 		assert_memory_equal(r2->frames, r->frames, r->nr * sizeof(r->frames[0]));
 		assert_int_equal(unwind_dwfl__stats(u)->maps_reads, 1);
@@ -207,12 +206,10 @@ static void test_fast_walk_matches_libdwfl(void **state)
 		assert_int_equal(unwind_dwfl__new(&fast), 0);
 		assert_int_equal(unwind_dwfl__new(&slow), 0);
 		unwind_dwfl__libdwfl_only(slow, true);
-		assert_int_equal(unwind_dwfl__unwind(fast, getpid(), gettid(), &copy.us, copy.stack,
-						     r),
-				 0);
-		assert_int_equal(unwind_dwfl__unwind(slow, getpid(), gettid(), &copy.us, copy.stack,
-						     r2),
-				 0);
+		assert_int_equal(
+		    unwind_dwfl__unwind(fast, getpid(), gettid(), &copy.us, copy.stack, r), 0);
+		assert_int_equal(
+		    unwind_dwfl__unwind(slow, getpid(), gettid(), &copy.us, copy.stack, r2), 0);
 		assert_int_equal(unwind_dwfl__stats(fast)->fast, 1);
 		assert_int_equal(unwind_dwfl__stats(slow)->fast, 0);
 		assert_int_equal(r->nr, r2->nr);
@@ -275,9 +272,8 @@ static void test_remembered_only_when_the_words_match(void **state)
 		}
 	assert_true(at > 0);
 	/* uw_a "called from" uw_a itself instead: frame 2 must become uw_a */
-	memcpy(copy.stack + at, &(uint64_t){copy.us.regs[MT_UREG_IP] - r->frames[0].vaddr +
-					     r->frames[1].vaddr},
-	       8);
+	memcpy(copy.stack + at,
+	       &(uint64_t){copy.us.regs[MT_UREG_IP] - r->frames[0].vaddr + r->frames[1].vaddr}, 8);
 	assert_int_equal(unwind_dwfl__unwind(u, getpid(), gettid(), &copy.us, copy.stack, r2), 0);
 	assert_int_equal(unwind_dwfl__stats(u)->remembered, 0);
 	assert_true(r2->nr >= 3);
