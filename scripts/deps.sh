@@ -14,7 +14,8 @@ done
 pkgs=(
 	make gcc g++ clang llvm pkg-config bpftool libbpf-dev libelf-dev zlib1g-dev libzstd-dev zstd
 	libmsgpack-dev libjansson-dev libyaml-dev libcmocka-dev
-	# memtrack report: symbolisation (elfutils libdw/libdwfl), C++ and Rust demangling (libiberty)
+	# call stacks: unwinding copied user stacks (src/stacks/unwind_dwfl.c); memtrack report:
+	# symbolisation (elfutils libdw/libdwfl), C++ and Rust demangling (libiberty)
 	libdw-dev libiberty-dev
 	# the pprof test reads our profiles back with an independent decoder
 	python3-protobuf protobuf-compiler

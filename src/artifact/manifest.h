@@ -118,6 +118,9 @@ struct manifest {
 	 * was set up (libraries' constructors), recorded by uprobes (no stack on that path yet) */
 	uint64_t stacks_unwind_failed, stacks_area_full, stacks_bad_ref, stacks_early, stacks_uprobe;
 	uint64_t stacks_file_bytes;
+	/* the uprobe path: stacks the BPF side could not copy (ring full, sp unmapped), unwound
+	 * in part, the ring bytes of the records that carried one, the time spent unwinding */
+	uint64_t stacks_not_copied, stacks_truncated, stacks_ring_bytes, stacks_unwind_ns;
 
 	/* accounting */
 	uint64_t counts[MT_EV_TYPE_MAX]; /* per event type written to the artifact */

@@ -164,6 +164,10 @@ static const struct field stacks_rows[] = {
 	{"without", "bad_ref", F_U64, M(stacks_bad_ref)},
 	{"without", "before_unwinder", F_U64, M(stacks_early)},
 	{"without", "uprobe", F_U64, M(stacks_uprobe)},
+	{"without", "not_copied", F_U64, M(stacks_not_copied)},
+	{NULL, "truncated", F_U64, M(stacks_truncated)},
+	{NULL, "ring_bytes", F_U64, M(stacks_ring_bytes)},
+	{NULL, "unwind_ns", F_U64, M(stacks_unwind_ns)},
 	{NULL, "file_bytes", F_U64, M(stacks_file_bytes)},
 };
 

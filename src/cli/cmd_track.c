@@ -23,7 +23,8 @@ static const char track_usage[] =
 	"                        (default: the current directory; created with its parents if\n"
 	"                        missing; existing files there are never replaced)\n"
 	"      --rmap            also record page-level events (rmap mode; env MEMTRACK_TRACK_RMAP=1)\n"
-	"      --ring-size SIZE  BPF ring buffer size, rounded up to a power of two (default 8M)\n"
+	"      --ring-size SIZE  BPF ring buffer size, rounded up to a power of two (default 8M;\n"
+	"                        16M with --stacks)\n"
 	"      --rss-step SIZE   write an Rss record when a counter moved this much (default 64K;\n"
 	"                        0 = every change); peaks are always kept exactly\n"
 	"      --alloc-hooks MODE  how allocator calls are caught (env MEMTRACK_ALLOC_HOOKS):\n"
@@ -105,6 +106,7 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 	const char *hooks = getenv("MEMTRACK_ALLOC_HOOKS");
 	enum alloc_hooks mode = ALLOC_HOOKS_UPROBE;
 	int c, rmap_flag = -1, stacks_flag = -1;
+	bool ring_given = false;
 	uint64_t v;
 
 	memset(o, 0, sizeof(*o));
@@ -132,6 +134,7 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 			o->ring_bytes = 4096;
 			while (o->ring_bytes < v)
 				o->ring_bytes <<= 1;
+			ring_given = true;
 			break;
 		case OPT_RSS_STEP:
 			if (parse_size(optarg, &v) || v > (1ull << 40)) {
@@ -181,6 +184,11 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 		o->stacks = stacks_flag;
 	else
 		env_flag("MEMTRACK_STACKS", &o->stacks);
+	/* uprobe stacks make allocation records ~1-16 KiB (events.h); the BPF side keeps half the
+	 * ring for records without one. 16 MiB lost no stack on the sqlite3 row (64 MiB costs
+	 * memtrack 48 MiB more RSS once the ring has gone round) */
+	if (o->stacks && !ring_given)
+		o->ring_bytes = 16 << 20;
 
 	if (optind >= argc) {
 		log__error("no command given. Usage: memtrack track \"CMD\" or memtrack track -- "

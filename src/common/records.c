@@ -17,16 +17,16 @@ const struct record_field_desc records__fields[RF_NR] = {
 /* The artifact's variants and fields are codspeed-memtrack's (reference notes, section 1). */
 #define ART(s) .name = s, .name_len = sizeof(s) - 1, .flags = REC_ARTIFACT
 const struct record_type records__types[MT_EV_TYPE_MAX] = {
-	[MT_EV_MALLOC] = {ART("Malloc") | REC_HEAP, .fields = {RF_SIZE}},
-	[MT_EV_CALLOC] = {ART("Calloc") | REC_HEAP, .fields = {RF_SIZE}},
-	[MT_EV_REALLOC] = {ART("Realloc") | REC_HEAP, .fields = {RF_SIZE, RF_OLD_ADDR}},
-	[MT_EV_ALIGNED_ALLOC] = {ART("AlignedAlloc") | REC_HEAP, .fields = {RF_SIZE}},
+	[MT_EV_MALLOC] = {ART("Malloc") | REC_HEAP | REC_VARLEN, .fields = {RF_SIZE}},
+	[MT_EV_CALLOC] = {ART("Calloc") | REC_HEAP | REC_VARLEN, .fields = {RF_SIZE}},
+	[MT_EV_REALLOC] = {ART("Realloc") | REC_HEAP | REC_VARLEN, .fields = {RF_SIZE, RF_OLD_ADDR}},
+	[MT_EV_ALIGNED_ALLOC] = {ART("AlignedAlloc") | REC_HEAP | REC_VARLEN, .fields = {RF_SIZE}},
 	[MT_EV_FREE] = {ART("Free") | REC_HEAP},
 	[MT_EV_MMAP] = {ART("Mmap"), .fields = {RF_SIZE}},
 	[MT_EV_MUNMAP] = {ART("Munmap"), .fields = {RF_SIZE}},
 	[MT_EV_BRK] = {ART("Brk"), .fields = {RF_SIZE}},
-	[MT_EV_FORK] = {ART("Fork"), .fields = {RF_PARENT_PID}},
-	[MT_EV_EXEC] = {ART("Exec") | REC_IMAGE_END},
+	[MT_EV_FORK] = {ART("Fork") | REC_LAYOUT, .fields = {RF_PARENT_PID}},
+	[MT_EV_EXEC] = {ART("Exec") | REC_IMAGE_END | REC_LAYOUT},
 	[MT_EV_EXIT] = {ART("Exit") | REC_IMAGE_END},
 	[MT_EV_RSS] = {ART("Rss"), .fields = {RF_MEMBER, RF_SIZE}},
 	[MT_EV_RMAP] = {ART("Rmap"), .fields = {RF_MEMBER, RF_DELTA}},

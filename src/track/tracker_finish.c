@@ -83,20 +83,27 @@ static int tracker__untrack_running(struct tracker *t)
 	return 0;
 }
 
+uint64_t tracker__percpu_sums(int fd, uint32_t nr, uint64_t *sums)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t total = 0, *vals = calloc(ncpu, sizeof(*vals));
+
+	for (__u32 r = 0; r < nr; r++) {
+		sums[r] = 0;
+		if (!vals || bpf_map_lookup_elem(fd, &r, vals))
+			continue;
+		for (int c = 0; c < ncpu; c++)
+			sums[r] += vals[c];
+		total += sums[r];
+	}
+	free(vals);
+	return total;
+}
+
 /* The BPF side's drops by reason (enum mt_drop_reason: the first rows of drops[]) */
 static void tracker__read_drops(struct tracker *t, uint64_t *drops)
 {
-	int ncpu = libbpf_num_possible_cpus(), fd = bpf_map__fd(t->skel->maps.drops);
-	uint64_t *vals = calloc(ncpu, sizeof(*vals));
-
-	for (__u32 r = 0; vals && r < MT_DROP_NR; r++) {
-		drops[r] = 0;
-		if (bpf_map_lookup_elem(fd, &r, vals))
-			continue;
-		for (int c = 0; c < ncpu; c++)
-			drops[r] += vals[c];
-	}
-	free(vals);
+	tracker__percpu_sums(bpf_map__fd(t->skel->maps.drops), MT_DROP_NR, drops);
 }
 
 /* "3 processes were still running ...: 1234 (sleep), ..." */

@@ -227,6 +227,23 @@ static void ring_prep__close(struct ring_prep *r)
 	r->fd = -EBADF;
 }
 
+/*
+ * --stacks: bytes of user stack the BPF side copies per allocation (MEMTRACK_STACK_BYTES,
+ * default USTACK_DEFAULT_BYTES, at most MT_USTACK_MAX). Deeper stacks come out truncated.
+ */
+#define USTACK_DEFAULT_BYTES MT_USTACK_MAX
+static uint32_t tracker__ustack_bytes(void)
+{
+	const char *env = getenv("MEMTRACK_STACK_BYTES");
+	unsigned long n = env ? strtoul(env, NULL, 0) : USTACK_DEFAULT_BYTES;
+
+	if (n < 64)
+		n = 64;
+	if (n > MT_USTACK_MAX)
+		n = MT_USTACK_MAX;
+	return (uint32_t)n & ~7u;
+}
+
 /* Opens the skeleton against the BTF in t->btf, configures and loads it for t->rmap's backend,
  * on ring's map when it has one. Returns 0 or -errno. */
 static int tracker__open_load(struct tracker *t, struct ring_prep *ring)
@@ -249,12 +266,17 @@ static int tracker__open_load(struct tracker *t, struct ring_prep *ring)
 	s->rodata->mt_rss_step = t->o->rss_step;
 	s->rodata->mt_stop_on_exec = true;
 	s->rodata->mt_rmap = backend;
+	s->rodata->mt_ustack_bytes = t->o->stacks ? tracker__ustack_bytes() : 0;
 	rmap_backend__set_autoload(s, backend, &t->rmap);
 	bpf_map__set_max_entries(s->maps.events, t->o->ring_bytes);
 	/* wake the consumer at 256 KiB pending, or at a quarter of a smaller ring: the ring must
 	 * be able to hold the threshold with room to spare while the consumer wakes up */
 	s->rodata->mt_wakeup_bytes =
 	    t->o->ring_bytes / 4 < 256 * 1024 ? t->o->ring_bytes / 4 : 256 * 1024;
+	/* records with stacks are up to ~300x longer: wake the consumer after more bytes (an
+	 * eighth of the ring, well before the half where stacks are left out) */
+	if (t->o->stacks && t->o->ring_bytes / 8 > s->rodata->mt_wakeup_bytes)
+		s->rodata->mt_wakeup_bytes = t->o->ring_bytes / 8;
 	tracker__alloc_autoload(s, t->multi, eager);
 	/* the USDT marker programs (include/memtrack.h) are small: always with the first instance */
 	bpf_program__set_autoload(s->progs.mt_marker_multi, t->multi);

@@ -24,6 +24,7 @@
 #include "track/root_prep.h"
 #include "track/sinks.h"
 #include "track/spawn.h"
+#include "stacks/ustack.h"
 #include "track/stack_shm.h"
 #include "track/tracker.h"
 #include "track/watchdog.h"
@@ -60,6 +61,7 @@ struct tracker {
 	bool pre_added;		  /* its source belongs to the consumer (destroyed with it) */
 	struct stack_sink *stk_sink; /* --stacks: the stacks file (tracker_stacks.c) */
 	struct stack_shm *stk_shm;   /* --stacks with preload: the interposer's stack area */
+	struct ustack *ustk;	     /* --stacks: the uprobe path's stacks (stacks/ustack.h) */
 };
 
 static inline uint64_t now_ns(clockid_t clk)
@@ -93,11 +95,14 @@ int tracker__loop(struct tracker *t);
 int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_start);
 /* After a finished run: the summary, the artifact's name, the processes left running. */
 void tracker__tell(struct tracker *t);
+/* Entries 0..nr-1 of a per-CPU array of u64 counters, each summed over the CPUs, into sums;
+ * returns their total. */
+uint64_t tracker__percpu_sums(int fd, uint32_t nr, uint64_t *sums);
 void tracker__destroy(struct tracker *t);
 
 /* --stacks (tracker_stacks.c); each is a no-op without it */
-int tracker__stacks_start(struct tracker *t); /* before the fork: the stack area */
-int tracker__stacks_open(struct tracker *t); /* with the artifact: the file and its sink */
+int tracker__stacks_start(struct tracker *t);  /* before the fork: the stack area */
+int tracker__stacks_open(struct tracker *t);   /* with the artifact: the file and its sink */
 int tracker__stacks_finish(struct tracker *t); /* after the drain: close, manifest keys */
 void tracker__stacks_destroy(struct tracker *t);
 

@@ -38,7 +38,10 @@ static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 
 static void control_inspect_maps(struct tracker *t, const struct mt_event *ev)
 {
-	int err = libs__inspect_maps(t->libs, ev->pid);
+	int err;
+
+	ustack__dlopen(t->ustk, ev->pid); /* stopped: its maps are complete */
+	err = libs__inspect_maps(t->libs, ev->pid);
 
 	if (err < 0 && err != -ENOENT && err != -ESRCH)
 		log__warn("process %d: cannot inspect its mappings after dlopen: %s", ev->pid,
@@ -174,6 +177,8 @@ int tracker__setup_loop(struct tracker *t)
 	if (err)
 		return err;
 	consumer__set_control(&t->cons, control_record, t);
+	if (t->ustk)
+		consumer__set_stack(&t->cons, ustack__record, t->ustk);
 	if (t->pre.on) {
 		shm_source__set_ring(t->pre.shm, src);
 		err = consumer__add_source(&t->cons, shm_source__src(t->pre.shm));

@@ -6,12 +6,14 @@
  * none of this runs and the outputs are what they were.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <bpf/libbpf.h>
 #include "common/log.h"
 #include "stacks/stack_sink.h"
 #include "track/tracker_priv.h"
@@ -39,8 +41,8 @@ int tracker__stacks_open(struct tracker *t)
 {
 	char name[32];
 	int fd, err;
-	/* how each event path takes stacks; the uprobe path takes none yet */
-	const char *unwinder = t->pre.on ? "preload=libunwind,uprobe=none" : "uprobe=none";
+	/* how each event path takes stacks */
+	const char *unwinder = t->pre.on ? "preload=libunwind,uprobe=dwfl" : "uprobe=dwfl";
 
 	if (!t->o->stacks)
 		return 0;
@@ -64,10 +66,20 @@ int tracker__stacks_open(struct tracker *t)
 		stack_shm__set_sink(t->stk_shm, t->stk_sink);
 		shm_source__set_stacks(t->pre.shm, stack_shm__translate, t->stk_shm);
 	}
-	if (!t->pre.on)
-		log__warn("--stacks: only --alloc-hooks preload takes stacks for now; the "
-			  "allocations recorded by uprobes will have none");
-	return 0;
+	/* allocators served by uprobes (every one without preload; with it, the others) */
+	err = ustack__new(&t->ustk, t->stk_sink);
+	if (err)
+		log__error("cannot set up the unwinder: %s", strerror(-err));
+	return err;
+}
+
+/* Stacks the BPF side could not copy or fit in the ring (their records went without). */
+static uint64_t tracker__ustack_lost(struct tracker *t)
+{
+	uint64_t lost[MT_USTACK_LOST_NR];
+
+	return tracker__percpu_sums(bpf_map__fd(t->skel->maps.ustack_lost), MT_USTACK_LOST_NR,
+				    lost);
 }
 
 /* After the last drain, before the manifest is written: closes the file, fills the keys. */
@@ -75,12 +87,20 @@ int tracker__stacks_finish(struct tracker *t)
 {
 	struct stack_sink_stats st = {0};
 	struct stack_shm_stats sh;
+	struct ustack_stats us;
 	struct stat sb;
 	int err;
 
 	if (!t->stk_sink)
 		return 0;
 	stack_sink__stats(t->stk_sink, &st);
+	ustack__stats(t->ustk, &us);
+	log__debug(LOG_VERBOSE,
+		   "uprobe stacks: %" PRIu64 " records, %" PRIu64 " ring bytes, %" PRIu64
+		   " remembered, %" PRIu64 " walked with cached rules, %" PRIu64 " failed, %" PRIu64
+		   " truncated, %.1f ms, %" PRIu64 " maps readings",
+		   us.records, us.bytes, us.remembered, us.fast, us.failed, us.truncated,
+		   us.unwind_ns / 1e6, us.maps_reads);
 	err = stack_sink__close(t->stk_sink);
 	t->stk_sink = t->sinks.stacks = NULL;
 	stack_shm__stats(t->stk_shm, &sh);
@@ -93,12 +113,17 @@ int tracker__stacks_finish(struct tracker *t)
 	t->m.stacks_with_stack = st.with_stack;
 	t->m.stacks_distinct = st.stacks;
 	t->m.stacks_modules = st.modules;
-	t->m.stacks_unwind_failed = sh.failed;
+	t->m.stacks_unwind_failed = sh.failed + us.failed + us.bad;
+	t->m.stacks_truncated = us.truncated;
+	t->m.stacks_ring_bytes = us.bytes;
+	t->m.stacks_unwind_ns = us.unwind_ns;
+	t->m.stacks_not_copied = tracker__ustack_lost(t);
 	t->m.stacks_area_full = sh.full;
 	t->m.stacks_bad_ref = sh.bad;
 	t->m.stacks_early = sh.early;
-	/* the rest came from the BPF ring, whose records carry no stack yet */
-	t->m.stacks_uprobe = st.allocs - st.with_stack - sh.failed - sh.full - sh.bad - sh.early;
+	/* the rest came from the BPF ring without a stack for a reason not counted above */
+	t->m.stacks_uprobe = st.allocs - st.with_stack - sh.failed - sh.full - sh.bad - sh.early -
+			     us.failed - us.bad - t->m.stacks_not_copied;
 	if (t->m.stacks_uprobe > st.allocs)
 		t->m.stacks_uprobe =
 		    0; /* records still in the rings when memtrack stopped reading */
@@ -119,6 +144,8 @@ int tracker__stacks_finish(struct tracker *t)
 
 void tracker__stacks_destroy(struct tracker *t)
 {
+	ustack__free(t->ustk);
+	t->ustk = NULL;
 	stack_sink__close(t->stk_sink);
 	t->stk_sink = t->sinks.stacks = NULL;
 	stack_shm__free(t->stk_shm);

@@ -21,7 +21,8 @@
 #include "../lib/mt_check.h"
 #include "stacks/stackfile.h"
 
-static const char *const stacks_opts[] = {"--alloc-hooks", "preload", "--stacks", NULL};
+static const char *const preload_opts[] = {"--alloc-hooks", "preload", "--stacks", NULL};
+static const char *const uprobe_opts[] = {"--alloc-hooks", "uprobe", "--stacks", NULL};
 
 /* [lo, hi) of a function in path's .symtab; fails the test when absent. */
 static void sym_range(const char *path, const char *name, uint64_t *lo, uint64_t *hi)
@@ -98,10 +99,12 @@ static const struct {
 };
 #define NR_PATHS 7
 
-static void test_stacks_preload(void **state)
+/* The whole check, for one event path: opts select it, unwinder is the header's string. */
+/* every: each allocation record of the run has a whole stack (none failed, cut or left out) */
+static void check_stacks(void **state, const char *const *opts, const char *unwinder, bool every)
 {
 	struct mt_run *r;
-	struct mt_run_opts o = {.track_opts = stacks_opts};
+	struct mt_run_opts o = {.track_opts = opts};
 	struct expect_fn fns[NR_FN] = {
 	    [B] = {"stacks", "b"},
 	    [A] = {"stacks", "a"},
@@ -137,8 +140,7 @@ static void test_stacks_preload(void **state)
 	snprintf(path, sizeof(path), "%s/%d%s", r->out, r->root_pid, STACKFILE_SUFFIX);
 	rc = stackfile__read(path, &sf);
 	MT_CHECK(r, rc == 0, "cannot read %s: %s", path, strerror(-rc));
-	MT_CHECK(r, !strcmp(sf.unwinder, "preload=libunwind,uprobe=none"), "unwinder %s",
-		 sf.unwinder);
+	MT_CHECK(r, !strcmp(sf.unwinder, unwinder), "unwinder %s, want %s", sf.unwinder, unwinder);
 
 	/* one id per allocation record of the artifact, in its order */
 	for (size_t i = 0; i < r->nr_ev; i++)
@@ -148,6 +150,16 @@ static void test_stacks_preload(void **state)
 		 (unsigned long long)sf.nr_allocs, (unsigned long long)nr_alloc_records);
 	assert_int_equal(mt_need_u64(r, "stacks.allocs"), nr_alloc_records);
 	assert_int_equal(mt_need_u64(r, "stacks.distinct"), sf.nr_stacks);
+	if (every) {
+		MT_CHECK(r, mt_need_u64(r, "stacks.with_stack") == nr_alloc_records,
+			 "%llu of %llu allocation records have a stack",
+			 (unsigned long long)mt_need_u64(r, "stacks.with_stack"),
+			 (unsigned long long)nr_alloc_records);
+		assert_int_equal(mt_need_u64(r, "stacks.truncated"), 0);
+		assert_int_equal(mt_need_u64(r, "stacks.without.not_copied"), 0);
+		for (uint32_t i = 0; i < sf.nr_allocs; i++)
+			MT_CHECK(r, sf.allocs[i] != 0, "allocation record %u has no stack", i);
+	}
 
 	/* each allocation record's stack id; bytes by leaf function over every allocation */
 	ord = calloc(r->nr_ev, sizeof(*ord));
@@ -224,6 +236,18 @@ static void test_stacks_preload(void **state)
 	stackfile__free(&sf);
 }
 
+static void test_stacks_preload(void **state)
+{
+	check_stacks(state, preload_opts, "preload=libunwind,uprobe=dwfl", false);
+}
+
+/* The uprobe path: the BPF side copies the stack at the allocator's return, memtrack unwinds it
+ * with libdwfl (stacks/unwind_dwfl.c); the same paths, frames and counts. */
+static void test_stacks_uprobe(void **state)
+{
+	check_stacks(state, uprobe_opts, "uprobe=dwfl", true);
+}
+
 /* Without --stacks: no stacks file, no stacks keys in the manifest. */
 static void test_no_stacks(void **state)
 {
@@ -245,6 +269,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_stacks_preload, mt_teardown),
+	    cmocka_unit_test_teardown(test_stacks_uprobe, mt_teardown),
 	    cmocka_unit_test_teardown(test_no_stacks, mt_teardown),
 	};
 
