@@ -75,6 +75,7 @@ int BPF_PROG(mt_on_fork, struct task_struct *parent, struct task_struct *child)
 	cmm = BPF_CORE_READ(child, mm);
 	init.mm = (__u64)cmm;
 	init.ppid = ptgid;
+	init.served = pp->served; /* the interposer's state is copied with the memory */
 	if (bpf_map_update_elem(&procs, &ctgid, &init, BPF_NOEXIST)) {
 		mt_drop(MT_DROP_PROC_MAP);
 		return 0;
@@ -106,7 +107,7 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	struct mt_proc *p = bpf_map_lookup_elem(&procs, &tgid);
 	struct mm_struct *mm;
 	struct inode *ino;
-	bool locked;
+	bool locked, no_stop;
 	__u64 key;
 
 	if (!p)
@@ -120,6 +121,9 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	mt_disown_mm(p->mm, tgid);
 	p->mm = (__u64)mm;
 	p->execs++;
+	p->served = 0; /* the new image registers again if the interposer serves it */
+	no_stop = p->no_stop;
+	p->no_stop = 0;
 	mt_own_mm((__u64)mm, tgid);
 	/* The old image's memory is gone: the new mm starts from what exec mapped. */
 	mt_rss_seed(p, tgid, tid, mm);
@@ -130,7 +134,9 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 		return 0;
 	ino = BPF_CORE_READ(bprm, file, f_inode);
 	key = mt_exe_key(BPF_CORE_READ(ino, i_sb, s_dev), BPF_CORE_READ(ino, i_ino));
-	if (bpf_map_lookup_elem(&known_exe, &key))
+	/* stop_ctl[1]: every exec stops, known executables too (--alloc-hooks auto while the
+	 * glibc probes are not attached: tracker_run.c decides per process whether it needs them) */
+	if (bpf_map_lookup_elem(&known_exe, &key) && (no_stop || !mt_stop_all()))
 		return 0;
 	{
 		struct mt_event *e = mt_reserve(MT_EV_CTL_EXEC_STOPPED, tgid, tid);

@@ -123,6 +123,7 @@ static void pl_register(void)
 	if (i >= MT_SHM_MAX_PROCS)
 		return;
 	procs[i].flags = pl.flags;
+	procs[i].ts = pl_now();
 	__atomic_store_n(&procs[i].pid, (int32_t)getpid(), __ATOMIC_RELEASE);
 }
 
@@ -180,6 +181,7 @@ static int pl_init(void)
 			if (pl_next_is_libc()) {
 				pl.flags = MT_SHM_PROC_LIBC | MT_SHM_PROC_CXX;
 				state = PL_ON;
+				pl_ctl_served();
 			}
 			pl.gen_counter = 1;
 			*pl.wipe = 1;

@@ -24,6 +24,7 @@ struct lib_entry {
 	enum alloc_kind kind;
 	int sites;
 	struct alloc_site *pending; /* sites found before libs__bind: attached there */
+	bool deferred; /* glibc or libstdc++ in auto mode: pending until libs__attach_glibc */
 };
 
 struct libs {
@@ -32,8 +33,11 @@ struct libs {
 	size_t nr, cap;
 	uint64_t attach_ns;
 	bool preload; /* libs__preload */
+	bool defer; /* auto: glibc's and libstdc++'s sites wait for libs__attach_glibc */
+	bool glibc_on; /* libs__attach_glibc was called */
 	dev_t pre_dev;
 	ino_t pre_ino;
+	unsigned kinds; /* of the last inspection (libs__kinds) */
 };
 
 static uint64_t libs__now(void)
@@ -106,21 +110,34 @@ static int libs__attach_sites(struct libs *l, struct lib_entry *e, const struct 
 	return 0;
 }
 
-void libs__preload(struct libs *l, dev_t dev, ino_t ino)
+void libs__preload(struct libs *l, dev_t dev, ino_t ino, bool defer)
 {
-	l->preload = true;
+	l->preload = !defer;
+	l->defer = defer;
 	l->pre_dev = dev;
 	l->pre_ino = ino;
 }
 
+static bool libs__glibc_family(enum alloc_kind k)
+{
+	return k == ALLOC_LIBC || k == ALLOC_CXX;
+}
+
+/* Keeps sites for later: libs__bind (no attach set yet) or libs__attach_glibc (deferred). */
+static int libs__keep(struct lib_entry *e, const struct alloc_site *sites, int n)
+{
+	e->pending = malloc(n * sizeof(*sites));
+	if (!e->pending)
+		return -ENOMEM;
+	memcpy(e->pending, sites, n * sizeof(*sites));
+	return 0;
+}
+
 /* Preload mode: what is left to probe in a file (see libs__preload). */
-static int libs__preload_filter(const struct libs *l, const struct lib_entry *e,
-				const struct stat *st, struct alloc_site *sites, int n)
+static int libs__preload_filter(const struct lib_entry *e, struct alloc_site *sites, int n)
 {
 	int kept = 0;
 
-	if (st->st_dev == l->pre_dev && st->st_ino == l->pre_ino)
-		return 0;
 	if (e->kind != ALLOC_LIBC && e->kind != ALLOC_CXX)
 		return n;
 	for (int i = 0; i < n; i++)
@@ -140,8 +157,13 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 
 	if (stat(path, &st))
 		return 0; /* vanished: the loader will not map it either */
-	if (libs__seen(l, &st))
+	if (st.st_dev == l->pre_dev && st.st_ino == l->pre_ino && (l->preload || l->defer))
+		return 0; /* the interposer: never probed, not an allocator of the program's */
+	e = libs__seen(l, &st);
+	if (e) {
+		l->kinds |= 1u << e->kind;
 		return 0;
+	}
 	if (l->nr == l->cap) {
 		size_t ncap = l->cap ? l->cap * 2 : 32;
 		void *p = realloc(l->v, ncap * sizeof(*l->v));
@@ -162,19 +184,21 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 	if (elf_info__load(path, &info))
 		return 0;
 	e->kind = alloc_table__classify(&info, is_exe);
+	l->kinds |= 1u << e->kind;
 	n = alloc_table__sites(&info, e->kind, is_exe, sites, LIBS_MAX_SITES);
 	elf_info__free(&info);
 	if (l->preload)
-		n = libs__preload_filter(l, e, &st, sites, n);
+		n = libs__preload_filter(e, sites, n);
 	if (n <= 0)
 		return 0;
 	e->sites = n;
-	if (!l->set) {
-		e->pending = malloc(n * sizeof(*sites));
-		if (!e->pending)
-			return -ENOMEM;
-		memcpy(e->pending, sites, n * sizeof(*sites));
-		return 1;
+	if (libs__glibc_family(e->kind))
+		for (int i = 0; i < n; i++)
+			sites[i].spec |= MT_SPEC_PL;
+	e->deferred = l->defer && !l->glibc_on && libs__glibc_family(e->kind);
+	if (!l->set || e->deferred) {
+		err = libs__keep(e, sites, n);
+		return err ? err : !e->deferred;
 	}
 	err = libs__attach_sites(l, e, sites);
 	return err ? err : 1;
@@ -186,13 +210,44 @@ int libs__bind(struct libs *l, struct attach_set *set)
 
 	l->set = set;
 	for (size_t i = 0; i < l->nr && !err; i++) {
-		if (!l->v[i].pending)
+		if (!l->v[i].pending || l->v[i].deferred)
 			continue;
 		err = libs__attach_sites(l, &l->v[i], l->v[i].pending);
 		free(l->v[i].pending);
 		l->v[i].pending = NULL;
 	}
 	return err;
+}
+
+int libs__attach_glibc(struct libs *l)
+{
+	int err = 0, added = 0;
+
+	l->glibc_on = true;
+	for (size_t i = 0; i < l->nr && !err; i++) {
+		struct lib_entry *e = &l->v[i];
+
+		if (!e->deferred)
+			continue;
+		e->deferred = false;
+		if (!l->set)
+			continue; /* libs__bind attaches it */
+		err = libs__attach_sites(l, e, e->pending);
+		free(e->pending);
+		e->pending = NULL;
+		added += !err;
+	}
+	return err ? err : added;
+}
+
+bool libs__glibc_attached(const struct libs *l)
+{
+	return !l->defer || l->glibc_on;
+}
+
+unsigned libs__kinds(const struct libs *l)
+{
+	return l->kinds;
 }
 
 /* exe_name: what to call exe in the manifest, NULL for exe itself. */
@@ -202,6 +257,7 @@ static int libs__inspect(struct libs *l, const char *root, const char *exe, cons
 	struct dep_list deps;
 	int err, added = 0;
 
+	l->kinds = 0;
 	err = deps__resolve(root, exe, ld_path, ld_pre, &deps);
 	if (err)
 		return err;
@@ -279,7 +335,7 @@ int libs__fill(const struct libs *l, struct manifest *m)
 	size_t n = 0;
 
 	for (size_t i = 0; i < l->nr; i++)
-		n += l->v[i].sites > 0;
+		n += l->v[i].sites > 0 && !l->v[i].deferred;
 	m->libraries = calloc(n ? n : 1, sizeof(*m->libraries));
 	if (!m->libraries)
 		return -ENOMEM;
@@ -287,8 +343,8 @@ int libs__fill(const struct libs *l, struct manifest *m)
 		struct manifest_library *ml;
 		const char *p = l->v[i].path;
 
-		if (!l->v[i].sites)
-			continue;
+		if (!l->v[i].sites || l->v[i].deferred)
+			continue; /* never attached */
 		ml = &m->libraries[m->nr_libraries++];
 		/* "/proc/PID/root/usr/lib/x" is "/usr/lib/x" seen from that process */
 		if (l->v[i].name)

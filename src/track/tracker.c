@@ -97,7 +97,7 @@ int tracker__run(const struct tracker_opts *o)
 	if (libs__new(&t.libs, NULL))
 		goto cleanup;
 	if (t.pre.on)
-		libs__preload(t.libs, t.pre.dev, t.pre.ino);
+		libs__preload(t.libs, t.pre.dev, t.pre.ino, t.pre.autom);
 	if (root_prep__start(&t.root, t.libs, o->argv[0]))
 		goto cleanup;
 
@@ -115,7 +115,8 @@ int tracker__run(const struct tracker_opts *o)
 		goto cleanup;
 	}
 	t0 = now_ns(CLOCK_MONOTONIC);
-	if (tracker__attach_tracepoints(&t) || tracker__attach_root(&t))
+	if (tracker__attach_tracepoints(&t) || tracker__attach_served(&t) ||
+	    tracker__attach_root(&t))
 		goto cleanup;
 	err = tracker__setup_loop(&t);
 	if (err) {
