@@ -58,7 +58,8 @@ static void unmatched_frees(const struct mt_run *r, char *skip)
 	struct ref *v = calloc(2 * r->nr_ev + 1, sizeof(*v));
 	size_t n = 0;
 
-	assert_non_null(v);
+	if (!v)
+		abort();
 	for (size_t i = 0; i < r->nr_ev; i++) {
 		const struct mt_event *e = &r->ev[i];
 
