@@ -19,6 +19,7 @@
 struct lib_entry {
 	dev_t dev;
 	ino_t ino;
+	unsigned kinds; /* its bit of libs__kinds */
 	char *path; /* what was opened and attached to (maybe through /proc/PID/...) */
 	char *name; /* what the manifest shows, when path does not say it: NULL otherwise */
 	enum alloc_kind kind;
@@ -195,7 +196,7 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 		return 0; /* the interposer: never probed, not an allocator of the program's */
 	e = libs__seen(l, &st);
 	if (e) {
-		l->kinds |= 1u << e->kind;
+		l->kinds |= e->kinds;
 		return 0;
 	}
 	if (l->nr == l->cap) {
@@ -218,7 +219,11 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 	if (elf_info__load(path, &info))
 		return 0;
 	e->kind = alloc_table__classify(&info, is_exe);
-	l->kinds |= 1u << e->kind;
+	e->kinds = 1u << e->kind;
+	/* as the interposer judges the next malloc: by the file's name */
+	if (libs__glibc_family(e->kind) && !strstr(path, "/libc.so") && elf_info__find(&info, "malloc"))
+		e->kinds |= LIBS_KIND_MALLOC_SHIM;
+	l->kinds |= e->kinds;
 	n = alloc_table__sites(&info, e->kind, is_exe, sites, LIBS_MAX_SITES);
 	elf_info__free(&info);
 	if (l->preload)

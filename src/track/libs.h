@@ -21,8 +21,11 @@ void libs__preload(struct libs *l, dev_t dev, ino_t ino, bool defer);
  * Returns the number of libraries attached, or -errno. */
 int libs__attach_glibc(struct libs *l);
 bool libs__glibc_attached(const struct libs *l);
+/* A library other than glibc's libc.so that defines malloc as glibc does (another interposer,
+ * such as a counting LD_PRELOAD library): the interposer forwards to it (libs__kinds). */
+#define LIBS_KIND_MALLOC_SHIM (1u << 31)
 /* Bit (1 << enum alloc_kind) of every file of the last inspection (libs__inspect_*), the
- * interposer left out. */
+ * interposer left out; LIBS_KIND_MALLOC_SHIM too. */
 unsigned libs__kinds(const struct libs *l);
 /* Attaches every library inspected before, and any later, through set. Returns 0 or -errno. */
 int libs__bind(struct libs *l, struct attach_set *set);

@@ -11,6 +11,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include "track/alloc_table.h"
+#include "track/libs.h"
 #include <sys/types.h>
 #include "artifact/manifest.h"
 #include "track/shm_source.h"
@@ -25,7 +26,8 @@ enum alloc_hooks {
  * a non-glibc allocator among the libraries, or one linked into the executable. Bits of
  * libs__kinds. */
 #define PRELOAD_OTHER_ALLOCATORS                                                                   \
-	(1u << ALLOC_JEMALLOC | 1u << ALLOC_MIMALLOC | 1u << ALLOC_TCMALLOC | 1u << ALLOC_STATIC)
+	(1u << ALLOC_JEMALLOC | 1u << ALLOC_MIMALLOC | 1u << ALLOC_TCMALLOC | 1u << ALLOC_STATIC |   \
+	 LIBS_KIND_MALLOC_SHIM)
 
 struct preload_setup {
 	bool on;

@@ -57,6 +57,8 @@ static void tracker__judge(struct tracker *t, pid_t pid, int inspected)
 	if (inspected == -ENOENT || inspected == -ESRCH)
 		return; /* gone */
 	need = inspected < 0 || preload_setup__needs_probes(&t->pre, pid, kinds);
+	log__debug(LOG_DEBUG, "process %d: allocator kinds %#x, %s", pid, kinds,
+		   need ? "needs uprobes" : "the interposer's");
 	if (need || (kinds & PRELOAD_OTHER_ALLOCATORS))
 		preload_setup__mark_probed(&t->pre, pid);
 	if (!need || libs__glibc_attached(t->libs))
@@ -170,6 +172,7 @@ int tracker__attach_root(struct tracker *t)
 
 		if (kinds & PRELOAD_OTHER_ALLOCATORS)
 			preload_setup__mark_probed(&t->pre, t->sp.pid);
+		log__debug(LOG_VERBOSE, "root '%s': allocator kinds %#x", t->root.exe, kinds);
 		if (preload_setup__root_needs_probes(&t->pre, t->root.exe, kinds)) {
 			preload_setup__mark_probed(&t->pre, t->sp.pid);
 			libs__attach_glibc(t->libs); /* nothing bound yet: libs__bind attaches */
