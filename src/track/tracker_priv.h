@@ -31,7 +31,7 @@ struct tracker {
 	const struct tracker_opts *o;
 	struct memtrack_bpf *skel;
 	struct bpf_link *tp_links[8];
-	struct bpf_link *served_link; /* auto: the interposer's registration (served.bpf.c) */
+	struct bpf_link *served_link; /* the interposer's registration (served.bpf.c) */
 	struct bpf_link *rmap_links[RMAP_FN_NR + 1]; /* fentry rmap backend */
 	struct rmap_choice rmap;
 	struct btf_cache btf;
@@ -72,7 +72,7 @@ void tracker__unload(struct tracker *t);
 int tracker__set_stops(struct tracker *t, bool on);
 int tracker__attach_tracepoints(struct tracker *t);
 int tracker__attach_root(struct tracker *t);
-/* Auto mode: the interposer's registration probe; before the command runs. */
+/* The interposer's registration probe (auto and preload modes); before the command runs. */
 int tracker__attach_served(struct tracker *t);
 /* Adds the held command to the procs map: from then on the BPF side tracks it. */
 int tracker__register_root(struct tracker *t);

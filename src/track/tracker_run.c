@@ -192,7 +192,7 @@ int tracker__attach_served(struct tracker *t)
 	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = "__memtrack_preload_served");
 	int err;
 
-	if (!t->pre.autom)
+	if (!t->pre.on)
 		return 0;
 	t->served_link =
 	    bpf_program__attach_uprobe_opts(t->skel->progs.mt_preload_served, -1, t->pre.lib, 0, &uo);
