@@ -375,11 +375,8 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 	s->hdr->data_off = data_off;
 	s->hdr->file_size = size;
 	__atomic_store_n(&s->hdr->magic, MT_SHM_MAGIC, __ATOMIC_RELEASE);
-	s->src.name = "preload-shm";
-	s->src.fd = -1;
-	s->src.drain = shm__drain;
-	s->src.destroy = shm__destroy;
-	s->src.priv = s;
+	s->src = (struct event_source){.name = "preload-shm", .fd = -1, .drain = shm__drain,
+				       .destroy = shm__destroy, .priv = s};
 	*out = s;
 	return 0;
 fail:
