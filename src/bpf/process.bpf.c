@@ -134,8 +134,8 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 		return 0;
 	ino = BPF_CORE_READ(bprm, file, f_inode);
 	key = mt_exe_key(BPF_CORE_READ(ino, i_sb, s_dev), BPF_CORE_READ(ino, i_ino));
-	/* stop_ctl[1]: every exec stops, known executables too (--alloc-hooks auto while the
-	 * glibc probes are not attached: tracker_run.c decides per process whether it needs them) */
+	/* stop_ctl[1]: every exec stops, known executables too (--alloc-hooks auto while glibc's
+	 * probes are not attached: tracker_run.c judges whether the process needs them) */
 	if (bpf_map_lookup_elem(&known_exe, &key) && (no_stop || !mt_stop_all()))
 		return 0;
 	{

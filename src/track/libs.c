@@ -25,8 +25,8 @@ struct lib_entry {
 	enum alloc_kind kind;
 	int sites;
 	struct alloc_site *pending; /* sites found before libs__bind: attached there */
-	struct alloc_site *later; /* auto, glibc or libstdc++: the allocator sites, attached by */
-	int nr_later;		  /* libs__attach_glibc (sites counts the others) */
+	struct alloc_site *later;   /* auto, glibc or libstdc++: the allocator sites, attached by */
+	int nr_later;		    /* libs__attach_glibc (sites counts the others) */
 };
 
 /* An executable's inspection, by what decides its outcome: the file, the root it is seen from,
@@ -47,7 +47,7 @@ struct libs {
 	size_t nr, cap;
 	uint64_t attach_ns;
 	bool preload; /* libs__preload */
-	bool defer; /* auto: glibc's and libstdc++'s sites wait for libs__attach_glibc */
+	bool defer;   /* auto: glibc's and libstdc++'s sites wait for libs__attach_glibc */
 	bool glibc_on; /* libs__attach_glibc was called */
 	dev_t pre_dev;
 	ino_t pre_ino;
@@ -118,7 +118,8 @@ static int libs__attach_sites(struct libs *l, struct lib_entry *e, const struct 
 		log__error("cannot attach uprobes to '%s': %s", e->path, strerror(-err));
 		return err;
 	}
-	log__debug(LOG_VERBOSE, "attached %d %s sites in %s", n, alloc_kind__name(e->kind), e->path);
+	log__debug(LOG_VERBOSE, "attached %d %s sites in %s", n, alloc_kind__name(e->kind),
+		   e->path);
 	for (int i = 0; i < n; i++)
 		if (sites[i].probe != sites[i].offset)
 			log__debug(LOG_DEBUG, "  %s: entry probe at +%" PRIu64 " (an emulated instruction)",
@@ -221,7 +222,8 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 	e->kind = alloc_table__classify(&info, is_exe);
 	e->kinds = 1u << e->kind;
 	/* as the interposer judges the next malloc: by the file's name */
-	if (libs__glibc_family(e->kind) && !strstr(path, "/libc.so") && elf_info__find(&info, "malloc"))
+	if (libs__glibc_family(e->kind) && !strstr(path, "/libc.so") &&
+	    elf_info__find(&info, "malloc"))
 		e->kinds |= LIBS_KIND_MALLOC_SHIM;
 	l->kinds |= e->kinds;
 	n = alloc_table__sites(&info, e->kind, is_exe, sites, LIBS_MAX_SITES);

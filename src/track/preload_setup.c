@@ -115,6 +115,13 @@ fail:
 	return mode == ALLOC_HOOKS_AUTO ? 0 : err;
 }
 
+const char *preload_setup__mode_name(const struct preload_setup *p)
+{
+	if (!p->on)
+		return "uprobe";
+	return p->autom ? "auto" : "preload";
+}
+
 void preload_setup__mark_probed(struct preload_setup *p, pid_t pid)
 {
 	if (p->nr_probed == p->cap_probed) {
@@ -142,8 +149,8 @@ void preload_setup__fill(const struct preload_setup *p, struct manifest *m, bool
 	for (uint32_t i = 0; i < m->nr_procs; i++) {
 		int f = p->on ? shm_source__proc_flags(p->shm, m->procs[i].pid) : -1;
 		uint8_t probed = libc_probed || preload_setup__probed(p, m->procs[i].pid)
-					 ? MANIFEST_HOOKS_UPROBE
-					 : MANIFEST_HOOKS_NONE;
+				     ? MANIFEST_HOOKS_UPROBE
+				     : MANIFEST_HOOKS_NONE;
 
 		m->procs[i].hooks_libc =
 		    f >= 0 && (f & MT_SHM_PROC_LIBC) ? MANIFEST_HOOKS_PRELOAD : probed;
@@ -160,7 +167,6 @@ void preload_setup__close(struct preload_setup *p)
 	p->probed = NULL;
 	p->nr_probed = p->cap_probed = 0;
 }
-
 
 /* Reads a whole /proc file (environ, auxv) into buf; returns its length or -1. */
 static ssize_t preload_setup__read(pid_t pid, const char *what, char *buf, size_t cap)

@@ -18,7 +18,7 @@
 
 enum alloc_hooks {
 	ALLOC_HOOKS_UPROBE = 0, /* every allocator through uprobes */
-	ALLOC_HOOKS_PRELOAD, /* glibc and libstdc++ through the interposer, the rest uprobes */
+	ALLOC_HOOKS_PRELOAD,	/* glibc and libstdc++ through the interposer, the rest uprobes */
 	ALLOC_HOOKS_AUTO, /* per process: the interposer where it records, uprobes elsewhere */
 };
 
@@ -26,7 +26,7 @@ enum alloc_hooks {
  * a non-glibc allocator among the libraries, or one linked into the executable. Bits of
  * libs__kinds. */
 #define PRELOAD_OTHER_ALLOCATORS                                                                   \
-	(1u << ALLOC_JEMALLOC | 1u << ALLOC_MIMALLOC | 1u << ALLOC_TCMALLOC | 1u << ALLOC_STATIC |   \
+	(1u << ALLOC_JEMALLOC | 1u << ALLOC_MIMALLOC | 1u << ALLOC_TCMALLOC | 1u << ALLOC_STATIC | \
 	 LIBS_KIND_MALLOC_SHIM)
 
 struct preload_setup {
@@ -45,6 +45,8 @@ int preload_setup__parse(const char *s, enum alloc_hooks *out);
 /* Finds the library, creates the shared memory, sets LD_PRELOAD and $MEMTRACK_PRELOAD_SHM in
  * our environment. Returns 0 or -errno; with `auto`, a failure leaves p->on false. */
 int preload_setup__start(struct preload_setup *p, enum alloc_hooks mode);
+/* The manifest's mechanisms.alloc_hooks: "auto", "preload" or "uprobe" (what was set up). */
+const char *preload_setup__mode_name(const struct preload_setup *p);
 /* Per process: which mechanism served its allocator families (after heap_acct__fill). */
 void preload_setup__fill(const struct preload_setup *p, struct manifest *m, bool libc_probed);
 void preload_setup__close(struct preload_setup *p);

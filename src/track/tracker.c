@@ -73,8 +73,7 @@ int tracker__run(const struct tracker_opts *o)
 	/* before the fork: the command inherits LD_PRELOAD and the shared memory's name */
 	if (preload_setup__start(&t.pre, (enum alloc_hooks)o->alloc_hooks))
 		goto cleanup;
-	if (manifest__set_str(&t.m.alloc_hooks,
-			      t.pre.autom ? "auto" : t.pre.on ? "preload" : "uprobe") ||
+	if (manifest__set_str(&t.m.alloc_hooks, preload_setup__mode_name(&t.pre)) ||
 	    manifest__set_str(&t.m.preload_lib, t.pre.on ? t.pre.lib : NULL)) {
 		log__error("out of memory");
 		goto cleanup;

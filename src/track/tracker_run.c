@@ -211,8 +211,8 @@ int tracker__attach_served(struct tracker *t)
 
 	if (!t->pre.on)
 		return 0;
-	t->served_link =
-	    bpf_program__attach_uprobe_opts(t->skel->progs.mt_preload_served, -1, t->pre.lib, 0, &uo);
+	t->served_link = bpf_program__attach_uprobe_opts(t->skel->progs.mt_preload_served, -1,
+							 t->pre.lib, 0, &uo);
 	if (t->served_link)
 		return 0;
 	err = -errno;

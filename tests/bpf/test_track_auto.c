@@ -31,9 +31,8 @@ static json_t *proc_of(const struct mt_run *r, int32_t pid)
 	json_t *procs = json_object_get(r->manifest, "processes"), *p;
 	size_t i;
 
-	json_array_foreach(procs, i, p)
-		if (json_integer_value(json_object_get(p, "pid")) == pid)
-			return p;
+	json_array_foreach(procs, i,
+			   p) if (json_integer_value(json_object_get(p, "pid")) == pid) return p;
 	return NULL;
 }
 
@@ -76,9 +75,10 @@ static void same_events(struct mt_run *u, struct mt_run *a, const char *const *n
 		 "%zu processes with events in uprobe mode, %zu in auto, want %zu", nx, ny,
 		 want_procs);
 	for (size_t i = 0; i < nx; i++)
-		MT_CHECK(a, mt_modes_same(x[i].s, y[i].s),
-			 "process %zu of %zu differs:\n uprobe (%zu): %.600s\n auto   (%zu): %.600s", i,
-			 nx, x[i].n, x[i].s, y[i].n, y[i].s);
+		MT_CHECK(
+		    a, mt_modes_same(x[i].s, y[i].s),
+		    "process %zu of %zu differs:\n uprobe (%zu): %.600s\n auto   (%zu): %.600s", i,
+		    nx, x[i].n, x[i].s, y[i].n, y[i].s);
 	mt_modes_free(x, nx);
 	mt_modes_free(y, ny);
 }
@@ -89,7 +89,8 @@ static size_t count_hooks(const struct mt_run *r, const char *comm, const char *
 	json_t *procs = json_object_get(r->manifest, "processes"), *p;
 	size_t i, n = 0;
 
-	json_array_foreach(procs, i, p) {
+	json_array_foreach(procs, i, p)
+	{
 		int32_t pid = (int32_t)json_integer_value(json_object_get(p, "pid"));
 		const char *c = comm_of(r, pid), *h = hooks_of(r, pid, "libc");
 
@@ -185,7 +186,8 @@ static void test_dynamic_tree_preload_only(void **state)
 	la = links_of(fa);
 	lp = links_of(fp);
 	mt_tmpdir_remove(dir);
-	MT_CHECK(a, !strcmp(la, lp), "uprobe links in auto mode:\n%s\nin preload mode:\n%s", la, lp);
+	MT_CHECK(a, !strcmp(la, lp), "uprobe links in auto mode:\n%s\nin preload mode:\n%s", la,
+		 lp);
 	MT_CHECK(a, json_equal(mt_json(a, "libraries"), mt_json(&p, "libraries")),
 		 "the manifest's libraries differ from preload mode's");
 	MT_CHECK(a, !strcmp(json_string_value(mt_json(a, "mechanisms.alloc_hooks")), "auto"),
@@ -194,9 +196,11 @@ static void test_dynamic_tree_preload_only(void **state)
 		json_t *procs = json_object_get(a->manifest, "processes"), *pr;
 		size_t i;
 
-		json_array_foreach(procs, i, pr) {
+		json_array_foreach(procs, i, pr)
+		{
 			int32_t pid = (int32_t)json_integer_value(json_object_get(pr, "pid"));
-			const char *h = hooks_of(a, pid, "libc"), *hc = hooks_of(a, pid, "libstdc++");
+			const char *h = hooks_of(a, pid, "libc"),
+				   *hc = hooks_of(a, pid, "libstdc++");
 
 			MT_CHECK(a, h && hc && !strcmp(h, "preload") && !strcmp(hc, "preload"),
 				 "process %d (%s): libc %s, libstdc++ %s", pid, comm_of(a, pid),
@@ -250,8 +254,9 @@ static void test_children_each_once(void **state)
 	mt_tmpdir_remove(dir);
 	/* alloc_each: the first and the last by the interposer; env -i and the set-gid copy by
 	 * uprobes (their calls would be lost if the probes were not attached before they ran) */
-	MT_CHECK(a, count_hooks(a, "alloc_each", "preload") == 2 &&
-			count_hooks(a, "alloc_each", "uprobe") == 2,
+	MT_CHECK(a,
+		 count_hooks(a, "alloc_each", "preload") == 2 &&
+		     count_hooks(a, "alloc_each", "uprobe") == 2,
 		 "alloc_each: %zu served by preload, %zu by uprobe; want 2 and 2",
 		 count_hooks(a, "alloc_each", "preload"), count_hooks(a, "alloc_each", "uprobe"));
 	MT_CHECK(a, count_hooks(a, "alloc_static", "uprobe") == 1, "alloc_static not by uprobe");
@@ -295,7 +300,8 @@ static void test_mode_choice(void **state)
 	mt_track_ok(r, NULL, MT_TARGET_ARGV("alloc_each"), 0);
 	MT_CHECK(r, !strcmp(json_string_value(mt_json(r, "mechanisms.alloc_hooks")), "auto"),
 		 "the default is not auto");
-	MT_CHECK(r, count_hooks(r, "alloc_each", "preload") == 1, "alloc_each not served by preload");
+	MT_CHECK(r, count_hooks(r, "alloc_each", "preload") == 1,
+		 "alloc_each not served by preload");
 	mt_track_ok(&e, &o, MT_TARGET_ARGV("alloc_each"), 0);
 	MT_CHECK(&e, !strcmp(json_string_value(mt_json(&e, "mechanisms.alloc_hooks")), "uprobe"),
 		 "MEMTRACK_ALLOC_HOOKS=uprobe is not uprobe mode");
@@ -306,10 +312,10 @@ static void test_mode_choice(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_dynamic_tree_preload_only, mt_teardown),
-		cmocka_unit_test_teardown(test_children_each_once, mt_teardown),
-		cmocka_unit_test_teardown(test_allocators_each_once, mt_teardown),
-		cmocka_unit_test_teardown(test_mode_choice, mt_teardown),
+	    cmocka_unit_test_teardown(test_dynamic_tree_preload_only, mt_teardown),
+	    cmocka_unit_test_teardown(test_children_each_once, mt_teardown),
+	    cmocka_unit_test_teardown(test_allocators_each_once, mt_teardown),
+	    cmocka_unit_test_teardown(test_mode_choice, mt_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

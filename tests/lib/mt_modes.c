@@ -72,9 +72,9 @@ static void unmatched_frees(const struct mt_run *r, char *skip)
 	qsort(v, n, sizeof(*v), ref_cmp);
 	for (size_t i = 0; i < n; i++) {
 		const struct mt_event *e = &r->ev[v[i].idx / 2];
-		bool live = i > 0 && v[i - 1].pid == v[i].pid && v[i - 1].addr == v[i].addr &&
-			    !(r->ev[v[i - 1].idx / 2].type == MT_EV_FREE ||
-			      (v[i - 1].idx % 2 == 0));
+		bool live =
+		    i > 0 && v[i - 1].pid == v[i].pid && v[i - 1].addr == v[i].addr &&
+		    !(r->ev[v[i - 1].idx / 2].type == MT_EV_FREE || (v[i - 1].idx % 2 == 0));
 
 		if (e->type == MT_EV_FREE && !live)
 			skip[v[i].idx / 2] = 1;
@@ -119,7 +119,7 @@ size_t mt_modes_per_process(const struct mt_run *r, mt_modes_keep_fn keep, void 
 				cap = (len + (size_t)w + 1) * 2;
 				s = realloc(s, cap);
 				if (!s)
-			abort();
+					abort();
 			}
 			memcpy(s + len, one, (size_t)w + 1);
 			len += (size_t)w;
