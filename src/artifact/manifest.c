@@ -189,6 +189,7 @@ void manifest__free(struct manifest *m)
 	free(m->tracepoint_mechanism);
 	free(m->rmap_backend);
 	free(m->rmap_reason);
+	free(m->alloc_programs);
 	free(m->btf_source);
 	free(m->alloc_hooks);
 	free(m->preload_lib);

@@ -76,6 +76,9 @@ struct manifest {
 	char *tracepoint_mechanism;
 	char *rmap_backend;
 	char *rmap_reason;
+	/* when the allocator uprobe programs were loaded: "at load" (with the others: uprobe and
+	 * preload modes), "at first attach" (auto: a library needed them), "not loaded" */
+	char *alloc_programs;
 	/* kernel BTF used for CO-RE: "cache" or "generated" (a minimal BTF, see
 	 * src/track/btf_cache.h), "vmlinux" (the whole kernel BTF) */
 	char *btf_source;

@@ -265,6 +265,7 @@ static const struct field manifest_rows[] = {
 	{"mechanisms", "rmap_backend", F_STR, M(rmap_backend)},
 	{"mechanisms", "rmap_reason", F_STR, M(rmap_reason)},
 	{"mechanisms", "btf", F_STR, M(btf_source)},
+	{"mechanisms", "alloc_programs", F_STR, M(alloc_programs)},
 	{"mechanisms", NULL, F_SUB, .put = put_preload},
 	{NULL, "libraries", F_SUB, .put = put_libraries, .get = get_libraries},
 	{"events", "total", F_U64, M(events_total)},

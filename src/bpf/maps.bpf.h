@@ -204,22 +204,6 @@ static __always_inline void mt_stop_submit(struct mt_event *e)
 	mt_submit(e, true);
 }
 
-/* A process' name, after its Fork or Exec record (MT_EV_CTL_COMM): task's comm (fork), or the
- * current task's (exec, which sets it). Lost names are counted as ring drops. */
-static __always_inline void mt_emit_comm(__u32 pid, __u32 tid, struct task_struct *task)
-{
-	struct mt_event *e = mt_reserve(MT_EV_CTL_COMM, pid, tid);
-
-	if (!e)
-		return;
-	/* addr and size, 16 contiguous bytes, zeroed by mt_reserve */
-	if (task)
-		bpf_core_read_str(&e->addr, 16, &task->comm);
-	else
-		bpf_get_current_comm(&e->addr, 16);
-	mt_submit(e, false);
-}
-
 static __always_inline int mt_emit(__u32 type, __u32 pid, __u32 tid, __u64 addr, __u64 size,
 				   __u64 old_addr)
 {

@@ -36,7 +36,9 @@ struct mt_link_create_attr {
 
 struct attach_set {
 	enum attach_mech mech;
-	struct bpf_program *entry, *ret;
+	struct bpf_program *entry, *ret; /* NULL until progs gives them (lazy sets) */
+	attach_progs_fn progs;
+	void *progs_ctx;
 	int *fds; /* uprobe_multi link fds */
 	struct bpf_link **links; /* perf uprobes */
 	unsigned nr, cap;
@@ -98,6 +100,18 @@ int attach_set__new(struct attach_set **s, enum attach_mech mech, struct bpf_pro
 	(*s)->entry = entry;
 	(*s)->ret = ret;
 	return 0;
+}
+
+int attach_set__new_lazy(struct attach_set **s, enum attach_mech mech, attach_progs_fn progs,
+			 void *ctx)
+{
+	int err = attach_set__new(s, mech, NULL, NULL);
+
+	if (!err) {
+		(*s)->progs = progs;
+		(*s)->progs_ctx = ctx;
+	}
+	return err;
 }
 
 static int attach_set__grow(struct attach_set *s, unsigned more)
@@ -177,6 +191,8 @@ int attach_set__library(struct attach_set *s, const char *path, const struct all
 {
 	int err = attach_set__grow(s, 2 * (unsigned)n + 2);
 
+	if (!err && n > 0 && !s->entry)
+		err = s->progs ? s->progs(s->progs_ctx, &s->entry, &s->ret) : -EINVAL;
 	if (err)
 		return err;
 	if (s->mech == ATTACH_UPROBE_MULTI)

@@ -22,6 +22,12 @@ int attach__uprobe_multi_type(void);
 
 int attach_set__new(struct attach_set **s, enum attach_mech mech, struct bpf_program *entry,
 		    struct bpf_program *ret);
+/* Gives the entry and return programs when first needed; 0 or -errno. */
+typedef int (*attach_progs_fn)(void *ctx, struct bpf_program **entry, struct bpf_program **ret);
+/* A set whose programs are loaded only when a library is first attached (progs(ctx) then):
+ * a run that attaches nothing never loads them. */
+int attach_set__new_lazy(struct attach_set **s, enum attach_mech mech, attach_progs_fn progs,
+			 void *ctx);
 /* Attaches every site of path (sites from alloc_table__sites). Returns 0 or -errno. */
 int attach_set__library(struct attach_set *s, const char *path, const struct alloc_site *sites,
 			int n);

@@ -48,7 +48,7 @@ int tracker__run(const struct tracker_opts *o)
 {
 	struct tracker t = {.o = o, .epfd = -1, .sigfd = -1, .btf.memfd = -1, .out.fd = -1};
 	char name[32];
-	uint64_t t_start = now_ns(CLOCK_MONOTONIC), t0;
+	uint64_t t_start = now_ns(CLOCK_MONOTONIC), t0, root_attach_ns = 0;
 	int ret = MT_EXIT_FAILED, err, status, art_fd = -1;
 
 	t.sp.go_fd = t.sp.err_fd = t.sp.pidfd = -1;
@@ -133,6 +133,7 @@ int tracker__run(const struct tracker_opts *o)
 		goto cleanup;
 	tracker__add_pidfd(&t);
 	t.m.t_attach = now_ns(CLOCK_MONOTONIC) - t0;
+	root_attach_ns = libs__attach_ns(t.libs); /* inside the window just timed */
 	t0 = now_ns(CLOCK_MONOTONIC);
 	err = spawn__go(&t.sp);
 	if (err) {
@@ -162,7 +163,7 @@ int tracker__run(const struct tracker_opts *o)
 		goto cleanup;
 	}
 	t.sp.pid = 0; /* reaped: nothing to abort from here on */
-	t.m.t_attach += libs__attach_ns(t.libs);
+	t.m.t_attach += libs__attach_ns(t.libs) - root_attach_ns; /* at exec and dlopen stops */
 	if (!tracker__finish(&t, status, t0, t_start)) {
 		tracker__tell(&t);
 		ret = tracker__exit_status(&t);

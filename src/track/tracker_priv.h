@@ -30,6 +30,11 @@
 struct tracker {
 	const struct tracker_opts *o;
 	struct memtrack_bpf *skel;
+	/* the allocator programs, in skel (uprobe mode) or in alloc_skel, a second instance
+	 * loaded on first need (tracker__alloc_ensure); NULL until loaded */
+	struct memtrack_bpf *alloc_skel;
+	struct bpf_program *alloc_entry, *alloc_ret;
+	bool multi; /* uprobe_multi links, else perf-event uprobes */
 	struct bpf_link *tp_links[8];
 	struct bpf_link *served_link; /* the interposer's registration (served.bpf.c) */
 	struct bpf_link *rmap_links[RMAP_FN_NR + 1]; /* fentry rmap backend */
@@ -65,8 +70,11 @@ static inline uint64_t now_ns(clockid_t clk)
 
 /* load: BTF, skeleton open and load (rmap backend fallback), the allocator attach set */
 int tracker__load(struct tracker *t);
-/* Closes the fentry links and the skeleton; idempotent. */
+/* Closes the fentry links and the skeletons; idempotent. */
 void tracker__unload(struct tracker *t);
+/* Loads the allocator uprobe programs unless they are: call before attaching anything to a
+ * library (t->set does, on its first attach). Idempotent; 0 or -errno (logged). */
+int tracker__alloc_ensure(struct tracker *t);
 
 /* run: tracepoints, the root executable, the event loop, the command */
 int tracker__set_stops(struct tracker *t, bool on);
