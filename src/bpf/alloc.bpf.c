@@ -209,14 +209,18 @@ static __always_inline int mt_alloc_entry(struct pt_regs *ctx)
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct mt_thread *t;
 	struct mt_args args;
+	struct mt_proc *p;
 	bool outer, internal;
 	__u32 spec;
 
-	if (!bpf_map_lookup_elem(&procs, &tgid))
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	if (!p)
 		return 0;
 	spec = (__u32)bpf_get_attach_cookie(ctx);
 	if (spec & MT_SPEC_DLOPEN)
 		return 0; /* not an allocator: what it allocates inside is the program's own */
+	if ((spec & MT_SPEC_PL) && p->served)
+		return 0; /* the interposer records it (proc.h); its return is skipped alike */
 	mt_args_read(ctx, &args);
 	t = mt_thread_get();
 	outer = !t || t->depth == 0;
@@ -267,12 +271,15 @@ static __always_inline int mt_alloc_return(struct pt_regs *ctx)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct mt_thread *t;
+	struct mt_proc *p;
 	__u64 ret, addr;
 	__u32 spec;
 
-	if (!bpf_map_lookup_elem(&procs, &tgid))
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	if (!p)
 		return 0;
-	if ((__u32)bpf_get_attach_cookie(ctx) & MT_SPEC_DLOPEN) {
+	spec = (__u32)bpf_get_attach_cookie(ctx);
+	if (spec & MT_SPEC_DLOPEN) {
 		/* A library may have been loaded: stop before the caller can use it, and let
 		 * user space attach to it first (its constructors have run already). */
 		struct mt_event *e = mt_reserve(MT_EV_CTL_DLOPEN_STOPPED, tgid, tid);
@@ -283,6 +290,10 @@ static __always_inline int mt_alloc_return(struct pt_regs *ctx)
 		}
 		return 0;
 	}
+	/* served is set only by the image itself, before its first call here, and cleared at
+	 * exec: it cannot change between a call's entry and its return */
+	if ((spec & MT_SPEC_PL) && p->served)
+		return 0;
 	t = mt_thread_get();
 	if (!t || t->depth == 0) {
 		mt_drop(MT_DROP_UNMATCHED_RET);

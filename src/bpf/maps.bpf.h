@@ -105,11 +105,19 @@ extern struct mt_global_map global SEC(".maps");
  */
 struct mt_stop_ctl_map {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2); /* [1]: stop at every exec, known executables too (process.bpf.c) */
 	__type(key, __u32);
 	__type(value, __u64); /* 64 bits: the only width of atomic fetch-add before -mcpu=v3 */
 };
 extern struct mt_stop_ctl_map stop_ctl SEC(".maps");
+
+static __always_inline bool mt_stop_all(void)
+{
+	__u32 key = 1;
+	__u64 *all = bpf_map_lookup_elem(&stop_ctl, &key);
+
+	return all && *all;
+}
 
 static __always_inline void mt_drop(__u32 reason)
 {

@@ -169,7 +169,7 @@ __noinline int mt_emit_comm(__u32 pid, __u32 tid, __u64 task)
  * A global function: checked once, not once per path of mt_on_exec that reaches it (the
  * lock's and the records' outcomes multiply them).
  */
-__noinline int mt_exec_stop(__u32 tgid, __u32 tid, __u64 bprm)
+__noinline int mt_exec_stop(__u32 tgid, __u32 tid, __u64 bprm, bool no_stop)
 {
 	struct inode *ino;
 	struct mt_event *e;
@@ -179,7 +179,10 @@ __noinline int mt_exec_stop(__u32 tgid, __u32 tid, __u64 bprm)
 		return 0;
 	ino = BPF_CORE_READ((struct linux_binprm *)bprm, file, f_inode);
 	key = mt_exe_key(BPF_CORE_READ(ino, i_sb, s_dev), BPF_CORE_READ(ino, i_ino));
-	if (bpf_map_lookup_elem(&known_exe, &key))
+	/* stop_ctl[1]: every exec stops, known executables too (--alloc-hooks auto while glibc's
+	 * probes are not attached: tracker_run.c judges whether the process needs them); no_stop:
+	 * the root's, judged before it ran */
+	if (bpf_map_lookup_elem(&known_exe, &key) && (no_stop || !mt_stop_all()))
 		return 0;
 	e = mt_reserve(MT_EV_CTL_EXEC_STOPPED, tgid, tid);
 	if (!e)
@@ -209,6 +212,7 @@ int BPF_PROG(mt_on_fork, struct task_struct *parent, struct task_struct *child)
 	cmm = BPF_CORE_READ(child, mm);
 	init.mm = (__u64)cmm;
 	init.ppid = ptgid;
+	init.served = pp->served; /* the interposer's state is copied with the memory */
 	if (bpf_map_update_elem(&procs, &ctgid, &init, BPF_NOEXIST)) {
 		mt_drop(MT_DROP_PROC_MAP);
 		return 0;
@@ -236,7 +240,7 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct mt_proc *p = bpf_map_lookup_elem(&procs, &tgid);
 	struct mm_struct *mm;
-	bool locked;
+	bool locked, no_stop;
 
 	if (!p)
 		return 0;
@@ -249,10 +253,13 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	mt_disown_mm(p->mm, tgid);
 	p->mm = (__u64)mm;
 	p->execs++;
+	p->served = 0; /* the new image registers again if the interposer serves it */
+	no_stop = p->no_stop;
+	p->no_stop = 0;
 	mt_own_mm((__u64)mm, tgid);
 	/* before the re-base (the tail call does not return): the stop is taken on the way back
 	 * to user space, after all of this */
-	mt_exec_stop(tgid, tid, (__u64)bprm);
+	mt_exec_stop(tgid, tid, (__u64)bprm, no_stop);
 	/* The old image's memory is gone: the new mm starts from what exec mapped. */
 	mt_rebase_call(ctx, tgid, tid, (__u64)mm, locked, false);
 	return 0;

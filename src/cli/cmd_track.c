@@ -28,10 +28,14 @@ static const char track_usage[] =
 	"      --rss-step SIZE   write an Rss record when a counter moved this much (default 64K;\n"
 	"                        0 = every change); peaks are always kept exactly\n"
 	"      --alloc-hooks MODE  how allocator calls are caught (env MEMTRACK_ALLOC_HOOKS):\n"
-	"                        uprobe (default): eBPF uprobes on every allocator library;\n"
-	"                        preload: an LD_PRELOAD interposer for glibc and libstdc++ (in\n"
-	"                        process, ~10x cheaper per call), uprobes for the rest;\n"
-	"                        auto: preload when it can be set up (for now)\n"
+	"                        auto (default): per process, an LD_PRELOAD interposer where it\n"
+	"                        records glibc's and libstdc++'s calls (in process, no cost to\n"
+	"                        other processes), eBPF uprobes where it cannot (static programs,\n"
+	"                        set-id programs, a cleared environment, jemalloc, mimalloc,\n"
+	"                        tcmalloc, a malloc in the executable);\n"
+	"                        preload: the interposer for glibc and libstdc++, uprobes only on\n"
+	"                        other allocators (a process it cannot serve goes untracked);\n"
+	"                        uprobe: eBPF uprobes on every allocator library\n"
 	"      --stacks          also record the call stack of every allocation (env\n"
 	"                        MEMTRACK_STACKS=1) in DIR/<pid>.memtrack.stacks, for `memtrack\n"
 	"                        report`; taken in process with --alloc-hooks preload (libunwind)\n"
@@ -104,7 +108,7 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 		{NULL, 0, NULL, 0},
 	};
 	const char *hooks = getenv("MEMTRACK_ALLOC_HOOKS");
-	enum alloc_hooks mode = ALLOC_HOOKS_UPROBE;
+	enum alloc_hooks mode = ALLOC_HOOKS_AUTO;
 	int c, rmap_flag = -1, stacks_flag = -1;
 	bool ring_given = false;
 	uint64_t v;

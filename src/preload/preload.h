@@ -89,6 +89,8 @@ uint32_t pl_stack_capture(void) PL_HIDDEN;
 int pl_thread_prepare(struct pl_thread *t) PL_HIDDEN;
 int pl_wait_room(struct pl_thread *t) PL_HIDDEN;
 uint64_t pl_now(void) PL_HIDDEN;
+/* Marks this image served for the BPF side (preload_ctl.c); before the first recorded call. */
+void pl_ctl_served(void) PL_HIDDEN;
 
 /* Writes one record for the calling thread; the caller holds depth, so that a signal handler
  * allocating meanwhile is nested (not recorded), never a second writer of the ring. */

@@ -78,16 +78,17 @@ uint64_t pl_now(void)
 
 /* --- initialisation ---------------------------------------------------------------------- */
 
-extern void *malloc(size_t);
-
 /* Is the interposer's malloc the one the program calls, and libc's the next? Otherwise another
  * allocator (preloaded, linked in, or in the executable) serves the process: uprobes cover it,
  * and recording here as well would count its calls twice. */
 static int pl_next_is_libc(void)
 {
-	Dl_info info;
+	Dl_info info, self;
 
-	if (dlsym(RTLD_DEFAULT, "malloc") != (void *)malloc)
+	/* by the file that defines it: `malloc` here is itself looked up (through the GOT), and
+	 * names the executable's when the executable defines one */
+	if (!dladdr((void *)pl_next_is_libc, &self) ||
+	    !dladdr(dlsym(RTLD_DEFAULT, "malloc"), &info) || info.dli_fbase != self.dli_fbase)
 		return 0;
 	if (!dladdr((void *)pl.next.malloc, &info) || !info.dli_fname)
 		return 0;
@@ -123,6 +124,7 @@ static void pl_register(void)
 	if (i >= MT_SHM_MAX_PROCS)
 		return;
 	procs[i].flags = pl.flags;
+	procs[i].ts = pl_now();
 	__atomic_store_n(&procs[i].pid, (int32_t)getpid(), __ATOMIC_RELEASE);
 }
 
@@ -168,18 +170,22 @@ static int pl_map(void)
 
 static int pl_init(void)
 {
-	int state = PL_PASS, saved = errno;
+	int state = PL_PASS, saved = errno, mine;
 
 	pl_t.in_init = 1;
 	pl_resolve();
+	/* before the shared memory: what dlsym allocates (through an allocator the interposer
+	 * may not serve) is then the same whether memtrack runs or not */
+	mine = pl_next_is_libc();
 	pl.flags = MT_SHM_PROC_OFF;
 	if (pl.next.malloc && pl.next.free && pl_map() == 0) {
 		pl.wipe = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (pl.wipe != MAP_FAILED && !madvise(pl.wipe, 4096, MADV_WIPEONFORK) &&
 		    !pthread_key_create(&pl_key, pl_release)) {
-			if (pl_next_is_libc()) {
+			if (mine) {
 				pl.flags = MT_SHM_PROC_LIBC | MT_SHM_PROC_CXX;
 				state = PL_ON;
+				pl_ctl_served();
 			}
 			pl.gen_counter = 1;
 			*pl.wipe = 1;

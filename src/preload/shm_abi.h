@@ -55,10 +55,13 @@ enum mt_shm_drop {
 #define MT_SHM_PROC_CXX 2u /* operator new/delete too */
 #define MT_SHM_PROC_OFF 4u /* interposer loaded but passing through (another allocator or the
 			    * executable defines malloc): uprobes serve the process */
+#define MT_SHM_PROC_ENDED 8u /* set by memtrack: the image exec'd another since (shm_source.c) */
 
+/* One image's registration, written before its first record. */
 struct mt_shm_proc {
-	mt_s32 pid;
+	mt_s32 pid; /* stored last (release): the entry is complete once it is nonzero */
 	mt_u32 flags;
+	mt_u64 ts; /* CLOCK_MONOTONIC: orders it against the process's Exec records */
 };
 
 struct mt_shm_hdr {

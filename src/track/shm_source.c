@@ -193,6 +193,17 @@ int shm_source__drain_all(struct shm_source *s, struct consumer *c)
 	return n;
 }
 
+/* pid exec'd at ts: its images registered before are no longer what serves it. */
+static void shm__end_images(struct shm_source *s, int32_t pid, uint64_t ts)
+{
+	struct mt_shm_proc *procs = (void *)((char *)s->hdr + s->hdr->procs_off);
+	uint32_t n = __atomic_load_n(&s->hdr->nr_procs, __ATOMIC_ACQUIRE);
+
+	for (uint32_t i = 0; i < n && i < MT_SHM_MAX_PROCS; i++)
+		if (__atomic_load_n(&procs[i].pid, __ATOMIC_ACQUIRE) == pid && procs[i].ts < ts)
+			procs[i].flags |= MT_SHM_PROC_ENDED;
+}
+
 /* Before a process's Exec or Exit: its records older than it (all written: its threads, or
  * those of its old image, run no more), and its slots claimed before it go back once drained.
  * Before a marker (MEMTRACK_START ...): its records older than it, the marking thread's all
@@ -204,6 +215,8 @@ static void shm__order(void *ctx, struct consumer *c, const struct mt_event *ev)
 	uint32_t hwm = __atomic_load_n(&s->hdr->next_slot, __ATOMIC_ACQUIRE);
 
 	s->src.delivered += (uint64_t)shm__deliver(s, c, ev->pid, ev->ts);
+	if (ev->type == MT_EV_EXEC)
+		shm__end_images(s, ev->pid, ev->ts);
 	if (!records__has(ev->type, REC_IMAGE_END))
 		return; /* a marker (REC_ORDERED): the process lives on */
 	for (uint32_t i = 0; i < hwm && i < s->nr_slots; i++) {
@@ -278,7 +291,7 @@ int shm_source__proc_flags(const struct shm_source *s, int32_t pid)
 	procs = (const void *)((const char *)s->hdr + s->hdr->procs_off);
 	n = __atomic_load_n(&s->hdr->nr_procs, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < n && i < MT_SHM_MAX_PROCS; i++)
-		if (procs[i].pid == pid)
+		if (procs[i].pid == pid && !(procs[i].flags & MT_SHM_PROC_ENDED))
 			flags = (int)procs[i].flags; /* the last image's */
 	return flags;
 }

@@ -74,7 +74,7 @@ int tracker__run(const struct tracker_opts *o)
 	if (preload_setup__start(&t.pre, (enum alloc_hooks)o->alloc_hooks) ||
 	    tracker__stacks_start(&t))
 		goto cleanup;
-	if (manifest__set_str(&t.m.alloc_hooks, t.pre.on ? "preload" : "uprobe") ||
+	if (manifest__set_str(&t.m.alloc_hooks, preload_setup__mode_name(&t.pre)) ||
 	    manifest__set_str(&t.m.preload_lib, t.pre.on ? t.pre.lib : NULL)) {
 		log__error("out of memory");
 		goto cleanup;
@@ -104,7 +104,7 @@ int tracker__run(const struct tracker_opts *o)
 	if (libs__new(&t.libs, NULL))
 		goto cleanup;
 	if (t.pre.on)
-		libs__preload(t.libs, t.pre.dev, t.pre.ino);
+		libs__preload(t.libs, t.pre.dev, t.pre.ino, t.pre.autom);
 	if (root_prep__start(&t.root, t.libs, o->argv[0]))
 		goto cleanup;
 
@@ -122,7 +122,8 @@ int tracker__run(const struct tracker_opts *o)
 		goto cleanup;
 	}
 	t0 = now_ns(CLOCK_MONOTONIC);
-	if (tracker__attach_tracepoints(&t) || tracker__attach_root(&t))
+	if (tracker__attach_tracepoints(&t) || tracker__attach_served(&t) ||
+	    tracker__attach_root(&t))
 		goto cleanup;
 	err = tracker__setup_loop(&t);
 	if (err) {

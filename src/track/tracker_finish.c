@@ -169,7 +169,8 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 	t->drops_total = drops_total = records__drops_sum(t->m.drops);
 	bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.global), &zero, &g);
 	heap_acct__fill(t->acct, &t->m);
-	preload_setup__fill(&t->pre, &t->m, !t->pre.on);
+	preload_setup__fill(&t->pre, &t->m,
+			    !t->pre.on || (t->pre.autom && libs__glibc_attached(t->libs)));
 	/* The kernel-side tree peak is exact (every page); the artifact's Rss records are
 	 * decimated, so prefer the larger of the two. */
 	if ((uint64_t)g.tree_peak > t->m.peak_rss)
@@ -233,6 +234,8 @@ static void tracker__detach(struct tracker *t)
 		return;
 	attach_set__free(t->set);
 	t->set = NULL;
+	bpf_link__destroy(t->served_link);
+	t->served_link = NULL;
 	for (size_t i = 0; i < sizeof(t->tp_links) / sizeof(t->tp_links[0]); i++) {
 		bpf_link__destroy(t->tp_links[i]);
 		t->tp_links[i] = NULL;

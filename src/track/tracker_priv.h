@@ -38,6 +38,7 @@ struct tracker {
 	struct bpf_program *alloc_entry, *alloc_ret;
 	bool multi; /* uprobe_multi links, else perf-event uprobes */
 	struct bpf_link *tp_links[8];
+	struct bpf_link *served_link; /* the interposer's registration (served.bpf.c) */
 	struct bpf_link *rmap_links[RMAP_FN_NR + 1]; /* fentry rmap backend */
 	struct rmap_choice rmap;
 	struct btf_cache btf;
@@ -84,6 +85,8 @@ int tracker__alloc_ensure(struct tracker *t);
 int tracker__set_stops(struct tracker *t, bool on);
 int tracker__attach_tracepoints(struct tracker *t);
 int tracker__attach_root(struct tracker *t);
+/* The interposer's registration probe (auto and preload modes); before the command runs. */
+int tracker__attach_served(struct tracker *t);
 /* Adds the held command to the procs map: from then on the BPF side tracks it. */
 int tracker__register_root(struct tracker *t);
 int tracker__setup_loop(struct tracker *t);
