@@ -59,6 +59,7 @@ struct pl_thread {
 	struct mt_shm_slot *slot;
 	struct mt_event *ring;
 	uint64_t head, tail; /* our copy of the slot's head; the last tail we read */
+	uint64_t check; /* head at which pl_room looks at the ring's fill again */
 	uint32_t gen; /* the process generation the slot was claimed in */
 	int depth; /* hooked calls in progress: only the outermost is recorded */
 	int32_t pid, tid;
@@ -82,7 +83,7 @@ int pl_boot_owns(const void *p) PL_HIDDEN;
 size_t pl_boot_size(const void *p) PL_HIDDEN;
 
 int pl_thread_prepare(struct pl_thread *t) PL_HIDDEN;
-int pl_wait_room(struct pl_thread *t) PL_HIDDEN;
+int pl_room(struct pl_thread *t) PL_HIDDEN;
 uint64_t pl_now(void) PL_HIDDEN;
 
 /* Writes one record for the calling thread; the caller holds depth, so that a signal handler
@@ -95,7 +96,7 @@ static inline void pl_emit(struct pl_thread *t, uint32_t type, uint64_t addr, ui
 	if (pl_unlikely(!t->slot || t->gen != __atomic_load_n(pl.wipe, __ATOMIC_RELAXED)) &&
 	    pl_thread_prepare(t))
 		return;
-	if (pl_unlikely(t->head - t->tail >= pl.nrec) && pl_wait_room(t))
+	if (pl_unlikely(t->head >= t->check) && pl_room(t))
 		return;
 	e = &t->ring[t->head & pl.mask];
 	e->type = type;

@@ -3,10 +3,13 @@
 #include <errno.h>
 #include <signal.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
@@ -31,6 +34,10 @@ struct shm_source {
 	uint64_t safe_ns; /* every BPF record older than this has been dispatched */
 	uint64_t last_delivered; /* by the last drain */
 	struct shm_heap_ent *heap; /* the k-way merge by timestamp, nr_slots entries */
+	int bell_fd; /* eventfd in the event loop's set: the doorbell rang */
+	pthread_t bell_thread;
+	bool bell_started;
+	uint32_t bell_stop;
 };
 
 #define SHM_TAIL_EVERY 256 /* publish the tail (and wake a waiting producer) this often */
@@ -40,14 +47,21 @@ static const struct mt_event *shm__rec(const struct shm_source *s, uint32_t slot
 	return &s->data[(size_t)slot * s->nrec + (pos & s->mask)];
 }
 
-static void shm__publish_tail(struct shm_source *s, struct mt_shm_slot *sl, uint64_t tail)
+/*
+ * Publishes the slot's tail. A producer asleep on its full ring is woken only once half of it
+ * is free (`final`: whatever is free at the end of a drain): woken at every publication, it
+ * would write SHM_TAIL_EVERY records and sleep again, two context switches per 256 records,
+ * and on a shared core the two sides would take turns instead of running side by side.
+ */
+static void shm__publish_tail(struct shm_source *s, struct mt_shm_slot *sl, uint64_t tail,
+			      uint64_t head, bool final)
 {
 	__atomic_store_n(&sl->tail, tail, __ATOMIC_SEQ_CST);
 	/* seq_cst pairs with the producer's waiting store then tail load: one of us sees the
 	 * other's write, so no wake-up is lost */
-	if (__atomic_load_n(&sl->waiting, __ATOMIC_SEQ_CST))
+	if (__atomic_load_n(&sl->waiting, __ATOMIC_SEQ_CST) &&
+	    (final ? head - tail < s->nrec : s->nrec - (head - tail) >= s->nrec / 2))
 		syscall(SYS_futex, (uint32_t *)&sl->tail, FUTEX_WAKE, 1, NULL, NULL, 0);
-	(void)s;
 }
 
 static void shm__heap_push(struct shm_heap_ent *h, uint32_t *n, struct shm_heap_ent e)
@@ -141,23 +155,72 @@ static int shm__deliver(struct shm_source *s, struct consumer *c, int32_t pid, u
 			tail++;
 			delivered++;
 			if (!(tail % SHM_TAIL_EVERY))
-				shm__publish_tail(s, sl, tail);
+				shm__publish_tail(s, sl, tail, head, false);
 			if (tail == head)
 				head = __atomic_load_n(&sl->head, __ATOMIC_ACQUIRE);
 			ev = tail < head ? shm__rec(s, e.slot, tail) : NULL;
 		} while (ev && ev->ts <= next_ts && ev->ts < limit);
-		shm__publish_tail(s, sl, tail);
+		shm__publish_tail(s, sl, tail, head, false);
 		if (ev && ev->ts < limit)
 			shm__heap_push(s->heap, &n, (struct shm_heap_ent){ev->ts, e.slot});
 	}
+	/* wake whoever still waits: this drain freed what it could */
+	for (uint32_t i = 0; delivered && i < hwm; i++) {
+		struct mt_shm_slot *sl = &s->slots[i];
+
+		if (__atomic_load_n(&sl->waiting, __ATOMIC_SEQ_CST))
+			shm__publish_tail(s, sl, sl->tail,
+					  __atomic_load_n(&sl->head, __ATOMIC_ACQUIRE), true);
+	}
 	return delivered;
+}
+
+/*
+ * The doorbell's thread (shm_abi.h): sleeps on the header's bell word and turns each ring into
+ * an eventfd write, which wakes the event loop's epoll_wait. A futex cannot be in an epoll set,
+ * and a producer cannot write memtrack's eventfd: it has no fd of ours.
+ */
+static void *shm__bell_main(void *arg)
+{
+	struct shm_source *s = arg;
+	uint32_t *bell = &s->hdr->bell, seen = __atomic_load_n(bell, __ATOMIC_ACQUIRE);
+
+	while (!__atomic_load_n(&s->bell_stop, __ATOMIC_ACQUIRE)) {
+		uint32_t now;
+
+		__atomic_store_n(&s->hdr->bell_sleeping, 1, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(bell, __ATOMIC_SEQ_CST) == seen &&
+		    !__atomic_load_n(&s->bell_stop, __ATOMIC_ACQUIRE))
+			syscall(SYS_futex, bell, FUTEX_WAIT, seen, NULL, NULL, 0);
+		__atomic_store_n(&s->hdr->bell_sleeping, 0, __ATOMIC_RELAXED);
+		now = __atomic_load_n(bell, __ATOMIC_ACQUIRE);
+		if (now != seen) {
+			seen = now;
+			eventfd_write(s->bell_fd, 1);
+		}
+	}
+	return NULL;
+}
+
+static void shm__bell_stop(struct shm_source *s)
+{
+	if (!s->bell_started)
+		return;
+	__atomic_store_n(&s->bell_stop, 1, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&s->hdr->bell, 1, __ATOMIC_SEQ_CST);
+	syscall(SYS_futex, &s->hdr->bell, FUTEX_WAKE, 1, NULL, NULL, 0);
+	pthread_join(s->bell_thread, NULL);
+	s->bell_started = false;
 }
 
 static int shm__drain(struct event_source *src, struct consumer *c)
 {
 	struct shm_source *s = src->priv;
 	uint32_t hwm = __atomic_load_n(&s->hdr->next_slot, __ATOMIC_ACQUIRE);
+	eventfd_t rung;
 	int n;
+
+	eventfd_read(s->bell_fd, &rung); /* nonblocking: rearms the doorbell's fd */
 
 	/* The ring's drain in this round reached its end: every BPF record committed before the
 	 * round began has been dispatched. Otherwise the previous bound stands. */
@@ -219,6 +282,8 @@ static void shm__destroy(struct event_source *src)
 	shm_source__close(s);
 	if (s->map)
 		munmap(s->map, s->map_len);
+	if (s->bell_fd >= 0)
+		close(s->bell_fd);
 	free(s->heap);
 	free(s);
 }
@@ -227,6 +292,7 @@ void shm_source__close(struct shm_source *s)
 {
 	if (!s || !s->hdr || s->hdr->closed)
 		return;
+	shm__bell_stop(s);
 	__atomic_store_n(&s->hdr->closed, 1, __ATOMIC_SEQ_CST);
 	for (uint32_t i = 0; i < s->nr_slots; i++)
 		if (__atomic_load_n(&s->slots[i].waiting, __ATOMIC_SEQ_CST))
@@ -313,6 +379,11 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	s->bell_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->bell_fd < 0) {
+		err = -errno;
+		goto fail;
+	}
 	s->heap = calloc(nr_slots, sizeof(*s->heap));
 	if (!s->heap) {
 		err = -ENOMEM;
@@ -363,10 +434,14 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 	s->hdr->file_size = size;
 	__atomic_store_n(&s->hdr->magic, MT_SHM_MAGIC, __ATOMIC_RELEASE);
 	s->src.name = "preload-shm";
-	s->src.fd = -1;
+	s->src.fd = s->bell_fd;
 	s->src.drain = shm__drain;
 	s->src.destroy = shm__destroy;
 	s->src.priv = s;
+	err = -pthread_create(&s->bell_thread, NULL, shm__bell_main, s);
+	if (err)
+		goto fail;
+	s->bell_started = true;
 	*out = s;
 	return 0;
 fail:
@@ -376,6 +451,8 @@ fail:
 		unlink(s->path);
 	if (s->map)
 		munmap(s->map, size);
+	if (s->bell_fd >= 0)
+		close(s->bell_fd);
 	free(s->heap);
 	free(s);
 	return err;
