@@ -66,16 +66,6 @@ size_t pl_boot_size(const void *p)
 	return n;
 }
 
-/* --- time -------------------------------------------------------------------------------- */
-
-uint64_t pl_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts); /* the vDSO; the clock bpf_ktime_get_ns reads */
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* --- initialisation ---------------------------------------------------------------------- */
 
 extern void *malloc(size_t);

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 #include "track/shm_source.h"
 
@@ -365,6 +366,58 @@ static void shm__sweep_stale(void)
 		closedir(d);
 }
 
+/*
+ * The interposer's TSC stamps (src/preload/preload_clock.c) need the kernel's clocksource to be
+ * the TSC: CLOCK_MONOTONIC is then the TSC scaled, and the kernel has found it synchronised
+ * across CPUs and stable. The anchor is a TSC read paired with the clock; interposers measure
+ * the TSC's rate from it, so it is taken as early as possible (long before any process starts).
+ */
+static void shm__tsc_anchor(struct mt_shm_hdr *h)
+{
+#if defined(__x86_64__)
+	const char *env = getenv("MEMTRACK_PRELOAD_TSC");
+	char cs[16] = "";
+	struct timespec ts;
+	uint64_t c0, c1;
+	ssize_t n;
+	int fd;
+
+	if (env && !strcmp(env, "0"))
+		return;
+	fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
+		  O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, cs, sizeof(cs) - 1);
+	close(fd);
+	if (n != 4 || memcmp(cs, "tsc\n", 4))
+		return;
+	/* as the interposer's pl_tsc_pair: the midpoint of two TSC reads around the clock's, all
+	 * within 500 ns by the clock (retried when preempted) */
+	for (int i = 0; i < 8; i++) {
+		uint64_t n0, n, n1;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		n0 = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+		__builtin_ia32_lfence();
+		c0 = __builtin_ia32_rdtsc();
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		n = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+		__builtin_ia32_lfence();
+		c1 = __builtin_ia32_rdtsc();
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		n1 = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+		if (n1 - n0 > 500 || c1 < c0)
+			continue;
+		h->tsc_anchor = c0 + (c1 - c0) / 2;
+		h->ns_anchor = n;
+		return;
+	}
+#else
+	(void)h;
+#endif
+}
+
 int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_records, uid_t uid,
 		    gid_t gid, const struct event_source *ring)
 {
@@ -432,6 +485,7 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 	s->hdr->slots_off = slots_off;
 	s->hdr->data_off = data_off;
 	s->hdr->file_size = size;
+	shm__tsc_anchor(s->hdr);
 	__atomic_store_n(&s->hdr->magic, MT_SHM_MAGIC, __ATOMIC_RELEASE);
 	s->src.name = "preload-shm";
 	s->src.fd = s->bell_fd;
