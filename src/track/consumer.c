@@ -47,23 +47,32 @@ void consumer__flush(struct consumer *c)
 	c->nr_batch = 0;
 }
 
-void consumer__dispatch(struct consumer *c, const struct mt_event *ev)
+void consumer__dispatch(struct consumer *c, const struct mt_event *src)
 {
+	/* Copied first, then judged: a source in shared memory (the interposer's rings) is
+	 * writable by the tracked program, which must not change a record once it passed. */
+	struct mt_event *ev = &c->batch[c->nr_batch], copy;
+
+	*ev = *src;
 	c->dispatched++;
 	if (!records__has(ev->type, REC_ARTIFACT)) {
 		if (!records__has(ev->type, REC_CONTROL)) {
 			c->rejected++; /* unknown */
 			return;
 		}
+		copy = *ev; /* the flush reuses the batch */
 		consumer__flush(c);
-		if (!c->control.fn || c->control.fn(c->control.ctx, ev))
+		if (!c->control.fn || c->control.fn(c->control.ctx, &copy))
 			c->rejected++;
 		return;
 	}
-	if (c->order.fn && records__has(ev->type, REC_IMAGE_END))
-		c->order.fn(c->order.ctx, c, ev);
-	c->batch[c->nr_batch++] = *ev;
-	if (c->nr_batch == CONSUMER_BATCH)
+	if (c->order.fn && records__has(ev->type, REC_IMAGE_END)) {
+		copy = *ev; /* the hook dispatches records into the batch first */
+		c->order.fn(c->order.ctx, c, &copy);
+		ev = &c->batch[c->nr_batch];
+		*ev = copy;
+	}
+	if (++c->nr_batch == CONSUMER_BATCH)
 		consumer__flush(c);
 }
 
