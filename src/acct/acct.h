@@ -62,15 +62,15 @@ void heap_acct__free(struct heap_acct *a);
 /* Updates the accounting with one artifact event (control records are ignored). Never fails:
  * a block that cannot be recorded for lack of memory is counted in heap_stats.nomem. */
 void heap_acct__event(struct heap_acct *a, const struct mt_event *ev);
-/* Fills the results part of the manifest: peak_heap, peak_rss, allocs, allocated_bytes, frees,
- * leaked_*, counts[], events_total and procs[] (allocated, the caller's to free: manifest__free only
- * frees what manifest__read allocated; a procs[] already there is released first). comm is what heap_acct__set_comm said, else empty: the
- * artifact does not carry names. */
 /* The same over n records in order; faster on big tables (it prefetches the slots ahead). */
 void heap_acct__events(struct heap_acct *a, const struct mt_event *ev, size_t n);
+/* Fills the results part of the manifest: peak_heap, peak_rss, allocs, allocated_bytes, frees,
+ * leaked_*, counts[], events_total and procs[] (allocated: the manifest's, freed by
+ * manifest__free; a procs[] already there is released first). comm is what
+ * heap_acct__set_comm said, else empty: the artifact does not carry names. */
 int heap_acct__fill(const struct heap_acct *a, struct manifest *m);
 void heap_acct__stats(const struct heap_acct *a, struct heap_stats *s);
-/* Names pid's current process (the tracker's MT_EV_CTL_COMM records, which follow the Fork or
+/* Names pid's current process (the tracker's RA_NAME control records, which follow the Fork or
  * Exec they name); ignored when pid has no live process. comm: up to 16 bytes, NUL-padded. */
 void heap_acct__set_comm(struct heap_acct *a, int32_t pid, const char comm[16]);
 /* A kernel name as the outputs keep it: NUL-terminated, bytes outside printable ASCII as '?'. */

@@ -153,8 +153,6 @@ int manifest__read(struct manifest *m, const char *path)
 	if (!m || !path)
 		return -EINVAL;
 	memset(m, 0, sizeof(*m));
-	/* From here on every pointer in *m is ours; manifest__free relies on this flag. */
-	m->read_allocated = true;
 	f = fopen(path, "re");
 	if (!f) {
 		rc = -errno;
@@ -178,21 +176,22 @@ cleanup:
 
 void manifest__free(struct manifest *m)
 {
-	/* A caller-built manifest points at the caller's strings: not ours to free. */
-	if (!m || !m->read_allocated)
+	if (!m)
 		return;
-	free((char *)m->memtrack_version);
+	free(m->memtrack_version);
 	free(m->command);
 	for (char **p = m->argv; p && *p; p++)
 		free(*p);
 	free(m->argv);
 	free(m->kernel_release);
 	free(m->artifact);
-	free((char *)m->uprobe_mechanism);
-	free((char *)m->tracepoint_mechanism);
-	free((char *)m->rmap_backend);
+	free(m->uprobe_mechanism);
+	free(m->tracepoint_mechanism);
+	free(m->rmap_backend);
 	free(m->rmap_reason);
-	free((char *)m->btf_source);
+	free(m->btf_source);
+	free(m->alloc_hooks);
+	free(m->preload_lib);
 	for (uint32_t i = 0; m->libraries && i < m->nr_libraries; i++) {
 		free(m->libraries[i].path);
 		free(m->libraries[i].kind);
@@ -201,4 +200,54 @@ void manifest__free(struct manifest *m)
 	free(m->procs);
 	free(m->running);
 	memset(m, 0, sizeof(*m));
+}
+
+int manifest__set_str(char **field, const char *s)
+{
+	char *copy = s ? strdup(s) : NULL;
+
+	if (s && !copy)
+		return -ENOMEM;
+	free(*field);
+	*field = copy;
+	return 0;
+}
+
+int manifest__set_argv(struct manifest *m, char *const *argv)
+{
+	size_t n = 0;
+	char **copy = NULL;
+
+	while (argv && argv[n])
+		n++;
+	if (argv) {
+		copy = calloc(n + 1, sizeof(*copy));
+		for (size_t i = 0; copy && i < n; i++) {
+			copy[i] = strdup(argv[i]);
+			if (!copy[i]) {
+				while (i--)
+					free(copy[i]);
+				free(copy);
+				copy = NULL;
+			}
+		}
+		if (!copy)
+			return -ENOMEM;
+	}
+	for (char **p = m->argv; p && *p; p++)
+		free(*p);
+	free(m->argv);
+	m->argv = copy;
+	return 0;
+}
+
+const char *manifest__hooks_name(unsigned hooks)
+{
+	static const char *const names[MANIFEST_HOOKS_NR] = {
+	    [MANIFEST_HOOKS_PRELOAD] = "preload",
+	    [MANIFEST_HOOKS_UPROBE] = "uprobe",
+	    [MANIFEST_HOOKS_NONE] = "none",
+	};
+
+	return hooks < MANIFEST_HOOKS_NR ? names[hooks] : NULL;
 }

@@ -9,9 +9,19 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "bpf/events.h"
+#include "common/records.h"
 
 #define MANIFEST_FORMAT_VERSION 1
 #define MANIFEST_SUFFIX ".memtrack.json"
+
+/* processes[].alloc_hooks values, spelled by manifest__hooks_name() */
+enum manifest_hooks {
+	MANIFEST_HOOKS_UNSET = 0,
+	MANIFEST_HOOKS_PRELOAD, /* "preload" */
+	MANIFEST_HOOKS_UPROBE, /* "uprobe" */
+	MANIFEST_HOOKS_NONE, /* "none" */
+	MANIFEST_HOOKS_NR,
+};
 
 struct manifest_proc {
 	int32_t pid;
@@ -22,9 +32,9 @@ struct manifest_proc {
 	uint64_t allocs, frees;
 	uint64_t leaked_bytes, leaked_count; /* still live at exit */
 	uint64_t execs;
-	/* which mechanism recorded its allocator calls, per family: "preload", "uprobe", "none";
-	 * NULL: not written */
-	const char *hooks_libc, *hooks_cxx;
+	/* which mechanism recorded its allocator calls, per family (enum manifest_hooks;
+	 * MANIFEST_HOOKS_UNSET: not written) */
+	uint8_t hooks_libc, hooks_cxx;
 };
 
 /* A process of the tree still running when memtrack stopped waiting for the tree (a signal
@@ -40,9 +50,16 @@ struct manifest_library {
 	uint32_t sites; /* probes attached in it (entry + return) */
 };
 
+/*
+ * Ownership, one rule: every pointer of a struct manifest (strings, argv and its strings,
+ * libraries and their strings, running, procs) is a heap block the manifest owns, and
+ * manifest__free frees them all, whoever filled them (manifest__read, the tracker, the
+ * accounting, a test). Fill strings with manifest__set_str / manifest__set_argv; to hand a
+ * block to another manifest, move it (set the source's pointer to NULL).
+ */
 struct manifest {
 	/* identity */
-	const char *memtrack_version;
+	char *memtrack_version;
 	char *command; /* the shell string; with --, argv shell-quoted (older manifests: NULL) */
 	char **argv; /* NULL-terminated, what was exec'd (bash -c CMD, or PROG ARGS) */
 	int32_t root_pid;
@@ -55,26 +72,24 @@ struct manifest {
 
 	/* mechanisms: "uprobe_multi" | "perf_uprobe"; "raw_tracepoint" | "tracepoint"; rmap:
 	 * "off" | "fentry" | "tracepoint" with a reason */
-	const char *uprobe_mechanism;
-	const char *tracepoint_mechanism;
-	const char *rmap_backend;
+	char *uprobe_mechanism;
+	char *tracepoint_mechanism;
+	char *rmap_backend;
 	char *rmap_reason;
 	/* kernel BTF used for CO-RE: "cache" or "generated" (a minimal BTF, see
 	 * src/track/btf_cache.h), "vmlinux" (the whole kernel BTF) */
-	const char *btf_source;
-	/* --alloc-hooks: "uprobe" or "preload"; the interposer's path and its drops by reason
-	 * (enum mt_shm_drop: no_slot, closed) */
-	const char *alloc_hooks;
-	const char *preload_lib;
-	uint64_t preload_drops[2];
-	uint64_t preload_drops_total;
+	char *btf_source;
+	/* --alloc-hooks: "uprobe" or "preload"; the interposer's path (its drops are rows of
+	 * drops[], from DROP_PRELOAD) */
+	char *alloc_hooks;
+	char *preload_lib;
 	struct manifest_library *libraries;
 	uint32_t nr_libraries;
 
 	/* accounting */
 	uint64_t counts[MT_EV_TYPE_MAX]; /* per event type written to the artifact */
 	uint64_t events_total;
-	uint64_t drops[MT_DROP_NR]; /* BPF side */
+	uint64_t drops[DROP_NR]; /* by reason (records__drops): BPF side, then preload */
 	uint64_t consumer_drops; /* user side: records rejected (bad type, write failure) */
 	bool complete; /* no drop anywhere, no process still running */
 	struct manifest_running *running; /* "still_running" */
@@ -92,11 +107,6 @@ struct manifest {
 	uint64_t ringbuf_bytes;
 	struct manifest_proc *procs;
 	uint32_t nr_procs;
-
-	/* private: set by manifest__read, whose every non-NULL pointer above (the const strings
-	 * included) is then a heap copy; manifest__free frees only when it is set, so a
-	 * caller-built manifest (pointing at argv, literals...) is never freed by it. */
-	bool read_allocated;
 };
 
 struct outdir;
@@ -108,6 +118,14 @@ int manifest__write(const struct manifest *m, const char *path);
 /* Parses a manifest written by manifest__write (any version <= ours); allocates strings and
  * arrays; free with manifest__free. Returns -EPROTO for a newer format version. */
 int manifest__read(struct manifest *m, const char *path);
-void manifest__free(struct manifest *m); /* frees what manifest__read allocated; NULL-safe */
+/* Frees every block m points to and zeroes it; NULL-safe, and harmless twice. */
+void manifest__free(struct manifest *m);
+/* *field = a copy of s (NULL for NULL), freeing what it held. 0 or -ENOMEM. */
+int manifest__set_str(char **field, const char *s);
+/* m->argv = a copy of the NULL-terminated argv (NULL for NULL), freeing what it held. 0 or
+ * -ENOMEM. */
+int manifest__set_argv(struct manifest *m, char *const *argv);
+/* "preload", "uprobe", "none"; NULL for MANIFEST_HOOKS_UNSET and unknown values */
+const char *manifest__hooks_name(unsigned hooks);
 
 #endif

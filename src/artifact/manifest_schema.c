@@ -127,13 +127,17 @@ static int put_proc_hooks(json_t *o, const struct field *f, const struct manifes
 	h = json_object();
 	if (set(o, f->key, h))
 		return -ENOMEM;
-	return set(h, "libc", str_or_null(p->hooks_libc)) | set(h, "libstdc++", str_or_null(p->hooks_cxx));
+	return set(h, "libc", str_or_null(manifest__hooks_name(p->hooks_libc))) |
+	       set(h, "libstdc++", str_or_null(manifest__hooks_name(p->hooks_cxx)));
 }
 
-/* mechanisms.alloc_hooks, preload_lib and preload_drops (enum mt_shm_drop), when set */
+/* mechanisms.alloc_hooks, preload_lib and preload_drops, when set. preload_drops repeats the
+ * preload rows of "drops" (same keys, same values): the key predates them there, and readers
+ * of it keep working. */
 static int put_preload(json_t *o, const struct field *f, const struct manifest *m)
 {
 	json_t *d;
+	int rc = 0;
 
 	(void)f;
 	if (!m->alloc_hooks)
@@ -142,7 +146,9 @@ static int put_preload(json_t *o, const struct field *f, const struct manifest *
 	if (set(o, "alloc_hooks", json_string(m->alloc_hooks)) ||
 	    set(o, "preload_lib", str_or_null(m->preload_lib)) || set(o, "preload_drops", d))
 		return -ENOMEM;
-	return set(d, "no_slot", u64(m->preload_drops[0])) | set(d, "closed", u64(m->preload_drops[1]));
+	for (int i = DROP_PRELOAD; i < DROP_NR; i++)
+		rc |= set(d, records__drops[i].key, u64(m->drops[i]));
+	return rc;
 }
 
 static const struct field proc_rows[] = {
@@ -225,18 +231,14 @@ static int put_drop_reasons(json_t *o, const struct field *f, const struct manif
 	int rc = 0;
 
 	(void)f;
-	for (int i = 0; i < MT_DROP_NR; i++)
+	for (int i = 0; i < DROP_NR; i++)
 		rc |= set(o, records__drops[i].key, u64(m->drops[i]));
 	return rc;
 }
 
 static int put_drops_total(json_t *o, const struct field *f, const struct manifest *m)
 {
-	uint64_t total = m->consumer_drops + m->preload_drops_total;
-
-	for (int i = 0; i < MT_DROP_NR; i++)
-		total += m->drops[i];
-	return set(o, f->key, u64(total));
+	return set(o, f->key, u64(m->consumer_drops + records__drops_sum(m->drops)));
 }
 
 static int get_argv(json_t *o, const struct field *f, struct manifest *m);
@@ -473,7 +475,7 @@ static int get_drop_reasons(json_t *o, const struct field *f, struct manifest *m
 	int err = 0;
 
 	(void)f;
-	for (int i = 0; i < MT_DROP_NR; i++)
+	for (int i = 0; i < DROP_NR; i++)
 		m->drops[i] = get_u64(o, records__drops[i].key, &err);
 	return err;
 }

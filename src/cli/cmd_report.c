@@ -118,10 +118,10 @@ static struct proc_ref *proc_refs(const struct manifest_proc *procs, uint32_t nr
 
 /* Per process what the tracker knew: the k-th record of a pid here takes the k-th one with
  * that pid in the file (pid reuse). Both sorted by (pid, order): one merge walk, O(n log n). */
-static int merge_procs(struct manifest *m, const struct manifest *file)
+static int merge_procs(struct manifest *m, const struct manifest_proc *file, uint32_t nr_file)
 {
 	struct proc_ref *a = proc_refs(m->procs, m->nr_procs);
-	struct proc_ref *b = proc_refs(file->procs, file->nr_procs);
+	struct proc_ref *b = proc_refs(file, nr_file);
 	uint32_t i = 0, j = 0;
 
 	if (!a || !b) {
@@ -129,9 +129,9 @@ static int merge_procs(struct manifest *m, const struct manifest *file)
 		free(b);
 		return -ENOMEM;
 	}
-	while (i < m->nr_procs && j < file->nr_procs) {
+	while (i < m->nr_procs && j < nr_file) {
 		struct manifest_proc *p = &m->procs[a[i].idx];
-		const struct manifest_proc *f = &file->procs[b[j].idx];
+		const struct manifest_proc *f = &file[b[j].idx];
 
 		if (a[i].pid != b[j].pid) {
 			if (a[i].pid < b[j].pid)
@@ -154,28 +154,29 @@ static int merge_procs(struct manifest *m, const struct manifest *file)
 	return 0;
 }
 
-/* Takes over what only the tracker knew. m keeps its results; the strings stay file's. */
-static int merge_manifest(struct manifest *m, const struct manifest *file)
+/*
+ * The results from the artifact's accounting into m, which holds the manifest read beside it
+ * (or nothing): m keeps what only the tracker knew (command, exit status, drops, what was
+ * still running, per process the name and the kernel's exact RSS peak), the accounting
+ * replaces the rest of the results.
+ */
+static int fill_results(const struct heap_acct *acct, struct manifest *m)
 {
-	m->memtrack_version = file->memtrack_version;
-	m->command = file->command;
-	m->argv = file->argv;
-	m->root_pid = file->root_pid;
-	m->exit_status = file->exit_status;
-	m->term_signal = file->term_signal;
-	m->kernel_release = file->kernel_release;
-	m->artifact = file->artifact;
-	m->start_unix_ns = file->start_unix_ns;
-	m->start_mono_ns = file->start_mono_ns;
-	memcpy(m->drops, file->drops, sizeof(m->drops));
-	m->consumer_drops = file->consumer_drops;
-	m->complete = file->complete;
-	m->running = file->running;
-	m->nr_running = file->nr_running;
+	struct manifest_proc *file_procs = m->procs;
+	uint32_t nr_file_procs = m->nr_procs;
+	uint64_t file_peak_rss = m->peak_rss;
+	int err;
+
+	m->procs = NULL;
+	m->nr_procs = 0;
+	err = heap_acct__fill(acct, m);
 	/* the kernel saw every page; the artifact's Rss records are decimated */
-	if (file->peak_rss > m->peak_rss)
-		m->peak_rss = file->peak_rss;
-	return merge_procs(m, file);
+	if (file_peak_rss > m->peak_rss)
+		m->peak_rss = file_peak_rss;
+	if (!err)
+		err = merge_procs(m, file_procs, nr_file_procs);
+	free(file_procs);
+	return err;
 }
 
 static FILE *out_open(const char *path)
@@ -263,15 +264,14 @@ static int parse_opts(int argc, char **argv, struct report_opts *o)
 struct report_input {
 	struct heap_acct *acct;
 	struct timeline *tl, *trace; /* trace: only with --perfetto */
-	struct manifest m; /* results; identity and drops merged from file */
-	struct manifest file; /* the manifest read beside the artifact */
+	struct manifest m; /* the manifest beside the artifact, results from the accounting */
 	bool have_manifest;
 	struct heap_stats st;
 	char *decode_error; /* the artifact stopped early; NULL when read to its end */
 	uint64_t nread;
 };
 
-/* Reads the manifest beside the artifact (or o->manifest) into in->file; a bad one is only
+/* Reads the manifest beside the artifact (or o->manifest) into in->m; a bad one is only
  * warned about. */
 static void report_load_manifest(const struct report_opts *o, struct report_input *in)
 {
@@ -282,7 +282,7 @@ static void report_load_manifest(const struct report_opts *o, struct report_inpu
 		return;
 	mpath = o->manifest ? strdup(o->manifest) : manifest_path_for(o->artifact);
 	if (mpath && !access(mpath, F_OK)) {
-		err = manifest__read(&in->file, mpath);
+		err = manifest__read(&in->m, mpath);
 		if (err)
 			log__warn("ignoring manifest '%s': %s", mpath, strerror(-err));
 		else
@@ -330,12 +330,10 @@ static int report_load(const struct report_opts *o, struct report_input *in)
 		 * run killed before its end leaves */
 		in->decode_error = strdup("no zstd frame (an empty file: was the run killed?)");
 	}
-	if (heap_acct__fill(in->acct, &in->m))
+	report_load_manifest(o, in);
+	if (fill_results(in->acct, &in->m))
 		goto cleanup;
 	heap_acct__stats(in->acct, &in->st);
-	report_load_manifest(o, in);
-	if (in->have_manifest && merge_manifest(&in->m, &in->file))
-		goto cleanup;
 	err = 0;
 cleanup:
 	if (err == -ENOMEM)
@@ -349,8 +347,7 @@ static void report_input__free(struct report_input *in)
 	heap_acct__free(in->acct);
 	timeline__free(in->tl);
 	timeline__free(in->trace);
-	free(in->m.procs);
-	manifest__free(&in->file);
+	manifest__free(&in->m);
 	free(in->decode_error);
 }
 

@@ -30,9 +30,9 @@ const struct record_type records__types[MT_EV_TYPE_MAX] = {
 	[MT_EV_EXIT] = {ART("Exit") | REC_IMAGE_END},
 	[MT_EV_RSS] = {ART("Rss"), .fields = {RF_MEMBER, RF_SIZE}},
 	[MT_EV_RMAP] = {ART("Rmap"), .fields = {RF_MEMBER, RF_DELTA}},
-	[MT_EV_CTL_EXEC_STOPPED] = {.flags = REC_CONTROL},
-	[MT_EV_CTL_DLOPEN_STOPPED] = {.flags = REC_CONTROL},
-	[MT_EV_CTL_COMM] = {.flags = REC_CONTROL},
+	[MT_EV_CTL_EXEC_STOPPED] = {.flags = REC_CONTROL | REC_STOPS, .action = RA_INSPECT_EXE},
+	[MT_EV_CTL_DLOPEN_STOPPED] = {.flags = REC_CONTROL | REC_STOPS, .action = RA_INSPECT_MAPS},
+	[MT_EV_CTL_COMM] = {.flags = REC_CONTROL, .action = RA_NAME},
 };
 
 uint32_t records__from_name(const char *name, size_t len)
@@ -46,7 +46,7 @@ uint32_t records__from_name(const char *name, size_t len)
 	return MT_EV_NONE;
 }
 
-const struct drop_reason records__drops[MT_DROP_NR] = {
+const struct drop_reason records__drops[DROP_NR] = {
 	[MT_DROP_RINGBUF] = {"ringbuf", "ring buffer",
 			     "Try a larger --ring-size, or a larger --rss-step."},
 	[MT_DROP_THREAD_MAP] = {"thread_map", "thread map",
@@ -55,9 +55,22 @@ const struct drop_reason records__drops[MT_DROP_NR] = {
 			      "More processes were alive at once than memtrack can track."},
 	[MT_DROP_UNMATCHED_RET] = {"unmatched_return", "unmatched returns", NULL},
 	[MT_DROP_NEST_OVERFLOW] = {"nest_overflow", "nesting overflow", NULL},
+	[DROP_PRELOAD + MT_SHM_DROP_NO_SLOT] = {"no_slot", "preload no slot",
+						"More threads were alive at once than the preload "
+						"rings have slots: try --alloc-hooks uprobe."},
+	[DROP_PRELOAD + MT_SHM_DROP_CLOSED] = {"closed", "preload after close", NULL},
 };
 
-char *records__drops_text(char *buf, size_t cap, const uint64_t drops[MT_DROP_NR],
+uint64_t records__drops_sum(const uint64_t drops[DROP_NR])
+{
+	uint64_t total = 0;
+
+	for (int i = 0; i < DROP_NR; i++)
+		total += drops[i];
+	return total;
+}
+
+char *records__drops_text(char *buf, size_t cap, const uint64_t drops[DROP_NR],
 			  uint64_t consumer, bool all)
 {
 	size_t len = 0;
@@ -65,9 +78,9 @@ char *records__drops_text(char *buf, size_t cap, const uint64_t drops[MT_DROP_NR
 
 	if (cap)
 		buf[0] = 0;
-	for (int i = 0; i <= MT_DROP_NR; i++) {
-		uint64_t v = i < MT_DROP_NR ? drops[i] : consumer;
-		const char *label = i < MT_DROP_NR ? records__drops[i].label : "consumer";
+	for (int i = 0; i <= DROP_NR; i++) {
+		uint64_t v = i < DROP_NR ? drops[i] : consumer;
+		const char *label = i < DROP_NR ? records__drops[i].label : "consumer";
 		int n;
 
 		if (!v && !all)
@@ -81,13 +94,13 @@ char *records__drops_text(char *buf, size_t cap, const uint64_t drops[MT_DROP_NR
 	return buf;
 }
 
-char *records__drops_advice(char *buf, size_t cap, const uint64_t drops[MT_DROP_NR])
+char *records__drops_advice(char *buf, size_t cap, const uint64_t drops[DROP_NR])
 {
 	size_t len = 0;
 
 	if (cap)
 		buf[0] = 0;
-	for (int i = 0; i < MT_DROP_NR; i++) {
+	for (int i = 0; i < DROP_NR; i++) {
 		int n;
 
 		if (!drops[i] || !records__drops[i].advice)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What user space knows about each record type and each drop reason of src/bpf/events.h: one
- * row each, in records.c. The consumer's type check, the artifact writer and reader, the
+ * What user space knows about each record type of src/bpf/events.h and each drop reason (the
+ * BPF programs' and the preload interposer's): one row each, in records.c. The consumer's type check, the artifact writer and reader, the
  * accounting, the manifest, the reports and the test harness all read these rows, so a new
  * record type is a value in events.h, a row here, and the code that gives it meaning.
  */
@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "bpf/events.h"
+#include "preload/shm_abi.h"
 
 /* A variant field of the artifact: which struct mt_event member holds it, how it is encoded. */
 enum record_field {
@@ -43,12 +44,27 @@ struct record_field_desc {
 #define REC_CONTROL (1u << 2) /* steers the consumer; never written, never accounted */
 #define REC_IMAGE_END (1u << 3) /* ends a process image (Exec, Exit): the consumer first delivers
 				  * the image's older records from the other sources */
+#define REC_STOPS (1u << 4) /* control: its task stopped itself and waits for a SIGCONT, sent
+			     * once the record is handled (by the tracker, or by the watchdog
+			     * when memtrack died) */
+
+/* What the tracker does with a control record (its handlers in tracker_run.c, by this index),
+ * before the SIGCONT of a REC_STOPS one. */
+enum record_action {
+	RA_NONE = 0,
+	RA_INSPECT_EXE, /* attach to the allocators of pid's new executable; addr: its known_exe
+			 * key (bpf/proc.h), marked known after */
+	RA_INSPECT_MAPS, /* attach to the allocators among pid's mappings (after a dlopen) */
+	RA_NAME, /* pid's name for the accounting: 16 bytes, NUL-padded, in addr then size */
+	RA_NR,
+};
 
 struct record_type {
 	const char *name; /* artifact variant name; NULL unless REC_ARTIFACT */
 	uint8_t name_len;
 	uint8_t flags;
 	uint8_t fields[RECORD_MAX_FIELDS]; /* enum record_field in artifact order; RF_NONE ends */
+	uint8_t action; /* REC_CONTROL: enum record_action */
 };
 
 extern const struct record_type records__types[MT_EV_TYPE_MAX];
@@ -73,25 +89,43 @@ static inline const char *records__name(uint32_t type)
 	return records__has(type, REC_ARTIFACT) ? records__types[type].name : NULL;
 }
 
+/* The action of a control record (RA_NONE for others and unknown types). */
+static inline unsigned records__action(uint32_t type)
+{
+	return type < MT_EV_TYPE_MAX ? records__types[type].action : RA_NONE;
+}
+
 /* Inverse of records__name; MT_EV_NONE when unknown. */
 uint32_t records__from_name(const char *name, size_t len);
 
-/* One row per drop reason (enum mt_drop_reason). */
+/*
+ * Every drop reason, one index for all the sources: the BPF programs' (enum mt_drop_reason,
+ * the same values), then the preload interposer's (enum mt_shm_drop, from DROP_PRELOAD).
+ * Arrays of drop counts (struct manifest's drops) are DROP_NR long, in this order.
+ */
+enum {
+	DROP_PRELOAD = MT_DROP_NR,
+	DROP_NR = DROP_PRELOAD + MT_SHM_DROP_NR,
+};
+
+/* One row per drop reason. */
 struct drop_reason {
 	const char *key; /* manifest and report --json key */
 	const char *label; /* in the summary and the lost-events message */
 	const char *advice; /* what the user can do about it; NULL when nothing */
 };
 
-extern const struct drop_reason records__drops[MT_DROP_NR];
+extern const struct drop_reason records__drops[DROP_NR];
 
+/* The sum of the DROP_NR counts. */
+uint64_t records__drops_sum(const uint64_t drops[DROP_NR]);
 /*
  * "ring buffer 3, nesting overflow 1, consumer 2": the nonzero reasons (every one when all is
  * set) and the consumer's rejections, into buf. Returns buf.
  */
-char *records__drops_text(char *buf, size_t cap, const uint64_t drops[MT_DROP_NR],
+char *records__drops_text(char *buf, size_t cap, const uint64_t drops[DROP_NR],
 			  uint64_t consumer, bool all);
 /* The advice of each nonzero reason, each after a space; "" when there is none. Returns buf. */
-char *records__drops_advice(char *buf, size_t cap, const uint64_t drops[MT_DROP_NR]);
+char *records__drops_advice(char *buf, size_t cap, const uint64_t drops[DROP_NR]);
 
 #endif

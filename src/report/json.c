@@ -53,7 +53,7 @@ static json_t *json__manifest(const struct manifest *m, int *bad)
 	for (char **a = m->argv; a && *a; a++)
 		if (json_array_append_new(argv, json_string(*a)))
 			*bad = 1;
-	for (int i = 0; i < MT_DROP_NR; i++)
+	for (int i = 0; i < DROP_NR; i++)
 		set(drops, records__drops[i].key, u64(m->drops[i]), bad);
 	set(o, "command", m->command ? json_string(m->command) : json_null(), bad);
 	set(o, "argv", argv, bad);

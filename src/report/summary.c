@@ -46,11 +46,9 @@ static int by_peak_rss(const void *a, const void *b)
 
 static void summary__drops(FILE *out, const struct manifest *m)
 {
-	uint64_t total = m->consumer_drops;
+	uint64_t total = m->consumer_drops + records__drops_sum(m->drops);
 	char what[256];
 
-	for (int i = 0; i < MT_DROP_NR; i++)
-		total += m->drops[i];
 	fprintf(out, "memtrack: %" PRIu64 " events, %" PRIu64 " dropped\n", m->events_total, total);
 	if (m->nr_running) {
 		fprintf(out, "memtrack: *** INCOMPLETE: %u process%s still running when memtrack "

@@ -210,11 +210,12 @@ int ringbuf_source__new(struct event_source **src, int map_fd)
 	p->producer_map = m;
 	p->producer_pos = m;
 	p->data = (const uint8_t *)m + p->page;
-	p->src.name = "bpf-ringbuf";
-	p->src.fd = map_fd; /* a ring buffer map polls readable while records are pending */
-	p->src.drain = ringbuf_source__drain;
-	p->src.destroy = ringbuf_source__destroy;
-	p->src.priv = p;
+	/* a ring buffer map polls readable while records are pending */
+	p->src = (struct event_source){.name = "bpf-ringbuf",
+				       .fd = map_fd,
+				       .drain = ringbuf_source__drain,
+				       .destroy = ringbuf_source__destroy,
+				       .priv = p};
 	*src = &p->src;
 	return 0;
 fail:

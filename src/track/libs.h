@@ -28,8 +28,8 @@ int libs__inspect_exe(struct libs *l, const char *root, const char *exe, const c
 /* Attaches to every allocator among the files pid maps executable now (after a dlopen).
  * Returns the number newly attached, or -errno. */
 int libs__inspect_maps(struct libs *l, pid_t pid);
-/* Copies the attached libraries into the manifest (allocated, the caller's to free:
- * manifest__free only frees what manifest__read allocated). */
+/* Copies the attached libraries into the manifest (allocated: the manifest's, freed by
+ * manifest__free). */
 int libs__fill(const struct libs *l, struct manifest *m);
 uint64_t libs__attach_ns(const struct libs *l); /* time spent attaching, ns */
 void libs__free(struct libs *l);

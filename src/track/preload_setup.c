@@ -12,7 +12,7 @@
 #define PRELOAD_NAME "libmemtrack-preload.so"
 /* Rings: 1024 threads alive at once, 16,384 records (768 KiB) each: a sparse 768 MiB file
  * that costs what the threads write. More threads than slots: their records are dropped and
- * counted (manifest preload_drops.no_slot). */
+ * counted (manifest drops.no_slot). */
 #define PRELOAD_SLOTS 1024
 #define PRELOAD_RECORDS 16384
 
@@ -113,13 +113,15 @@ fail:
 
 void preload_setup__fill(const struct preload_setup *p, struct manifest *m, bool libc_probed)
 {
-	const char *probed = libc_probed ? "uprobe" : "none";
+	uint8_t probed = libc_probed ? MANIFEST_HOOKS_UPROBE : MANIFEST_HOOKS_NONE;
 
 	for (uint32_t i = 0; i < m->nr_procs; i++) {
 		int f = p->on ? shm_source__proc_flags(p->shm, m->procs[i].pid) : -1;
 
-		m->procs[i].hooks_libc = f >= 0 && (f & MT_SHM_PROC_LIBC) ? "preload" : probed;
-		m->procs[i].hooks_cxx = f >= 0 && (f & MT_SHM_PROC_CXX) ? "preload" : probed;
+		m->procs[i].hooks_libc =
+		    f >= 0 && (f & MT_SHM_PROC_LIBC) ? MANIFEST_HOOKS_PRELOAD : probed;
+		m->procs[i].hooks_cxx =
+		    f >= 0 && (f & MT_SHM_PROC_CXX) ? MANIFEST_HOOKS_PRELOAD : probed;
 	}
 }
 

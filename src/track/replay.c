@@ -42,11 +42,11 @@ int replay_source__new(struct event_source **src, const struct mt_event *ev, siz
 	p->ev = ev;
 	p->nr = nr;
 	p->batch = batch;
-	p->src.name = "replay";
-	p->src.fd = -1;
-	p->src.drain = replay_source__drain;
-	p->src.destroy = replay_source__destroy;
-	p->src.priv = p;
+	p->src = (struct event_source){.name = "replay",
+				       .fd = -1,
+				       .drain = replay_source__drain,
+				       .destroy = replay_source__destroy,
+				       .priv = p};
 	*src = &p->src;
 	return 0;
 }

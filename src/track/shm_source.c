@@ -487,11 +487,8 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 	s->hdr->file_size = size;
 	shm__tsc_anchor(s->hdr);
 	__atomic_store_n(&s->hdr->magic, MT_SHM_MAGIC, __ATOMIC_RELEASE);
-	s->src.name = "preload-shm";
-	s->src.fd = s->bell_fd;
-	s->src.drain = shm__drain;
-	s->src.destroy = shm__destroy;
-	s->src.priv = s;
+	s->src = (struct event_source){.name = "preload-shm", .fd = s->bell_fd, .drain = shm__drain,
+				       .destroy = shm__destroy, .priv = s};
 	err = -pthread_create(&s->bell_thread, NULL, shm__bell_main, s);
 	if (err)
 		goto fail;

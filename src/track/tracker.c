@@ -29,17 +29,15 @@
  * incomplete (and why). */
 static int tracker__exit_status(const struct tracker *t)
 {
-	if (!t->m.complete && t->drops_total + t->cons.rejected + t->m.preload_drops_total == 0)
+	if (!t->m.complete && t->drops_total + t->cons.rejected == 0)
 		return MT_EXIT_LOST;
 	if (!t->m.complete) {
 		char what[256], advice[512];
 
 		log__error(
-		    "%" PRIu64 " events were lost (%s, preload %" PRIu64
-		    "): the artifact is incomplete.%s",
-		    t->drops_total + t->cons.rejected + t->m.preload_drops_total,
+		    "%" PRIu64 " events were lost (%s): the artifact is incomplete.%s",
+		    t->drops_total + t->cons.rejected,
 		    records__drops_text(what, sizeof(what), t->m.drops, t->cons.rejected, true),
-		    t->m.preload_drops_total,
 		    records__drops_advice(advice, sizeof(advice), t->m.drops));
 		return MT_EXIT_LOST;
 	}
@@ -55,13 +53,16 @@ int tracker__run(const struct tracker_opts *o)
 
 	t.sp.go_fd = t.sp.err_fd = t.sp.pidfd = -1;
 	t.wd.sock = -1;
-	t.m.memtrack_version = MEMTRACK_VERSION;
-	/* with --, the words as a shell command that runs them again */
-	t.m.command = o->command ? (char *)o->command : shquote__argv(o->argv);
-	t.m.argv = o->argv;
 	t.m.start_unix_ns = now_ns(CLOCK_REALTIME);
 	t.m.start_mono_ns = t_start;
-	t.m.rmap_backend = "off";
+	/* with --, the words as a shell command that runs them again */
+	t.m.command = o->command ? strdup(o->command) : shquote__argv(o->argv);
+	if (!t.m.command || manifest__set_argv(&t.m, o->argv) ||
+	    manifest__set_str(&t.m.memtrack_version, MEMTRACK_VERSION) ||
+	    manifest__set_str(&t.m.rmap_backend, "off")) {
+		log__error("out of memory");
+		goto cleanup;
+	}
 	/* No RLIMIT_MEMLOCK raise (it needed CAP_SYS_RESOURCE): since 5.11 BPF memory is charged
 	 * to the memory cgroup, and memtrack needs 5.15; libbpf raises it itself on older kernels.
 	 */
@@ -72,6 +73,11 @@ int tracker__run(const struct tracker_opts *o)
 	/* before the fork: the command inherits LD_PRELOAD and the shared memory's name */
 	if (preload_setup__start(&t.pre, (enum alloc_hooks)o->alloc_hooks))
 		goto cleanup;
+	if (manifest__set_str(&t.m.alloc_hooks, t.pre.on ? "preload" : "uprobe") ||
+	    manifest__set_str(&t.m.preload_lib, t.pre.on ? t.pre.lib : NULL)) {
+		log__error("out of memory");
+		goto cleanup;
+	}
 	/* The command is forked first, held before its exec: from a small process (no BPF maps
 	 * or ring mapped yet) the fork copies little, and its exec has little to tear down. */
 	err = spawn__start(&t.sp, o->argv, true);
@@ -165,14 +171,10 @@ int tracker__run(const struct tracker_opts *o)
 cleanup:
 	root_prep__join(&t.root);
 	spawn__abort(&t.sp); /* a child never released, or one we cannot follow */
-	if (!o->command)
-		free(t.m.command);
-	if (art_fd >= 0) { /* created, the command never ran: no empty artifact left behind */
+	if (art_fd >= 0) {   /* created, the command never ran: no empty artifact left behind */
 		close(art_fd);
 		unlinkat(t.out.fd, t.m.artifact, 0);
 	}
-	t.m.command = NULL;
-	t.m.argv = NULL;
 	tracker__destroy(&t);
 	return ret;
 }

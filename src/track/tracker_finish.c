@@ -83,10 +83,11 @@ static int tracker__untrack_running(struct tracker *t)
 	return 0;
 }
 
-static uint64_t tracker__read_drops(struct tracker *t, uint64_t *drops)
+/* The BPF side's drops by reason (enum mt_drop_reason: the first rows of drops[]) */
+static void tracker__read_drops(struct tracker *t, uint64_t *drops)
 {
 	int ncpu = libbpf_num_possible_cpus(), fd = bpf_map__fd(t->skel->maps.drops);
-	uint64_t total = 0, *vals = calloc(ncpu, sizeof(*vals));
+	uint64_t *vals = calloc(ncpu, sizeof(*vals));
 
 	for (__u32 r = 0; vals && r < MT_DROP_NR; r++) {
 		drops[r] = 0;
@@ -94,10 +95,8 @@ static uint64_t tracker__read_drops(struct tracker *t, uint64_t *drops)
 			continue;
 		for (int c = 0; c < ncpu; c++)
 			drops[r] += vals[c];
-		total += drops[r];
 	}
 	free(vals);
-	return total;
 }
 
 /* "3 processes were still running ...: 1234 (sleep), ..." */
@@ -146,7 +145,7 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 	if (t->pre_added) {
 		shm_source__drain_all(t->pre.shm, &t->cons);
 		shm_source__close(t->pre.shm);
-		t->m.preload_drops_total = shm_source__drops(t->pre.shm, t->m.preload_drops);
+		shm_source__drops(t->pre.shm, &t->m.drops[DROP_PRELOAD]);
 	}
 	t->m.t_drain = now_ns(CLOCK_MONOTONIC) - t0;
 	artifact_writer__flush(t->writer);
@@ -158,11 +157,10 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 	if (err && !t->sinks.write_err)
 		t->sinks.write_err = err;
 
-	t->drops_total = drops_total = tracker__read_drops(t, t->m.drops);
+	tracker__read_drops(t, t->m.drops);
+	t->drops_total = drops_total = records__drops_sum(t->m.drops);
 	bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.global), &zero, &g);
 	heap_acct__fill(t->acct, &t->m);
-	t->m.alloc_hooks = t->pre.on ? "preload" : "uprobe";
-	t->m.preload_lib = t->pre.on ? t->pre.lib : NULL;
 	preload_setup__fill(&t->pre, &t->m, !t->pre.on);
 	/* The kernel-side tree peak is exact (every page); the artifact's Rss records are
 	 * decimated, so prefer the larger of the two. */
@@ -173,8 +171,8 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 	for (int i = 0; i < MT_EV_TYPE_MAX; i++)
 		t->m.events_total += t->sinks.counts[i];
 	t->m.consumer_drops = t->cons.rejected;
-	t->m.complete = drops_total == 0 && t->cons.rejected == 0 && !t->sinks.write_err &&
-			!t->m.nr_running && !t->m.preload_drops_total;
+	t->m.complete =
+	    drops_total == 0 && t->cons.rejected == 0 && !t->sinks.write_err && !t->m.nr_running;
 	t->m.exit_status = exit_code;
 	t->m.term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 	uname(&un);
@@ -272,14 +270,5 @@ void tracker__destroy(struct tracker *t)
 	watchdog__close(&t->wd);
 	outdir__close(&t->out);
 	btf_cache__close(&t->btf);
-	free(t->m.kernel_release);
-	free(t->m.rmap_reason);
-	free(t->m.artifact);
-	for (uint32_t i = 0; i < t->m.nr_libraries; i++) {
-		free(t->m.libraries[i].path);
-		free(t->m.libraries[i].kind);
-	}
-	free(t->m.libraries);
-	free(t->m.procs);
-	free(t->m.running);
+	manifest__free(&t->m);
 }

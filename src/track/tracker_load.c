@@ -39,6 +39,12 @@ static int tracker__explain_load_error(int err)
 	return err;
 }
 
+static int tracker__no_memory(void)
+{
+	log__error("out of memory");
+	return -ENOMEM;
+}
+
 void tracker__unload(struct tracker *t)
 {
 	for (int i = 0; i <= RMAP_FN_NR; i++) {
@@ -164,19 +170,22 @@ int tracker__load(struct tracker *t)
 	}
 	try.chosen = t->rmap;
 	try.multi = multi = attach__probe_uprobe_multi();
-	t->m.uprobe_mechanism = multi ? "uprobe_multi" : "perf_uprobe";
-	t->m.tracepoint_mechanism = "raw_tracepoint";
+	if (manifest__set_str(&t->m.uprobe_mechanism, multi ? "uprobe_multi" : "perf_uprobe") ||
+	    manifest__set_str(&t->m.tracepoint_mechanism, "raw_tracepoint"))
+		return tracker__no_memory();
 	/* CO-RE against a minimal BTF for this kernel: no parse of the whole vmlinux BTF. */
 	obj = memtrack_bpf__elf_bytes(&obj_sz);
 	btf_cache__prepare(&t->btf, obj, obj_sz);
 	err = btf_cache__load(&t->btf, tracker__load_try, &try);
-	t->m.btf_source = t->btf.source;
 	if (err)
 		return tracker__explain_load_error(err);
-	if (t->o->rmap) {
-		t->m.rmap_backend = t->rmap.backend == MT_RMAP_FENTRY ? "fentry" : "tracepoint";
-		t->m.rmap_reason = strdup(t->rmap.reason);
-	}
+	if (manifest__set_str(&t->m.btf_source, t->btf.source))
+		return tracker__no_memory();
+	if (t->o->rmap &&
+	    (manifest__set_str(&t->m.rmap_backend,
+			       t->rmap.backend == MT_RMAP_FENTRY ? "fentry" : "tracepoint") ||
+	     manifest__set_str(&t->m.rmap_reason, t->rmap.reason)))
+		return tracker__no_memory();
 	err = attach_set__new(
 	    &t->set, multi ? ATTACH_UPROBE_MULTI : ATTACH_PERF_UPROBE,
 	    multi ? t->skel->progs.mt_alloc_entry_multi : t->skel->progs.mt_alloc_entry_perf,

@@ -47,7 +47,7 @@ struct tracker {
 	char manifest_name[32];
 	int epfd, sigfd;
 	uint64_t ctl_stops;
-	uint64_t drops_total; /* BPF-side drops, read by tracker__finish */
+	uint64_t drops_total; /* drops of every reason (BPF side, preload), by tracker__finish */
 	bool handed_off; /* a detacher holds every BPF fd and our address space (detach below) */
 	struct root_prep root;	  /* the root executable, inspected while the programs load */
 	struct preload_setup pre; /* --alloc-hooks preload: the interposer's source */

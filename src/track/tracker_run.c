@@ -17,47 +17,64 @@
 #include <bpf/libbpf.h>
 #include "bpf/proc.h"
 #include "common/log.h"
+#include "common/records.h"
 #include "track/tracker_priv.h"
 
-/* A tracked task stopped itself at the exec of an executable not inspected yet, or at the
- * return of a dlopen; or a process' name (after its Fork or Exec record, which the accounting
- * has seen: the consumer flushes before a control record). */
-static int control_exec_stopped(void *ctx, const struct mt_event *ev)
+/*
+ * Control records (records.c says what each one asks for: its action, and REC_STOPS when its
+ * task stopped itself and waits): a task stopped at the exec of an executable not inspected
+ * yet, or at the return of a dlopen; a process' name (after its Fork or Exec record, which the
+ * accounting has seen: the consumer flushes before a control record).
+ */
+static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 {
-	struct tracker *t = ctx;
 	__u8 one = 1;
-	int err;
+	int err = libs__inspect_pid(t->libs, ev->pid);
 
-	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
-
-	if (ev->type == MT_EV_CTL_COMM) {
-		char comm[16];
-
-		_Static_assert(offsetof(struct mt_event, size) ==
-				   offsetof(struct mt_event, addr) + 8,
-			       "a name spans addr and size");
-		memcpy(comm, (const char *)ev + offsetof(struct mt_event, addr), sizeof(comm));
-		heap_acct__set_comm(t->acct, ev->pid, comm);
-		return 0;
-	}
-	t->ctl_stops++;
-	if (ev->type == MT_EV_CTL_DLOPEN_STOPPED) {
-		err = libs__inspect_maps(t->libs, ev->pid);
-		if (err < 0 && err != -ENOENT && err != -ESRCH)
-			log__warn("process %d: cannot inspect its mappings after dlopen: %s",
-				  ev->pid, strerror(-err));
-		kill(ev->pid, SIGCONT);
-		log__debug(LOG_VERBOSE, "dlopen stop of %d handled in %.2f ms", ev->pid,
-			   (now_ns(CLOCK_MONOTONIC) - t0) / 1e6);
-		return 0;
-	}
-	err = libs__inspect_pid(t->libs, ev->pid);
 	if (err < 0 && err != -ENOENT && err != -ESRCH)
 		log__warn("process %d: cannot inspect its libraries: %s", ev->pid, strerror(-err));
 	bpf_map_update_elem(bpf_map__fd(t->skel->maps.known_exe), &ev->addr, &one, BPF_ANY);
+}
+
+static void control_inspect_maps(struct tracker *t, const struct mt_event *ev)
+{
+	int err = libs__inspect_maps(t->libs, ev->pid);
+
+	if (err < 0 && err != -ENOENT && err != -ESRCH)
+		log__warn("process %d: cannot inspect its mappings after dlopen: %s", ev->pid,
+			  strerror(-err));
+}
+
+static void control_name(struct tracker *t, const struct mt_event *ev)
+{
+	char comm[16];
+
+	_Static_assert(offsetof(struct mt_event, size) == offsetof(struct mt_event, addr) + 8,
+		       "a name spans addr and size");
+	memcpy(comm, (const char *)ev + offsetof(struct mt_event, addr), sizeof(comm));
+	heap_acct__set_comm(t->acct, ev->pid, comm);
+}
+
+static void (*const control_actions[RA_NR])(struct tracker *t, const struct mt_event *ev) = {
+    [RA_INSPECT_EXE] = control_inspect_exe,
+    [RA_INSPECT_MAPS] = control_inspect_maps,
+    [RA_NAME] = control_name,
+};
+
+static int control_record(void *ctx, const struct mt_event *ev)
+{
+	struct tracker *t = ctx;
+	unsigned action = records__action(ev->type);
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+
+	if (action < RA_NR && control_actions[action])
+		control_actions[action](t, ev);
+	if (!records__has(ev->type, REC_STOPS))
+		return 0;
+	t->ctl_stops++;
 	kill(ev->pid, SIGCONT);
-	log__debug(LOG_VERBOSE, "exec stop of %d: %.2f ms after the exec, handled in %.2f ms",
-		   ev->pid, (t0 - ev->ts) / 1e6, (now_ns(CLOCK_MONOTONIC) - t0) / 1e6);
+	log__debug(LOG_VERBOSE, "stop of %d (record type %u): %.2f ms after it, handled in %.2f ms",
+		   ev->pid, ev->type, (t0 - ev->ts) / 1e6, (now_ns(CLOCK_MONOTONIC) - t0) / 1e6);
 	return 0;
 }
 
@@ -156,7 +173,7 @@ int tracker__setup_loop(struct tracker *t)
 	err = record_sinks__add(&t->sinks, &t->cons);
 	if (err)
 		return err;
-	consumer__set_control(&t->cons, control_exec_stopped, t);
+	consumer__set_control(&t->cons, control_record, t);
 	if (t->pre.on) {
 		shm_source__set_ring(t->pre.shm, src);
 		err = consumer__add_source(&t->cons, shm_source__src(t->pre.shm));

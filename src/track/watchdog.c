@@ -40,6 +40,7 @@
 #include <unistd.h>
 #include <linux/bpf.h>
 #include <bpf/bpf.h>
+#include "common/records.h"
 #include "track/consumer.h"
 #include "track/watchdog.h"
 
@@ -57,7 +58,7 @@ static uint64_t watchdog__ms(void)
 static int watchdog__cont(void *ctx, const struct mt_event *ev)
 {
 	(void)ctx;
-	if (ev->type == MT_EV_CTL_EXEC_STOPPED || ev->type == MT_EV_CTL_DLOPEN_STOPPED)
+	if (records__has(ev->type, REC_STOPS))
 		kill(ev->pid, SIGCONT);
 	return 0;
 }

@@ -54,24 +54,24 @@ static struct manifest_proc procs0[] = {
 	 .allocs = 3, .frees = 3, .execs = 2},
 };
 
+static void *dup_mem(const void *p, size_t n)
+{
+	void *d = malloc(n);
+
+	assert_non_null(d);
+	return memcpy(d, p, n);
+}
+
+/* A caller-built manifest: like every manifest, it owns each block it points to (heap copies
+ * of the tables above), and manifest__free frees them. */
 static struct manifest sample(void)
 {
 	struct manifest m = {
-		.memtrack_version = "0.1.0",
-		.command = "ls -l",
-		.argv = argv0,
 		.root_pid = 100,
 		.exit_status = 130,
 		.term_signal = 2,
-		.kernel_release = "6.1.0-test",
-		.artifact = "100.MemtrackArtifact.msgpack",
 		.start_unix_ns = 1733140000123456789ll,
 		.start_mono_ns = 98765432101ll,
-		.uprobe_mechanism = "uprobe_multi",
-		.tracepoint_mechanism = "raw_tracepoint",
-		.rmap_backend = "off",
-		.rmap_reason = "kernel lacks fentry on rmap functions",
-		.libraries = libs0,
 		.nr_libraries = 2,
 		.events_total = 1234567,
 		.drops = {1, 2, 3, 4, 5},
@@ -92,12 +92,29 @@ static struct manifest sample(void)
 		.leaked_count = 1,
 		.memtrack_max_rss = 12 << 20,
 		.ringbuf_bytes = 64 << 20,
-		.procs = procs0,
 		.nr_procs = 2,
-		.running = running0,
 		.nr_running = 1,
 	};
 
+	assert_int_equal(manifest__set_str(&m.memtrack_version, "0.1.0") |
+				 manifest__set_str(&m.command, "ls -l") |
+				 manifest__set_argv(&m, argv0) |
+				 manifest__set_str(&m.kernel_release, "6.1.0-test") |
+				 manifest__set_str(&m.artifact, "100.MemtrackArtifact.msgpack") |
+				 manifest__set_str(&m.uprobe_mechanism, "uprobe_multi") |
+				 manifest__set_str(&m.tracepoint_mechanism, "raw_tracepoint") |
+				 manifest__set_str(&m.rmap_backend, "off") |
+				 manifest__set_str(&m.rmap_reason,
+						   "kernel lacks fentry on rmap functions"),
+			 0);
+	m.libraries = dup_mem(libs0, sizeof(libs0));
+	for (int i = 0; i < 2; i++) {
+		m.libraries[i].path = strdup(libs0[i].path);
+		m.libraries[i].kind = strdup(libs0[i].kind);
+		assert_true(m.libraries[i].path && m.libraries[i].kind);
+	}
+	m.procs = dup_mem(procs0, sizeof(procs0));
+	m.running = dup_mem(running0, sizeof(running0));
 	m.counts[MT_EV_MALLOC] = 1000000;
 	m.counts[MT_EV_FREE] = 234567;
 	m.counts[MT_EV_RMAP] = 0;
@@ -161,15 +178,16 @@ static void test_roundtrip(void **state)
 	assert_memory_equal(out.procs, procs0, sizeof(procs0));
 	assert_int_equal(out.nr_running, 1);
 	assert_memory_equal(out.running, running0, sizeof(running0));
-	assert_true(out.read_allocated);
 	manifest__free(&out);
 	assert_null(out.argv);
 	manifest__free(&out); /* twice is harmless */
 	manifest__free(NULL);
 
-	/* the caller's manifest is not ours: free leaves it alone */
+	/* a caller-built manifest is freed the same way: every block, then zeroed */
 	manifest__free(&in);
-	assert_ptr_equal(in.argv, argv0);
+	assert_null(in.argv);
+	assert_null(in.libraries);
+	assert_int_equal(in.nr_procs, 0);
 }
 
 static void test_json_shape(void **state)
@@ -190,8 +208,8 @@ static void test_json_shape(void **state)
 	size_t n;
 
 	(void)state;
-	in.command = NULL; /* --/argv form */
-	in.rmap_reason = NULL;
+	assert_int_equal(manifest__set_str(&in.command, NULL), 0); /* --/argv form */
+	assert_int_equal(manifest__set_str(&in.rmap_reason, NULL), 0);
 	in.complete = true;
 	assert_int_equal(manifest__write(&in, path), 0);
 
@@ -238,6 +256,7 @@ static void test_json_shape(void **state)
 	assert_null(out.rmap_reason);
 	assert_true(out.complete);
 	manifest__free(&out);
+	manifest__free(&in);
 }
 
 static void write_text(const char *path, const char *text)
@@ -257,8 +276,8 @@ static void test_versions_and_errors(void **state)
 	(void)state;
 	write_text(path, "{\"format_version\": 2, \"root_pid\": 5}");
 	assert_int_equal(manifest__read(&m, path), -EPROTO);
-	assert_null(m.argv);
-	assert_false(m.read_allocated); /* left zeroed */
+	assert_null(m.argv); /* left zeroed */
+	assert_int_equal(m.root_pid, 0);
 
 	/* an older/minimal manifest: missing keys read as zero, unknown keys are ignored */
 	write_text(path, "{\"format_version\": 1, \"root_pid\": 5, \"future_key\": [1, 2],"

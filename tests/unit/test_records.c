@@ -51,6 +51,32 @@ static void test_table_shape(void **state)
 	assert_int_equal(control, 3);
 }
 
+/* Control rows say what the tracker does (an action of its table) and whether the task waits
+ * for a SIGCONT; only control rows do. The stops are the exec and dlopen ones. */
+static void test_control_rows(void **state)
+{
+	unsigned stops = 0;
+
+	(void)state;
+	for (uint32_t t = 0; t < MT_EV_TYPE_MAX; t++) {
+		const struct record_type *r = records__type(t);
+
+		if (!r)
+			continue;
+		if (!(r->flags & REC_CONTROL)) {
+			assert_int_equal(records__action(t), RA_NONE);
+			assert_false(r->flags & REC_STOPS);
+			continue;
+		}
+		assert_true(records__action(t) > RA_NONE && records__action(t) < RA_NR);
+		stops += !!(r->flags & REC_STOPS);
+	}
+	assert_int_equal(stops, 2);
+	assert_true(records__has(MT_EV_CTL_EXEC_STOPPED, REC_STOPS));
+	assert_true(records__has(MT_EV_CTL_DLOPEN_STOPPED, REC_STOPS));
+	assert_int_equal(records__action(MT_EV_TYPE_MAX), RA_NONE);
+}
+
 /* Every artifact type with every field set: what comes back is what the row says it carries. */
 static void test_every_type_round_trips(void **state)
 {
@@ -145,8 +171,8 @@ static void test_consumer_follows_table(void **state)
 	consumer__destroy(&c);
 }
 
-/* Each reason nonzero and distinct: every key in the manifest and in report --json, every
- * label in the summary and in the lost-events text. */
+/* Each reason nonzero and distinct, the preload interposer's too: every key in the manifest
+ * and in report --json, every label in the summary and in the lost-events text. */
 static void test_drop_spellings(void **state)
 {
 	struct manifest m = {.complete = false};
@@ -157,7 +183,7 @@ static void test_drop_spellings(void **state)
 	FILE *f;
 
 	(void)state;
-	for (int i = 0; i < MT_DROP_NR; i++)
+	for (int i = 0; i < DROP_NR; i++)
 		m.drops[i] = 100 + (uint64_t)i;
 	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "records"), 0);
 	snprintf(path, sizeof(path), "%s/m.json", dir);
@@ -172,7 +198,7 @@ static void test_drop_spellings(void **state)
 	assert_int_equal(report__summary_view(f, &v), 0);
 	fclose(f);
 	records__drops_text(what, sizeof(what), m.drops, 0, true);
-	for (int i = 0; i < MT_DROP_NR; i++) {
+	for (int i = 0; i < DROP_NR; i++) {
 		const struct drop_reason *d = &records__drops[i];
 		char label[64];
 
@@ -196,6 +222,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_table_shape),
+		cmocka_unit_test(test_control_rows),
 		cmocka_unit_test(test_every_type_round_trips),
 		cmocka_unit_test(test_consumer_follows_table),
 		cmocka_unit_test(test_drop_spellings),
