@@ -54,7 +54,7 @@ struct pl_proc {
 	uint32_t flags; /* MT_SHM_PROC_* */
 	/* TSC stamps (preload_clock.c): ns = cycles * tsc_mult >> PL_TSC_SHIFT; 0 until known */
 	uint64_t tsc_mult, tsc_span; /* tsc_span: a thread's anchor lasts this many cycles */
-	int tsc_off; /* the TSC cannot be used: clock_gettime */
+	int tsc_off;		     /* the TSC cannot be used: clock_gettime */
 };
 
 /* Per-thread state: initial-exec TLS (no __tls_get_addr, which may allocate). */
@@ -62,7 +62,7 @@ struct pl_thread {
 	struct mt_shm_slot *slot;
 	struct mt_event *ring;
 	uint64_t head, tail; /* our copy of the slot's head; the last tail we read */
-	uint64_t check; /* head at which pl_room looks at the ring's fill again */
+	uint64_t check;	     /* head at which pl_room looks at the ring's fill again */
 	/* TSC anchor (preload_clock.c): CLOCK_MONOTONIC ns_a at cycle tsc_a, valid for tsc_span
 	 * cycles (0: none); no stamp below ts_floor */
 	uint64_t tsc_a, ns_a, tsc_span, ts_floor;
@@ -93,7 +93,7 @@ int pl_room(struct pl_thread *t) PL_HIDDEN;
 uint64_t pl_now(void) PL_HIDDEN;
 
 #if defined(__x86_64__)
-#define PL_HAVE_TSC 1
+#define PL_HAVE_TSC  1
 #define PL_TSC_SHIFT 32
 uint64_t pl_stamp_slow(struct pl_thread *t) PL_HIDDEN;
 

@@ -25,9 +25,9 @@
 #include <time.h>
 #include "preload/preload.h"
 
-#define PL_TSC_SPAN_NS 250000ull /* a thread renews its anchor this often (ns) */
-#define PL_TSC_CAL_NS 10000000ull /* the least time between the anchors that give mult (ns) */
-#define PL_TSC_PAIR_NS 500ull /* the widest clock reads around an anchor's TSC pair (ns) */
+#define PL_TSC_SPAN_NS 250000ull   /* a thread renews its anchor this often (ns) */
+#define PL_TSC_CAL_NS  10000000ull /* the least time between the anchors that give mult (ns) */
+#define PL_TSC_PAIR_NS 500ull	   /* the widest clock reads around an anchor's TSC pair (ns) */
 
 uint64_t pl_now(void)
 {

@@ -40,7 +40,7 @@
 
 #define MT_SHM_ENV "MEMTRACK_PRELOAD_SHM"
 #define MT_SHM_MAGIC 0x316b61727474656dull /* "mettrak1" little-endian */
-#define MT_SHM_VERSION 2
+#define MT_SHM_VERSION	 2
 #define MT_SHM_MAX_PROCS 16384
 
 enum mt_slot_state {

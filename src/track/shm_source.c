@@ -35,7 +35,7 @@ struct shm_source {
 	uint64_t safe_ns; /* every BPF record older than this has been dispatched */
 	uint64_t last_delivered; /* by the last drain */
 	struct shm_heap_ent *heap; /* the k-way merge by timestamp, nr_slots entries */
-	int bell_fd; /* eventfd in the event loop's set: the doorbell rang */
+	int bell_fd;		   /* eventfd in the event loop's set: the doorbell rang */
 	pthread_t bell_thread;
 	bool bell_started;
 	uint32_t bell_stop;
@@ -487,8 +487,11 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 	s->hdr->file_size = size;
 	shm__tsc_anchor(s->hdr);
 	__atomic_store_n(&s->hdr->magic, MT_SHM_MAGIC, __ATOMIC_RELEASE);
-	s->src = (struct event_source){.name = "preload-shm", .fd = s->bell_fd, .drain = shm__drain,
-				       .destroy = shm__destroy, .priv = s};
+	s->src = (struct event_source){.name = "preload-shm",
+				       .fd = s->bell_fd,
+				       .drain = shm__drain,
+				       .destroy = shm__destroy,
+				       .priv = s};
 	err = -pthread_create(&s->bell_thread, NULL, shm__bell_main, s);
 	if (err)
 		goto fail;

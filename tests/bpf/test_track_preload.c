@@ -348,7 +348,8 @@ static const struct mt_event *heap_event(const struct mt_run *r, uint32_t type, 
 	for (size_t i = 0; i < r->nr_ev; i++) {
 		const struct mt_event *e = &r->ev[i];
 
-		if (e->type == type && e->pid == pid && e->addr == addr && e->ts >= lo && e->ts <= hi)
+		if (e->type == type && e->pid == pid && e->addr == addr && e->ts >= lo &&
+		    e->ts <= hi)
 			return e;
 	}
 	return NULL;
@@ -391,9 +392,11 @@ static void check_interleave(void **state, bool tsc)
 		mal = heap_event(r, MT_EV_MALLOC, pid, addr, t[0], t[1]);
 		fr = heap_event(r, MT_EV_FREE, pid, addr, t[2], t[3]);
 		MT_CHECK(r, mal, "round %zu: no Malloc of %#llx within [t0 %llu, t1 %llu]", k,
-			 (unsigned long long)addr, (unsigned long long)t[0], (unsigned long long)t[1]);
+			 (unsigned long long)addr, (unsigned long long)t[0],
+			 (unsigned long long)t[1]);
 		MT_CHECK(r, fr, "round %zu: no Free of %#llx within [t2 %llu, t3 %llu]", k,
-			 (unsigned long long)addr, (unsigned long long)t[2], (unsigned long long)t[3]);
+			 (unsigned long long)addr, (unsigned long long)t[2],
+			 (unsigned long long)t[3]);
 		for (size_t i = 0; i < r->nr_ev; i++) {
 			const struct mt_event *e = &r->ev[i];
 
@@ -407,14 +410,16 @@ static void check_interleave(void **state, bool tsc)
 				break;
 			if (e->size > prev) {
 				rises++;
-				MT_CHECK(r, e->ts > mal->ts && e->ts < fr->ts,
-					 "round %zu: Rss rise at %llu outside Malloc %llu .. Free %llu", k,
-					 (unsigned long long)e->ts, (unsigned long long)mal->ts,
-					 (unsigned long long)fr->ts);
+				MT_CHECK(
+				    r, e->ts > mal->ts && e->ts < fr->ts,
+				    "round %zu: Rss rise at %llu outside Malloc %llu .. Free %llu",
+				    k, (unsigned long long)e->ts, (unsigned long long)mal->ts,
+				    (unsigned long long)fr->ts);
 			} else if (e->size < prev) {
 				falls++;
-				MT_CHECK(r, e->ts > fr->ts, "round %zu: Rss fall at %llu before Free %llu",
-					 k, (unsigned long long)e->ts, (unsigned long long)fr->ts);
+				MT_CHECK(r, e->ts > fr->ts,
+					 "round %zu: Rss fall at %llu before Free %llu", k,
+					 (unsigned long long)e->ts, (unsigned long long)fr->ts);
 			}
 			prev = e->size;
 		}
@@ -439,8 +444,14 @@ static void check_interleave(void **state, bool tsc)
 		 (unsigned long long)exit_ev->ts);
 }
 
-static void test_interleave_tsc(void **s) { check_interleave(s, true); }
-static void test_interleave_clock_gettime(void **s) { check_interleave(s, false); }
+static void test_interleave_tsc(void **s)
+{
+	check_interleave(s, true);
+}
+static void test_interleave_clock_gettime(void **s)
+{
+	check_interleave(s, false);
+}
 
 /* 3000 threads over the run, 64 at a time, against 1024 slots: every thread's pair is recorded,
  * nothing dropped (released slots are reused), the run complete. */
@@ -536,23 +547,23 @@ static void test_memtrack_killed(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_same_alloc_each, mt_teardown),
-		cmocka_unit_test_teardown(test_same_nested_cxx, mt_teardown),
-		cmocka_unit_test_teardown(test_same_forker, mt_teardown),
-		cmocka_unit_test_teardown(test_same_forker_50, mt_teardown),
-		cmocka_unit_test_teardown(test_same_threads, mt_teardown),
-		cmocka_unit_test_teardown(test_same_leader_exit, mt_teardown),
-		cmocka_unit_test_teardown(test_same_exec_chain, mt_teardown),
-		cmocka_unit_test_teardown(test_same_exec_thread, mt_teardown),
-		cmocka_unit_test_teardown(test_same_storm_2x2, mt_teardown),
-		cmocka_unit_test_teardown(test_same_edges, mt_teardown),
-		cmocka_unit_test_teardown(test_edges_each_call, mt_teardown),
-		cmocka_unit_test_teardown(test_interleave_tsc, mt_teardown),
-		cmocka_unit_test_teardown(test_interleave_clock_gettime, mt_teardown),
-		cmocka_unit_test_teardown(test_thousands_of_threads, mt_teardown),
-		cmocka_unit_test_teardown(test_abort_keeps_records, mt_teardown),
-		cmocka_unit_test_teardown(test_shm_private_and_removed, mt_teardown),
-		cmocka_unit_test_teardown(test_memtrack_killed, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_alloc_each, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_nested_cxx, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_forker, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_forker_50, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_threads, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_leader_exit, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_exec_chain, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_exec_thread, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_storm_2x2, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_edges, mt_teardown),
+	    cmocka_unit_test_teardown(test_edges_each_call, mt_teardown),
+	    cmocka_unit_test_teardown(test_interleave_tsc, mt_teardown),
+	    cmocka_unit_test_teardown(test_interleave_clock_gettime, mt_teardown),
+	    cmocka_unit_test_teardown(test_thousands_of_threads, mt_teardown),
+	    cmocka_unit_test_teardown(test_abort_keeps_records, mt_teardown),
+	    cmocka_unit_test_teardown(test_shm_private_and_removed, mt_teardown),
+	    cmocka_unit_test_teardown(test_memtrack_killed, mt_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
