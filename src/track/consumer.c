@@ -66,9 +66,11 @@ void consumer__dispatch(struct consumer *c, const struct mt_event *src)
 			c->rejected++;
 		return;
 	}
-	if (c->order.fn && records__has(ev->type, REC_IMAGE_END)) {
+	if (c->order.fn && !c->ordering && !records__has(ev->type, REC_HEAP)) {
 		copy = *ev; /* the hook dispatches records into the batch first */
+		c->ordering = true; /* what it dispatches calls no hook */
 		c->order.fn(c->order.ctx, c, &copy);
+		c->ordering = false;
 		ev = &c->batch[c->nr_batch];
 		*ev = copy;
 	}

@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include "common/records.h"
 #include "track/shm_source.h"
 
 struct shm_heap_ent {
@@ -243,14 +244,24 @@ int shm_source__drain_all(struct shm_source *s, struct consumer *c)
 	return n;
 }
 
-/* Before a process's Exec or Exit: its records older than it (all written: its threads, or
- * those of its old image, run no more), and its slots claimed before it go back once drained. */
+/*
+ * Before a record of a process from the ring that is not an allocator call (Rss, Fork, Exec,
+ * Exit...): the process's records older than it, so that the artifact keeps its time order
+ * (a Malloc, the Rss rise its touch causes, the Free, the fall). Before an Exec or Exit they
+ * are all written (its threads, or those of its old image, run no more), and its slots claimed
+ * before it go back once drained. Rmap records, one per page, are left to the drain: a scan of
+ * the rings for each would cost more than the order is worth.
+ */
 static void shm__order(void *ctx, struct consumer *c, const struct mt_event *ev)
 {
 	struct shm_source *s = ctx;
 	uint32_t hwm = __atomic_load_n(&s->hdr->next_slot, __ATOMIC_ACQUIRE);
 
+	if (ev->type == MT_EV_RMAP)
+		return;
 	s->src.delivered += (uint64_t)shm__deliver(s, c, ev->pid, ev->ts);
+	if (!records__has(ev->type, REC_IMAGE_END))
+		return;
 	for (uint32_t i = 0; i < hwm && i < s->nr_slots; i++) {
 		struct mt_shm_slot *sl = &s->slots[i];
 		uint32_t want = MT_SLOT_OWNED;

@@ -359,7 +359,8 @@ static const struct mt_event *heap_event(const struct mt_run *r, uint32_t type, 
  * The interposer's stamps against the kernel's clock, in one thread (target interleave): each
  * Malloc and Free lies within the target's own clock reads around the call, the Rss rises the
  * touch causes (written by BPF) between that Malloc and Free, the fall (munmap inside free)
- * after the Free; a forked child's Malloc after its Fork and before its Exit. Gaps of >= 5 us
+ * after the Free (in time and in artifact order); a forked child's Malloc after its Fork and
+ * before its Exit. Gaps of >= 5 us
  * against a stamp error under 0.4 us (src/preload/preload_clock.c): exact, not a tolerance.
  * `tsc`: the TSC path (where the clocksource is tsc) or clock_gettime (MEMTRACK_PRELOAD_TSC=0).
  */
@@ -415,11 +416,18 @@ static void check_interleave(void **state, bool tsc)
 				    "round %zu: Rss rise at %llu outside Malloc %llu .. Free %llu",
 				    k, (unsigned long long)e->ts, (unsigned long long)mal->ts,
 				    (unsigned long long)fr->ts);
+				/* and after it in the artifact (the consumer's order hook); not
+				 * before the Free: the last top is written at the fall, inside
+				 * free, with the time it was reached */
+				MT_CHECK(r, e > mal, "round %zu: Rss rise #%zu before Malloc #%zu in the artifact",
+					 k, (size_t)(e - r->ev), (size_t)(mal - r->ev));
 			} else if (e->size < prev) {
 				falls++;
 				MT_CHECK(r, e->ts > fr->ts,
 					 "round %zu: Rss fall at %llu before Free %llu", k,
 					 (unsigned long long)e->ts, (unsigned long long)fr->ts);
+				MT_CHECK(r, e > fr, "round %zu: Rss fall #%zu before Free #%zu in the artifact",
+					 k, (size_t)(e - r->ev), (size_t)(fr - r->ev));
 			}
 			prev = e->size;
 		}
