@@ -360,8 +360,8 @@ static const struct mt_event *heap_event(const struct mt_run *r, uint32_t type, 
  * Malloc and Free lies within the target's own clock reads around the call, the Rss rises the
  * touch causes (written by BPF) between that Malloc and Free, the fall (munmap inside free)
  * after the Free (in time and in artifact order); a forked child's Malloc after its Fork and
- * before its Exit. Gaps of >= 5 us
- * against a stamp error under 0.4 us (src/preload/preload_clock.c): exact, not a tolerance.
+ * before its Exit. Gaps of >= 5 us against a stamp error under 0.4 us
+ * (src/preload/preload_clock.c): exact, not a tolerance.
  * `tsc`: the TSC path (where the clocksource is tsc) or clock_gettime (MEMTRACK_PRELOAD_TSC=0).
  */
 static void check_interleave(void **state, bool tsc)
