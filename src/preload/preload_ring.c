@@ -66,16 +66,6 @@ size_t pl_boot_size(const void *p)
 	return n;
 }
 
-/* --- time -------------------------------------------------------------------------------- */
-
-uint64_t pl_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts); /* the vDSO; the clock bpf_ktime_get_ns reads */
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* --- initialisation ---------------------------------------------------------------------- */
 
 /* Is the interposer's malloc the one the program calls, and libc's the next? Otherwise another
@@ -264,6 +254,7 @@ int pl_thread_prepare(struct pl_thread *t)
 		t->tid = (int32_t)gettid();
 		t->head = __atomic_load_n(&s->head, __ATOMIC_RELAXED);
 		t->tail = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
+		t->check = t->head; /* the first record looks at the ring */
 		t->ring = pl.data + (size_t)idx * pl.nrec;
 		t->gen = gen;
 		s->claim_ns = pl_now();
@@ -311,9 +302,21 @@ static inline void pl_cpu_relax(void)
 #endif
 }
 
+/* Asks memtrack to drain now (shm_abi.h: the doorbell). */
+static void pl_ring_bell(void)
+{
+	int saved = errno;
+
+	__atomic_fetch_add(&pl.hdr->bell, 1, __ATOMIC_SEQ_CST);
+	/* seq_cst pairs with the bell thread's bell_sleeping store then bell load */
+	if (__atomic_load_n(&pl.hdr->bell_sleeping, __ATOMIC_SEQ_CST))
+		syscall(SYS_futex, &pl.hdr->bell, FUTEX_WAKE, 1, NULL, NULL, 0);
+	errno = saved;
+}
+
 /* The ring is full: wait for the consumer (back-pressure). 0 when there is room; -1 when
  * memtrack stopped reading: the process then passes through, untracked, and never hangs. */
-int pl_wait_room(struct pl_thread *t)
+static int pl_wait_room(struct pl_thread *t)
 {
 	struct mt_shm_slot *s = t->slot;
 	int saved = errno;
@@ -344,5 +347,31 @@ int pl_wait_room(struct pl_thread *t)
 		__atomic_store_n(&s->waiting, 0, __ATOMIC_RELAXED);
 	}
 	errno = saved;
+	return 0;
+}
+
+/*
+ * A record's slow path, taken when head reaches t->check: reads the consumer's tail; from half
+ * full on rings the doorbell, and when full waits for room. Then sets the next check: when the
+ * ring would be half full as far as we know, or an eighth of a ring later if it is past half
+ * already (the doorbell rings at most that often). 0 when there is room, -1 when memtrack
+ * stopped reading.
+ */
+int pl_room(struct pl_thread *t)
+{
+	uint64_t half = pl.nrec / 2;
+
+	t->tail = __atomic_load_n(&t->slot->tail, __ATOMIC_ACQUIRE);
+	if (t->head - t->tail >= half) {
+		pl_ring_bell();
+		if (t->head - t->tail >= pl.nrec && pl_wait_room(t))
+			return -1;
+	}
+	t->check = t->tail + half;
+	if (t->check <= t->head) {
+		t->check = t->head + pl.nrec / 8;
+		if (t->check > t->tail + pl.nrec)
+			t->check = t->tail + pl.nrec; /* > head: there is room */
+	}
 	return 0;
 }

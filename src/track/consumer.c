@@ -53,28 +53,38 @@ void consumer__flush(struct consumer *c)
 	c->nr_batch = 0;
 }
 
-void consumer__dispatch(struct consumer *c, const struct mt_event *ev)
+void consumer__dispatch(struct consumer *c, const struct mt_event *src)
 {
+	/* Copied first, then judged: a source in shared memory (the interposer's rings) is
+	 * writable by the tracked program, which must not change a record once it passed. */
+	struct mt_event *ev = &c->batch[c->nr_batch], copy;
+
+	*ev = *src;
 	c->dispatched++;
 	if (!records__has(ev->type, REC_ARTIFACT | REC_COMPANION)) {
 		if (!records__has(ev->type, REC_CONTROL)) {
 			c->rejected++; /* unknown */
 			return;
 		}
+		copy = *ev; /* the flush reuses the batch */
 		consumer__flush(c);
-		if (!c->control.fn || c->control.fn(c->control.ctx, ev))
+		if (!c->control.fn || c->control.fn(c->control.ctx, &copy))
 			c->rejected++;
 		return;
 	}
-	if (c->order.fn && records__has(ev->type, REC_IMAGE_END | REC_ORDERED))
-		c->order.fn(c->order.ctx, c, ev);
+	if (c->order.fn && !c->ordering && !records__has(ev->type, REC_HEAP)) {
+		copy = *ev; /* the hook dispatches records into the batch first */
+		c->ordering = true; /* what it dispatches calls no hook */
+		c->order.fn(c->order.ctx, c, &copy);
+		c->ordering = false;
+		ev = &c->batch[c->nr_batch];
+		*ev = copy;
+	}
 	if (c->stack.fn && records__has(ev->type, REC_LAYOUT)) {
-		struct mt_event copy = *ev;
-
+		copy = *ev;
 		c->stack.fn(c->stack.ctx, &copy, NULL, 0);
 	}
-	c->batch[c->nr_batch++] = *ev;
-	if (c->nr_batch == CONSUMER_BATCH)
+	if (++c->nr_batch == CONSUMER_BATCH)
 		consumer__flush(c);
 }
 

@@ -57,12 +57,14 @@ struct consumer {
 		consumer_stack_fn fn; /* NULL: payloads are ignored, headers delivered */
 		void *ctx;
 	} stack;
-	/* Called before an Exec or Exit record is dispatched, so that another source can hand
-	 * over that process's older records first (shm_source.h). */
+	/* Called before a record that is not an allocator call (Exec, Exit, Rss, Fork...) is
+	 * dispatched, so that another source can hand over that process's older records first
+	 * (shm_source.h); not for the records the hook itself dispatches (`ordering`). */
 	struct {
 		void (*fn)(void *ctx, struct consumer *c, const struct mt_event *ev);
 		void *ctx;
 	} order;
+	bool ordering;
 	uint64_t round_ns; /* CLOCK_MONOTONIC when the current consumer__drain began */
 	uint64_t dispatched;
 	uint64_t rejected; /* refusals by a sink or the control handler, and unknown types */

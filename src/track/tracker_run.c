@@ -287,6 +287,9 @@ int tracker__setup_loop(struct tracker *t)
 	ev.data.u32 = 1;
 	if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->sigfd, &ev))
 		return -errno;
+	ev.data.u32 = 3; /* the interposer's doorbell: the drain below reads it */
+	if (t->pre_added && epoll_ctl(t->epfd, EPOLL_CTL_ADD, shm_source__src(t->pre.shm)->fd, &ev))
+		return -errno;
 	return 0;
 }
 

@@ -156,6 +156,126 @@ static void test_edges_each_call(void **state)
 	}
 }
 
+/* The record of a heap call of pid at addr whose time lies in [lo, hi], or NULL. */
+static const struct mt_event *heap_event(const struct mt_run *r, uint32_t type, int32_t pid,
+					 uint64_t addr, uint64_t lo, uint64_t hi)
+{
+	for (size_t i = 0; i < r->nr_ev; i++) {
+		const struct mt_event *e = &r->ev[i];
+
+		if (e->type == type && e->pid == pid && e->addr == addr && e->ts >= lo &&
+		    e->ts <= hi)
+			return e;
+	}
+	return NULL;
+}
+
+/*
+ * The interposer's stamps against the kernel's clock, in one thread (target interleave): each
+ * Malloc and Free lies within the target's own clock reads around the call, the Rss rises the
+ * touch causes (written by BPF) between that Malloc and Free, the fall (munmap inside free)
+ * after the Free (in time and in artifact order); a forked child's Malloc after its Fork and
+ * before its Exit. Gaps of >= 5 us against a stamp error under 0.4 us
+ * (src/preload/preload_clock.c): exact, not a tolerance.
+ * `tsc`: the TSC path (where the clocksource is tsc) or clock_gettime (MEMTRACK_PRELOAD_TSC=0).
+ */
+static void check_interleave(void **state, bool tsc)
+{
+	static const char *const no_tsc[] = {"MEMTRACK_PRELOAD_TSC=0", NULL};
+	struct mt_run *r = mt_new_run(state);
+	struct mt_run_opts o = {.track_opts = preload_opts, .env = tsc ? NULL : no_tsc};
+	const struct mt_expect *fk;
+	const struct mt_event *fork_ev = NULL, *exit_ev = NULL, *m;
+	int32_t pid, kid;
+	size_t rounds;
+
+	MT_REQUIRE_ROOT();
+	mt_track_ok(r, &o, MT_TARGET_ARGV("interleave", "20"), 0);
+	check_order(r);
+	rounds = mt_expect_count(r->exp, r->nr_exp, "t0", 0);
+	MT_CHECK(r, rounds == 20, "%zu rounds on the side channel, want 20", rounds);
+	pid = mt_need_expect(r, "t0", 0, 0)->pid;
+	for (size_t k = 0; k < rounds; k++) {
+		uint64_t t[4], addr = mt_need_expect(r, "malloc", 0, k)->addr, prev = 0;
+		const struct mt_event *mal, *fr;
+		size_t rises = 0, falls = 0;
+
+		for (int j = 0; j < 4; j++) {
+			char op[3] = {'t', (char)('0' + j), 0};
+
+			t[j] = mt_need_expect(r, op, 0, k)->size;
+		}
+		mal = heap_event(r, MT_EV_MALLOC, pid, addr, t[0], t[1]);
+		fr = heap_event(r, MT_EV_FREE, pid, addr, t[2], t[3]);
+		MT_CHECK(r, mal, "round %zu: no Malloc of %#llx within [t0 %llu, t1 %llu]", k,
+			 (unsigned long long)addr, (unsigned long long)t[0],
+			 (unsigned long long)t[1]);
+		MT_CHECK(r, fr, "round %zu: no Free of %#llx within [t2 %llu, t3 %llu]", k,
+			 (unsigned long long)addr, (unsigned long long)t[2],
+			 (unsigned long long)t[3]);
+		for (size_t i = 0; i < r->nr_ev; i++) {
+			const struct mt_event *e = &r->ev[i];
+
+			if (e->type != MT_EV_RSS || e->pid != pid || e->aux != MT_RSS_ANON)
+				continue;
+			if (e->ts < t[0]) {
+				prev = e->size; /* BPF writes a process's Rss in time order */
+				continue;
+			}
+			if (e->ts > t[3])
+				break;
+			if (e->size > prev) {
+				rises++;
+				MT_CHECK(
+				    r, e->ts > mal->ts && e->ts < fr->ts,
+				    "round %zu: Rss rise at %llu outside Malloc %llu .. Free %llu",
+				    k, (unsigned long long)e->ts, (unsigned long long)mal->ts,
+				    (unsigned long long)fr->ts);
+				/* and after it in the artifact (the consumer's order hook); not
+				 * before the Free: the last top is written at the fall, inside
+				 * free, with the time it was reached */
+				MT_CHECK(r, e > mal, "round %zu: Rss rise #%zu before Malloc #%zu in the artifact",
+					 k, (size_t)(e - r->ev), (size_t)(mal - r->ev));
+			} else if (e->size < prev) {
+				falls++;
+				MT_CHECK(r, e->ts > fr->ts,
+					 "round %zu: Rss fall at %llu before Free %llu", k,
+					 (unsigned long long)e->ts, (unsigned long long)fr->ts);
+				MT_CHECK(r, e > fr, "round %zu: Rss fall #%zu before Free #%zu in the artifact",
+					 k, (size_t)(e - r->ev), (size_t)(fr - r->ev));
+			}
+			prev = e->size;
+		}
+		/* 1 MiB touched and unmapped, Rss written every 64 KiB: the check had material */
+		MT_CHECK(r, rises > 0 && falls > 0, "round %zu: %zu Rss rises, %zu falls", k, rises,
+			 falls);
+	}
+	fk = mt_need_expect(r, "fork", 0, 0);
+	kid = (int32_t)fk->size;
+	for (size_t i = 0; i < r->nr_ev; i++) {
+		if (r->ev[i].pid == kid && r->ev[i].type == MT_EV_FORK)
+			fork_ev = &r->ev[i];
+		if (r->ev[i].pid == kid && r->ev[i].type == MT_EV_EXIT)
+			exit_ev = &r->ev[i];
+	}
+	MT_CHECK(r, fork_ev && exit_ev, "child %d: Fork or Exit missing", kid);
+	m = heap_event(r, MT_EV_MALLOC, kid, mt_need_expect(r, "malloc", 0, rounds)->addr, 0,
+		       UINT64_MAX);
+	MT_CHECK(r, m && m->ts > fork_ev->ts && m->ts < exit_ev->ts,
+		 "child %d: Malloc %llu not between Fork %llu and Exit %llu", kid,
+		 m ? (unsigned long long)m->ts : 0ull, (unsigned long long)fork_ev->ts,
+		 (unsigned long long)exit_ev->ts);
+}
+
+static void test_interleave_tsc(void **s)
+{
+	check_interleave(s, true);
+}
+static void test_interleave_clock_gettime(void **s)
+{
+	check_interleave(s, false);
+}
+
 /* 3000 threads over the run, 64 at a time, against 1024 slots: every thread's pair is recorded,
  * nothing dropped (released slots are reused), the run complete. */
 static void test_thousands_of_threads(void **state)
@@ -250,21 +370,23 @@ static void test_memtrack_killed(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_same_alloc_each, mt_teardown),
-		cmocka_unit_test_teardown(test_same_nested_cxx, mt_teardown),
-		cmocka_unit_test_teardown(test_same_forker, mt_teardown),
-		cmocka_unit_test_teardown(test_same_forker_50, mt_teardown),
-		cmocka_unit_test_teardown(test_same_threads, mt_teardown),
-		cmocka_unit_test_teardown(test_same_leader_exit, mt_teardown),
-		cmocka_unit_test_teardown(test_same_exec_chain, mt_teardown),
-		cmocka_unit_test_teardown(test_same_exec_thread, mt_teardown),
-		cmocka_unit_test_teardown(test_same_storm_2x2, mt_teardown),
-		cmocka_unit_test_teardown(test_same_edges, mt_teardown),
-		cmocka_unit_test_teardown(test_edges_each_call, mt_teardown),
-		cmocka_unit_test_teardown(test_thousands_of_threads, mt_teardown),
-		cmocka_unit_test_teardown(test_abort_keeps_records, mt_teardown),
-		cmocka_unit_test_teardown(test_shm_private_and_removed, mt_teardown),
-		cmocka_unit_test_teardown(test_memtrack_killed, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_alloc_each, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_nested_cxx, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_forker, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_forker_50, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_threads, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_leader_exit, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_exec_chain, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_exec_thread, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_storm_2x2, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_edges, mt_teardown),
+	    cmocka_unit_test_teardown(test_edges_each_call, mt_teardown),
+	    cmocka_unit_test_teardown(test_interleave_tsc, mt_teardown),
+	    cmocka_unit_test_teardown(test_interleave_clock_gettime, mt_teardown),
+	    cmocka_unit_test_teardown(test_thousands_of_threads, mt_teardown),
+	    cmocka_unit_test_teardown(test_abort_keeps_records, mt_teardown),
+	    cmocka_unit_test_teardown(test_shm_private_and_removed, mt_teardown),
+	    cmocka_unit_test_teardown(test_memtrack_killed, mt_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
