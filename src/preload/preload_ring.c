@@ -177,8 +177,11 @@ static int pl_init(void)
 		pl.wipe = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (pl.wipe != MAP_FAILED && !madvise(pl.wipe, 4096, MADV_WIPEONFORK) &&
 		    !pthread_key_create(&pl_key, pl_release)) {
-			if (pl_next_is_libc()) {
-				pl.flags = MT_SHM_PROC_LIBC | MT_SHM_PROC_CXX;
+			uint32_t f = pl_next_is_libc() ? MT_SHM_PROC_LIBC | MT_SHM_PROC_CXX
+						       : pl_fam_serve();
+
+			if (f) {
+				pl.flags = f;
 				state = PL_ON;
 			}
 			pl.gen_counter = 1;

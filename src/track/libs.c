@@ -32,6 +32,7 @@ struct libs {
 	size_t nr, cap;
 	uint64_t attach_ns;
 	bool preload; /* libs__preload */
+	bool loading; /* inspecting what an exec maps (not a dlopen) */
 	dev_t pre_dev;
 	ino_t pre_ino;
 };
@@ -113,13 +114,20 @@ void libs__preload(struct libs *l, dev_t dev, ino_t ino)
 	l->pre_ino = ino;
 }
 
-/* Preload mode: what is left to probe in a file (see libs__preload). */
+/* Preload mode: what is left to probe in a file (see libs__preload). A shared jemalloc,
+ * mimalloc or tcmalloc that an exec maps and that defines malloc is the process's malloc (it
+ * comes before libc): the interposer serves it, its own entry points included
+ * (src/preload/preload_families.c). One a dlopen brings is not, and an executable's own
+ * allocator never is: uprobes. */
 static int libs__preload_filter(const struct libs *l, const struct lib_entry *e,
-				const struct stat *st, struct alloc_site *sites, int n)
+				const struct stat *st, bool replaces, struct alloc_site *sites, int n)
 {
 	int kept = 0;
 
 	if (st->st_dev == l->pre_dev && st->st_ino == l->pre_ino)
+		return 0;
+	if (replaces && l->loading &&
+	    (e->kind == ALLOC_JEMALLOC || e->kind == ALLOC_MIMALLOC || e->kind == ALLOC_TCMALLOC))
 		return 0;
 	if (e->kind != ALLOC_LIBC && e->kind != ALLOC_CXX)
 		return n;
@@ -136,6 +144,7 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 	struct elf_info info;
 	struct lib_entry *e;
 	struct stat st;
+	bool replaces;
 	int n, err;
 
 	if (stat(path, &st))
@@ -163,9 +172,10 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 		return 0;
 	e->kind = alloc_table__classify(&info, is_exe);
 	n = alloc_table__sites(&info, e->kind, is_exe, sites, LIBS_MAX_SITES);
+	replaces = !is_exe && elf_info__find(&info, "malloc");
 	elf_info__free(&info);
 	if (l->preload)
-		n = libs__preload_filter(l, e, &st, sites, n);
+		n = libs__preload_filter(l, e, &st, replaces, sites, n);
 	if (n <= 0)
 		return 0;
 	e->sites = n;
@@ -205,6 +215,7 @@ static int libs__inspect(struct libs *l, const char *root, const char *exe, cons
 	err = deps__resolve(root, exe, ld_path, ld_pre, &deps);
 	if (err)
 		return err;
+	l->loading = true;
 	for (size_t i = 0; i < deps.nr; i++) {
 		err = libs__attach_file(l, deps.paths[i], i == 0 ? exe_name : NULL, i == 0);
 		if (err < 0)
@@ -213,6 +224,7 @@ static int libs__inspect(struct libs *l, const char *root, const char *exe, cons
 	}
 	err = added;
 cleanup:
+	l->loading = false;
 	deps__free(&deps);
 	return err;
 }
