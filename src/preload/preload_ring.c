@@ -78,16 +78,17 @@ uint64_t pl_now(void)
 
 /* --- initialisation ---------------------------------------------------------------------- */
 
-extern void *malloc(size_t);
-
 /* Is the interposer's malloc the one the program calls, and libc's the next? Otherwise another
  * allocator (preloaded, linked in, or in the executable) serves the process: uprobes cover it,
  * and recording here as well would count its calls twice. */
 static int pl_next_is_libc(void)
 {
-	Dl_info info;
+	Dl_info info, self;
 
-	if (dlsym(RTLD_DEFAULT, "malloc") != (void *)malloc)
+	/* by the file that defines it: `malloc` here is itself looked up (through the GOT), and
+	 * names the executable's when the executable defines one */
+	if (!dladdr((void *)pl_next_is_libc, &self) ||
+	    !dladdr(dlsym(RTLD_DEFAULT, "malloc"), &info) || info.dli_fbase != self.dli_fbase)
 		return 0;
 	if (!dladdr((void *)pl.next.malloc, &info) || !info.dli_fname)
 		return 0;
@@ -107,8 +108,12 @@ static void pl_resolve(void)
 	PL_NEXT(memalign);
 	PL_NEXT(valloc);
 	PL_NEXT(pvalloc);
+#if __GLIBC_PREREQ(2, 39)
+	/* only where they can exist: a failed dlsym allocates its error (through an allocator
+	 * the interposer may not serve, e.g. the executable's, which uprobes record) */
 	PL_NEXT(free_sized);
 	PL_NEXT(free_aligned_sized);
+#endif
 #undef PL_NEXT
 }
 
