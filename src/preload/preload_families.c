@@ -30,9 +30,9 @@ static const struct {
 	const char *mark;
 	uint32_t flag; /* MT_SHM_PROC_* */
 } pl_fams[] = {
-	{"mi_malloc", MT_SHM_PROC_MIMALLOC},
-	{"tc_malloc", MT_SHM_PROC_TCMALLOC},
-	{"mallocx", MT_SHM_PROC_JEMALLOC},
+    {"mi_malloc", MT_SHM_PROC_MIMALLOC},
+    {"tc_malloc", MT_SHM_PROC_TCMALLOC},
+    {"mallocx", MT_SHM_PROC_JEMALLOC},
 };
 
 /* The served library's load address (dli_fbase): an entry point records only when its next
@@ -110,12 +110,34 @@ void *pl_fam_new(void *thr, void *nothrow, bool is_nothrow, uint32_t type, int n
  * exports (no je_ or _rjem_ prefixes), with their argument counts; tc_new and tc_newarray
  * throw, so their first attempt is the nothrow form (pl_fam_call). */
 enum pl_fam_fn {
-	PF_MALLOCX, PF_RALLOCX, PF_DALLOCX, PF_SDALLOCX,
-	PF_MI_MALLOC, PF_MI_CALLOC, PF_MI_ZALLOC, PF_MI_REALLOC, PF_MI_FREE, PF_MI_MALLOC_ALIGNED,
-	PF_MI_ZALLOC_ALIGNED, PF_MI_REALLOC_ALIGNED,
-	PF_TC_MALLOC, PF_TC_CALLOC, PF_TC_REALLOC, PF_TC_FREE, PF_TC_CFREE, PF_TC_MEMALIGN,
-	PF_TC_POSIX_MEMALIGN, PF_TC_VALLOC, PF_TC_PVALLOC, PF_TC_FREE_SIZED, PF_TC_NEW,
-	PF_TC_NEWARRAY, PF_TC_DELETE, PF_TC_DELETEARRAY, PF_TC_NEW_NOTHROW, PF_TC_NEWARRAY_NOTHROW,
+	PF_MALLOCX,
+	PF_RALLOCX,
+	PF_DALLOCX,
+	PF_SDALLOCX,
+	PF_MI_MALLOC,
+	PF_MI_CALLOC,
+	PF_MI_ZALLOC,
+	PF_MI_REALLOC,
+	PF_MI_FREE,
+	PF_MI_MALLOC_ALIGNED,
+	PF_MI_ZALLOC_ALIGNED,
+	PF_MI_REALLOC_ALIGNED,
+	PF_TC_MALLOC,
+	PF_TC_CALLOC,
+	PF_TC_REALLOC,
+	PF_TC_FREE,
+	PF_TC_CFREE,
+	PF_TC_MEMALIGN,
+	PF_TC_POSIX_MEMALIGN,
+	PF_TC_VALLOC,
+	PF_TC_PVALLOC,
+	PF_TC_FREE_SIZED,
+	PF_TC_NEW,
+	PF_TC_NEWARRAY,
+	PF_TC_DELETE,
+	PF_TC_DELETEARRAY,
+	PF_TC_NEW_NOTHROW,
+	PF_TC_NEWARRAY_NOTHROW,
 	PF_NR,
 };
 
@@ -125,36 +147,36 @@ static const struct {
 	uint8_t nargs;
 	uint8_t nothrow; /* throws: its nothrow form (enum pl_fam_fn), else 0 */
 } pl_fam_fns[PF_NR] = {
-	[PF_MALLOCX] = {"mallocx", S_MALLOC0, 2},
-	[PF_RALLOCX] = {"rallocx", S_REALLOC, 3},
-	[PF_DALLOCX] = {"dallocx", S_FREE, 2},
-	[PF_SDALLOCX] = {"sdallocx", S_FREE, 3},
-	[PF_MI_MALLOC] = {"mi_malloc", S_MALLOC0, 1},
-	[PF_MI_CALLOC] = {"mi_calloc", S_CALLOC, 2},
-	[PF_MI_ZALLOC] = {"mi_zalloc", S_ZALLOC0, 1},
-	[PF_MI_REALLOC] = {"mi_realloc", S_REALLOC, 2},
-	[PF_MI_FREE] = {"mi_free", S_FREE, 1},
-	[PF_MI_MALLOC_ALIGNED] = {"mi_malloc_aligned", S_ALIGNED0, 2},
-	[PF_MI_ZALLOC_ALIGNED] = {"mi_zalloc_aligned", S_ALIGNED0, 2},
-	[PF_MI_REALLOC_ALIGNED] = {"mi_realloc_aligned", S_REALLOC, 3},
-	[PF_TC_MALLOC] = {"tc_malloc", S_MALLOC0, 1},
-	[PF_TC_CALLOC] = {"tc_calloc", S_CALLOC, 2},
-	[PF_TC_REALLOC] = {"tc_realloc", S_REALLOC, 2},
-	[PF_TC_FREE] = {"tc_free", S_FREE, 1},
-	[PF_TC_CFREE] = {"tc_cfree", S_FREE, 1},
-	[PF_TC_MEMALIGN] = {"tc_memalign", S_ALIGNED1, 2},
-	[PF_TC_POSIX_MEMALIGN] = {"tc_posix_memalign", S_MEMALIGN, 3},
-	[PF_TC_VALLOC] = {"tc_valloc", S_ALIGNED0, 1},
-	[PF_TC_PVALLOC] = {"tc_pvalloc", S_ALIGNED0, 1},
-	[PF_TC_FREE_SIZED] = {"tc_free_sized", S_FREE, 2},
-	[PF_TC_NEW] = {"tc_new", S_MALLOC0, 1, PF_TC_NEW_NOTHROW},
-	[PF_TC_NEWARRAY] = {"tc_newarray", S_MALLOC0, 1, PF_TC_NEWARRAY_NOTHROW},
-	[PF_TC_DELETE] = {"tc_delete", S_FREE, 1},
-	[PF_TC_DELETEARRAY] = {"tc_deletearray", S_FREE, 1},
-	/* not rows of the uprobe table, nor interposed (neither mechanism records a direct call
-	 * of them): what tc_new and tc_newarray try first */
-	[PF_TC_NEW_NOTHROW] = {"tc_new_nothrow", S_MALLOC0, 2},
-	[PF_TC_NEWARRAY_NOTHROW] = {"tc_newarray_nothrow", S_MALLOC0, 2},
+    [PF_MALLOCX] = {"mallocx", S_MALLOC0, 2},
+    [PF_RALLOCX] = {"rallocx", S_REALLOC, 3},
+    [PF_DALLOCX] = {"dallocx", S_FREE, 2},
+    [PF_SDALLOCX] = {"sdallocx", S_FREE, 3},
+    [PF_MI_MALLOC] = {"mi_malloc", S_MALLOC0, 1},
+    [PF_MI_CALLOC] = {"mi_calloc", S_CALLOC, 2},
+    [PF_MI_ZALLOC] = {"mi_zalloc", S_ZALLOC0, 1},
+    [PF_MI_REALLOC] = {"mi_realloc", S_REALLOC, 2},
+    [PF_MI_FREE] = {"mi_free", S_FREE, 1},
+    [PF_MI_MALLOC_ALIGNED] = {"mi_malloc_aligned", S_ALIGNED0, 2},
+    [PF_MI_ZALLOC_ALIGNED] = {"mi_zalloc_aligned", S_ALIGNED0, 2},
+    [PF_MI_REALLOC_ALIGNED] = {"mi_realloc_aligned", S_REALLOC, 3},
+    [PF_TC_MALLOC] = {"tc_malloc", S_MALLOC0, 1},
+    [PF_TC_CALLOC] = {"tc_calloc", S_CALLOC, 2},
+    [PF_TC_REALLOC] = {"tc_realloc", S_REALLOC, 2},
+    [PF_TC_FREE] = {"tc_free", S_FREE, 1},
+    [PF_TC_CFREE] = {"tc_cfree", S_FREE, 1},
+    [PF_TC_MEMALIGN] = {"tc_memalign", S_ALIGNED1, 2},
+    [PF_TC_POSIX_MEMALIGN] = {"tc_posix_memalign", S_MEMALIGN, 3},
+    [PF_TC_VALLOC] = {"tc_valloc", S_ALIGNED0, 1},
+    [PF_TC_PVALLOC] = {"tc_pvalloc", S_ALIGNED0, 1},
+    [PF_TC_FREE_SIZED] = {"tc_free_sized", S_FREE, 2},
+    [PF_TC_NEW] = {"tc_new", S_MALLOC0, 1, PF_TC_NEW_NOTHROW},
+    [PF_TC_NEWARRAY] = {"tc_newarray", S_MALLOC0, 1, PF_TC_NEWARRAY_NOTHROW},
+    [PF_TC_DELETE] = {"tc_delete", S_FREE, 1},
+    [PF_TC_DELETEARRAY] = {"tc_deletearray", S_FREE, 1},
+    /* not rows of the uprobe table, nor interposed (neither mechanism records a direct call
+     * of them): what tc_new and tc_newarray try first */
+    [PF_TC_NEW_NOTHROW] = {"tc_new_nothrow", S_MALLOC0, 2},
+    [PF_TC_NEWARRAY_NOTHROW] = {"tc_newarray_nothrow", S_MALLOC0, 2},
 };
 
 /* The next definitions, resolved at first use (bit 0 set: it lies in the served library). */
@@ -290,16 +312,43 @@ out:
  * and AArch64 ABIs. */
 typedef uintptr_t u;
 
-PL_API void *mallocx(u n, u fl) { return (void *)pl_fam_call(PF_MALLOCX, n, fl, 0); }
-PL_API void *rallocx(u p, u n, u fl) { return (void *)pl_fam_call(PF_RALLOCX, p, n, fl); }
-PL_API void dallocx(u p, u fl) { pl_fam_call(PF_DALLOCX, p, fl, 0); }
-PL_API void sdallocx(u p, u n, u fl) { pl_fam_call(PF_SDALLOCX, p, n, fl); }
+PL_API void *mallocx(u n, u fl)
+{
+	return (void *)pl_fam_call(PF_MALLOCX, n, fl, 0);
+}
+PL_API void *rallocx(u p, u n, u fl)
+{
+	return (void *)pl_fam_call(PF_RALLOCX, p, n, fl);
+}
+PL_API void dallocx(u p, u fl)
+{
+	pl_fam_call(PF_DALLOCX, p, fl, 0);
+}
+PL_API void sdallocx(u p, u n, u fl)
+{
+	pl_fam_call(PF_SDALLOCX, p, n, fl);
+}
 
-PL_API void *mi_malloc(u n) { return (void *)pl_fam_call(PF_MI_MALLOC, n, 0, 0); }
-PL_API void *mi_calloc(u c, u n) { return (void *)pl_fam_call(PF_MI_CALLOC, c, n, 0); }
-PL_API void *mi_zalloc(u n) { return (void *)pl_fam_call(PF_MI_ZALLOC, n, 0, 0); }
-PL_API void *mi_realloc(u p, u n) { return (void *)pl_fam_call(PF_MI_REALLOC, p, n, 0); }
-PL_API void mi_free(u p) { pl_fam_call(PF_MI_FREE, p, 0, 0); }
+PL_API void *mi_malloc(u n)
+{
+	return (void *)pl_fam_call(PF_MI_MALLOC, n, 0, 0);
+}
+PL_API void *mi_calloc(u c, u n)
+{
+	return (void *)pl_fam_call(PF_MI_CALLOC, c, n, 0);
+}
+PL_API void *mi_zalloc(u n)
+{
+	return (void *)pl_fam_call(PF_MI_ZALLOC, n, 0, 0);
+}
+PL_API void *mi_realloc(u p, u n)
+{
+	return (void *)pl_fam_call(PF_MI_REALLOC, p, n, 0);
+}
+PL_API void mi_free(u p)
+{
+	pl_fam_call(PF_MI_FREE, p, 0, 0);
+}
 PL_API void *mi_malloc_aligned(u n, u al)
 {
 	return (void *)pl_fam_call(PF_MI_MALLOC_ALIGNED, n, al, 0);
@@ -313,20 +362,59 @@ PL_API void *mi_realloc_aligned(u p, u n, u al)
 	return (void *)pl_fam_call(PF_MI_REALLOC_ALIGNED, p, n, al);
 }
 
-PL_API void *tc_malloc(u n) { return (void *)pl_fam_call(PF_TC_MALLOC, n, 0, 0); }
-PL_API void *tc_calloc(u c, u n) { return (void *)pl_fam_call(PF_TC_CALLOC, c, n, 0); }
-PL_API void *tc_realloc(u p, u n) { return (void *)pl_fam_call(PF_TC_REALLOC, p, n, 0); }
-PL_API void tc_free(u p) { pl_fam_call(PF_TC_FREE, p, 0, 0); }
-PL_API void tc_cfree(u p) { pl_fam_call(PF_TC_CFREE, p, 0, 0); }
-PL_API void *tc_memalign(u al, u n) { return (void *)pl_fam_call(PF_TC_MEMALIGN, al, n, 0); }
+PL_API void *tc_malloc(u n)
+{
+	return (void *)pl_fam_call(PF_TC_MALLOC, n, 0, 0);
+}
+PL_API void *tc_calloc(u c, u n)
+{
+	return (void *)pl_fam_call(PF_TC_CALLOC, c, n, 0);
+}
+PL_API void *tc_realloc(u p, u n)
+{
+	return (void *)pl_fam_call(PF_TC_REALLOC, p, n, 0);
+}
+PL_API void tc_free(u p)
+{
+	pl_fam_call(PF_TC_FREE, p, 0, 0);
+}
+PL_API void tc_cfree(u p)
+{
+	pl_fam_call(PF_TC_CFREE, p, 0, 0);
+}
+PL_API void *tc_memalign(u al, u n)
+{
+	return (void *)pl_fam_call(PF_TC_MEMALIGN, al, n, 0);
+}
 PL_API int tc_posix_memalign(u out, u al, u n)
 {
 	return (int)pl_fam_call(PF_TC_POSIX_MEMALIGN, out, al, n);
 }
-PL_API void *tc_valloc(u n) { return (void *)pl_fam_call(PF_TC_VALLOC, n, 0, 0); }
-PL_API void *tc_pvalloc(u n) { return (void *)pl_fam_call(PF_TC_PVALLOC, n, 0, 0); }
-PL_API void tc_free_sized(u p, u n) { pl_fam_call(PF_TC_FREE_SIZED, p, n, 0); }
-PL_API void *tc_new(u n) { return (void *)pl_fam_call(PF_TC_NEW, n, 0, 0); }
-PL_API void *tc_newarray(u n) { return (void *)pl_fam_call(PF_TC_NEWARRAY, n, 0, 0); }
-PL_API void tc_delete(u p) { pl_fam_call(PF_TC_DELETE, p, 0, 0); }
-PL_API void tc_deletearray(u p) { pl_fam_call(PF_TC_DELETEARRAY, p, 0, 0); }
+PL_API void *tc_valloc(u n)
+{
+	return (void *)pl_fam_call(PF_TC_VALLOC, n, 0, 0);
+}
+PL_API void *tc_pvalloc(u n)
+{
+	return (void *)pl_fam_call(PF_TC_PVALLOC, n, 0, 0);
+}
+PL_API void tc_free_sized(u p, u n)
+{
+	pl_fam_call(PF_TC_FREE_SIZED, p, n, 0);
+}
+PL_API void *tc_new(u n)
+{
+	return (void *)pl_fam_call(PF_TC_NEW, n, 0, 0);
+}
+PL_API void *tc_newarray(u n)
+{
+	return (void *)pl_fam_call(PF_TC_NEWARRAY, n, 0, 0);
+}
+PL_API void tc_delete(u p)
+{
+	pl_fam_call(PF_TC_DELETE, p, 0, 0);
+}
+PL_API void tc_deletearray(u p)
+{
+	pl_fam_call(PF_TC_DELETEARRAY, p, 0, 0);
+}

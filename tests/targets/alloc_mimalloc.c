@@ -9,7 +9,7 @@
 
 int main(void)
 {
-	void *a, *b, *c, *x, *y, *z, *w;
+	void *a, *b, *c, *x, *y, *z, *w, *v;
 
 	uintptr_t o;
 
@@ -34,6 +34,11 @@ int main(void)
 	mt_say("realloc", MT_P(x), MT_P(o), 70000);
 	w = mi_malloc_aligned(1000, 128);
 	mt_say("aligned", MT_P(w), 0, 1000);
+	v = mi_zalloc_aligned(300, 64);
+	mt_say("aligned", MT_P(v), 0, 300);
+	o = MT_P(v);
+	v = mi_realloc_aligned(v, 5000, 64);
+	mt_say("realloc", MT_P(v), MT_P(o), 5000);
 	mt_say("free", MT_P(a), 0, 0);
 	free(a);
 	mt_say("free", MT_P(b), 0, 0);
@@ -48,6 +53,8 @@ int main(void)
 	mi_free(z);
 	mt_say("free", MT_P(w), 0, 0);
 	mi_free(w);
+	mt_say("free", MT_P(v), 0, 0);
+	mi_free(v);
 	mt_say_fact("end", 0);
 	return 0;
 }
