@@ -103,6 +103,8 @@ static inline void pl_leave(struct pl_thread *t)
 	t->depth--;
 }
 
+/* The first malloc in symbol lookup order is the interposer's (preload_ring.c). */
+int pl_malloc_is_ours(void) PL_HIDDEN;
 /* preload_families.c: when a shared jemalloc, mimalloc or tcmalloc is the next malloc, the
  * MT_SHM_PROC_* flags the interposer serves it with (LIBC | CXX | its family), else 0. */
 uint32_t pl_fam_serve(void) PL_HIDDEN;

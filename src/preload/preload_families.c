@@ -41,13 +41,10 @@ static void *pl_fam_base;
 
 uint32_t pl_fam_serve(void)
 {
-	Dl_info self, def, next, mark;
+	Dl_info next, mark;
 
-	/* our malloc is the one the program calls (judged by file: an executable's own malloc
-	 * comes first), and the next one is a shared library's */
-	if (!dladdr((void *)pl_fam_serve, &self) || !dladdr(dlsym(RTLD_DEFAULT, "malloc"), &def) ||
-	    def.dli_fbase != self.dli_fbase || !pl.next.malloc ||
-	    !dladdr((void *)pl.next.malloc, &next))
+	/* our malloc is the one the program calls, and the next one is a shared library's */
+	if (!pl_malloc_is_ours() || !pl.next.malloc || !dladdr((void *)pl.next.malloc, &next))
 		return 0;
 	for (size_t i = 0; i < sizeof(pl_fams) / sizeof(pl_fams[0]); i++) {
 		void *m = dlsym(RTLD_NEXT, pl_fams[i].mark);

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <link.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
@@ -78,17 +79,31 @@ uint64_t pl_now(void)
 
 /* --- initialisation ---------------------------------------------------------------------- */
 
-/* Is the interposer's malloc the one the program calls, and libc's the next? Otherwise another
- * allocator (preloaded, linked in, or in the executable) serves the process: uprobes cover it,
- * and recording here as well would count its calls twice. */
-static int pl_next_is_libc(void)
+/* Is the interposer's malloc the one the program calls? Judged by the file that defines the
+ * first malloc (`malloc` here is itself looked up, through the GOT, and names the executable's
+ * when the executable defines one); an undefined symbol with a value is a non-PIE executable's
+ * canonical PLT entry (python3 takes malloc's address), which jumps to the first definition:
+ * ours, the first preloaded object. */
+int pl_malloc_is_ours(void)
 {
 	Dl_info info, self;
+	const ElfW(Sym) *sym = NULL;
 
-	/* by the file that defines it: `malloc` here is itself looked up (through the GOT), and
-	 * names the executable's when the executable defines one */
-	if (!dladdr((void *)pl_next_is_libc, &self) ||
-	    !dladdr(dlsym(RTLD_DEFAULT, "malloc"), &info) || info.dli_fbase != self.dli_fbase)
+	if (!dladdr((void *)pl_malloc_is_ours, &self) ||
+	    !dladdr1(dlsym(RTLD_DEFAULT, "malloc"), &info, (void **)&sym, RTLD_DL_SYMENT))
+		return 0;
+	return info.dli_fbase == self.dli_fbase || (sym && sym->st_shndx == SHN_UNDEF);
+}
+
+/* Is the interposer's malloc the one the program calls, and libc's the next? Otherwise another
+ * allocator (preloaded, linked in, or in the executable) serves the process: uprobes cover it,
+ * and recording here as well would count its calls twice (a shared jemalloc, mimalloc or
+ * tcmalloc next: preload_families.c). */
+static int pl_next_is_libc(void)
+{
+	Dl_info info;
+
+	if (!pl_malloc_is_ours())
 		return 0;
 	if (!dladdr((void *)pl.next.malloc, &info) || !info.dli_fname)
 		return 0;
