@@ -26,6 +26,7 @@ import glob, json, os, sys
 tmp, name = sys.argv[1], sys.argv[2]
 types = ["Malloc", "Calloc", "Realloc", "AlignedAlloc", "Free"]
 rows = {}
+bycomm = {}
 for m in ("uprobe", "preload"):
     man = glob.glob(os.path.join(tmp, m, "*.memtrack.json"))
     if not man:
@@ -41,6 +42,10 @@ for m in ("uprobe", "preload"):
     rc = open(os.path.join(tmp, m + ".rc")).read().strip() if os.path.exists(
         os.path.join(tmp, m + ".rc")) else "0"
     rows[m] = [bt.get(t, 0) for t in types]
+    for p in j["processes"]:
+        c = bycomm.setdefault(p.get("comm", "?"), {}).setdefault(m, [0, 0])
+        c[0] += p.get("allocs", 0)
+        c[1] += p.get("frees", 0)
     print("%-22s %-8s procs %-3d rc %-3s %s  [%s]" % (
         name, m, len(j["processes"]), rc,
         " ".join("%s %d" % (t, v) for t, v in zip(types, rows[m])),
@@ -48,5 +53,10 @@ for m in ("uprobe", "preload"):
 same = rows["uprobe"] == rows["preload"]
 print("%-22s %s" % (name, "same" if same else "DIFF " + " ".join(
     "%s %+d" % (t, b - a) for t, a, b in zip(types, rows["uprobe"], rows["preload"]) if a != b)))
+if not same:  # where: allocations and frees per process name
+    for comm, c in sorted(bycomm.items()):
+        u, p = c.get("uprobe", [0, 0]), c.get("preload", [0, 0])
+        if u != p:
+            print("%-22s   %-16s allocs %d -> %d, frees %d -> %d" % ("", comm, u[0], p[0], u[1], p[1]))
 sys.exit(0 if same else 1)
 EOF

@@ -118,16 +118,21 @@ void libs__preload(struct libs *l, dev_t dev, ino_t ino)
  * mimalloc or tcmalloc that an exec maps and that defines malloc is the process's malloc (it
  * comes before libc): the interposer serves it, its own entry points included
  * (src/preload/preload_families.c). One a dlopen brings is not, and an executable's own
- * allocator never is: uprobes. */
+ * allocator is not either: uprobes. But an executable that defines only operator new and
+ * delete (cc1plus: libstdc++ linked in) calls malloc and free through the PLT, which the
+ * interposer records: probing its operators too would count each call twice. */
 static int libs__preload_filter(const struct libs *l, const struct lib_entry *e,
-				const struct stat *st, bool replaces, struct alloc_site *sites, int n)
+				const struct stat *st, bool is_exe, bool has_malloc,
+				struct alloc_site *sites, int n)
 {
 	int kept = 0;
 
 	if (st->st_dev == l->pre_dev && st->st_ino == l->pre_ino)
 		return 0;
-	if (replaces && l->loading &&
+	if (!is_exe && has_malloc && l->loading &&
 	    (e->kind == ALLOC_JEMALLOC || e->kind == ALLOC_MIMALLOC || e->kind == ALLOC_TCMALLOC))
+		return 0;
+	if (is_exe && !has_malloc && e->kind == ALLOC_STATIC)
 		return 0;
 	if (e->kind != ALLOC_LIBC && e->kind != ALLOC_CXX)
 		return n;
@@ -144,7 +149,7 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 	struct elf_info info;
 	struct lib_entry *e;
 	struct stat st;
-	bool replaces;
+	bool has_malloc;
 	int n, err;
 
 	if (stat(path, &st))
@@ -172,10 +177,10 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 		return 0;
 	e->kind = alloc_table__classify(&info, is_exe);
 	n = alloc_table__sites(&info, e->kind, is_exe, sites, LIBS_MAX_SITES);
-	replaces = !is_exe && elf_info__find(&info, "malloc");
+	has_malloc = elf_info__find(&info, "malloc") != 0;
 	elf_info__free(&info);
 	if (l->preload)
-		n = libs__preload_filter(l, e, &st, replaces, sites, n);
+		n = libs__preload_filter(l, e, &st, is_exe, has_malloc, sites, n);
 	if (n <= 0)
 		return 0;
 	e->sites = n;
