@@ -16,14 +16,17 @@ head -c 8000000 /usr/bin/perl /usr/lib/*/libc.so.6 /usr/bin/gcc 2>/dev/null >"$w
 printf '#include <iostream>\n#include <vector>\nint main(){std::vector<int> v(10);std::cout<<v.size()<<"\\n";}\n' \
 	>"$work/hello.cc"
 sqlsql="create table t(a,b); with recursive c(x) as (select 1 union all select x+1 from c where x<20000) insert into t select x, hex(randomblob(20)) from c; create index i on t(b); select count(*) from t;"
-# redis-server (Debian's links the shared libjemalloc) on a unix socket; the shell waits for it
-# with a builtin loop (no sleep processes: their number would depend on timing)
+# redis-server (Debian's links the shared libjemalloc) on a unix socket; the shell waits for its
+# "... accept connections ..." log line on a fifo (a polling loop would allocate as often as
+# it turns) and keeps reading the log until it exits
 rsock=$work/redis.sock
-redis="redis-server --port 0 --unixsocket $rsock --save '' --appendonly no --hz 1 >/dev/null & \
-while [ ! -S $rsock ]; do :; done; \
+mkfifo "$work/redis.log"
+redis="redis-server --port 0 --unixsocket $rsock --save '' --appendonly no --hz 1 \
+--logfile '' >$work/redis.log & exec 3<$work/redis.log; \
+while read -r l <&3; do case \$l in *'accept connections'*) break;; esac; done; \
 redis-cli -s $rsock set k v >/dev/null; redis-cli -s $rsock get k >/dev/null; \
 redis-cli -s $rsock rpush l a b c >/dev/null; redis-cli -s $rsock lrange l 0 -1 >/dev/null; \
-redis-cli -s $rsock shutdown nosave >/dev/null; wait"
+redis-cli -s $rsock shutdown nosave >/dev/null; cat <&3 >/dev/null; wait"
 bad=0
 row() {
 	name=$1

@@ -67,9 +67,9 @@ print("%-22s %s%s" % (name, "same" if same else "DIFF " + " ".join(
     "" if same else "; against uprobe+env: " + ("same" if env_same else " ".join(
         "%s %+d" % (t, b - a) for t, a, b in zip(types, rows["uprobe+env"], rows["preload"])
         if a != b))))
-if not same:  # where: allocations and frees per process name
+if not same:  # where (against uprobe+env): allocations and frees per process name
     for comm, c in sorted(bycomm.items()):
-        u, p = c.get("uprobe", [0, 0]), c.get("preload", [0, 0])
+        u, p = c.get("uprobe+env", [0, 0]), c.get("preload", [0, 0])
         if u != p:
             print("%-22s   %-16s allocs %d -> %d, frees %d -> %d" % ("", comm, u[0], p[0], u[1], p[1]))
 sys.exit(0 if same else 1)
