@@ -104,8 +104,8 @@ void *pl_fam_new(void *thr, void *nothrow, bool is_nothrow, uint32_t type, int n
 /* --- the public entry points --------------------------------------------------------------- */
 
 /* The rows of alloc_table.c's jemalloc, mimalloc and tcmalloc tables that a shared library
- * exports (no je_ or _rjem_ prefixes), with their argument counts; tc_new and tc_newarray
- * throw, so their first attempt is the nothrow form (pl_fam_call). */
+ * exports (no je_ or _rjem_ prefixes), with their argument counts; tc_new, tc_newarray,
+ * mi_new and mi_new_aligned throw, so their first attempt is the nothrow form (pl_fam_call). */
 enum pl_fam_fn {
 	PF_MALLOCX,
 	PF_RALLOCX,
@@ -119,6 +119,12 @@ enum pl_fam_fn {
 	PF_MI_MALLOC_ALIGNED,
 	PF_MI_ZALLOC_ALIGNED,
 	PF_MI_REALLOC_ALIGNED,
+	PF_MI_NEW,
+	PF_MI_NEW_NOTHROW,
+	PF_MI_NEW_ALIGNED,
+	PF_MI_NEW_ALIGNED_NOTHROW,
+	PF_MI_MALLOCN,
+	PF_MI_CALLOC_ALIGNED,
 	PF_TC_MALLOC,
 	PF_TC_CALLOC,
 	PF_TC_REALLOC,
@@ -156,6 +162,12 @@ static const struct {
     [PF_MI_MALLOC_ALIGNED] = {"mi_malloc_aligned", S_ALIGNED0, 2},
     [PF_MI_ZALLOC_ALIGNED] = {"mi_zalloc_aligned", S_ALIGNED0, 2},
     [PF_MI_REALLOC_ALIGNED] = {"mi_realloc_aligned", S_REALLOC, 3},
+    [PF_MI_NEW] = {"mi_new", S_MALLOC0, 1, PF_MI_NEW_NOTHROW},
+    [PF_MI_NEW_NOTHROW] = {"mi_new_nothrow", S_MALLOC0, 1},
+    [PF_MI_NEW_ALIGNED] = {"mi_new_aligned", S_ALIGNED0, 2, PF_MI_NEW_ALIGNED_NOTHROW},
+    [PF_MI_NEW_ALIGNED_NOTHROW] = {"mi_new_aligned_nothrow", S_ALIGNED0, 2},
+    [PF_MI_MALLOCN] = {"mi_mallocn", S_MALLOCN, 2},
+    [PF_MI_CALLOC_ALIGNED] = {"mi_calloc_aligned", S_CALLOC, 3},
     [PF_TC_MALLOC] = {"tc_malloc", S_MALLOC0, 1},
     [PF_TC_CALLOC] = {"tc_calloc", S_CALLOC, 2},
     [PF_TC_REALLOC] = {"tc_realloc", S_REALLOC, 2},
@@ -279,10 +291,13 @@ static uintptr_t pl_fam_call(enum pl_fam_fn i, uintptr_t a0, uintptr_t a1, uintp
 		 * undo), its block recorded after it returned. */
 		uintptr_t g = pl_fam_resolve(alt);
 		static const char nothrow_tag; /* std::nothrow's value is never read */
+		int ntargs = pl_fam_fns[alt].nargs;
 
+		/* the same arguments, and a const std::nothrow_t & after them if it takes one */
 		nt[0] = a0;
-		nt[1] = (uintptr_t)&nothrow_tag;
-		ret = g ? pl_fam_fwd(g, 2, nt) : 0;
+		nt[1] = nargs > 1 ? a1 : (uintptr_t)&nothrow_tag;
+		nt[2] = (uintptr_t)&nothrow_tag;
+		ret = g ? pl_fam_fwd(g, ntargs, nt) : 0;
 		if (!ret) {
 			pl_leave(t);
 			ret = pl_fam_fwd(f, nargs, a);
@@ -357,6 +372,22 @@ PL_API void *mi_zalloc_aligned(u n, u al)
 PL_API void *mi_realloc_aligned(u p, u n, u al)
 {
 	return (void *)pl_fam_call(PF_MI_REALLOC_ALIGNED, p, n, al);
+}
+
+PL_API void *mi_new(u n) { return (void *)pl_fam_call(PF_MI_NEW, n, 0, 0); }
+PL_API void *mi_new_nothrow(u n) { return (void *)pl_fam_call(PF_MI_NEW_NOTHROW, n, 0, 0); }
+PL_API void *mi_new_aligned(u n, u al)
+{
+	return (void *)pl_fam_call(PF_MI_NEW_ALIGNED, n, al, 0);
+}
+PL_API void *mi_new_aligned_nothrow(u n, u al)
+{
+	return (void *)pl_fam_call(PF_MI_NEW_ALIGNED_NOTHROW, n, al, 0);
+}
+PL_API void *mi_mallocn(u c, u n) { return (void *)pl_fam_call(PF_MI_MALLOCN, c, n, 0); }
+PL_API void *mi_calloc_aligned(u c, u n, u al)
+{
+	return (void *)pl_fam_call(PF_MI_CALLOC_ALIGNED, c, n, al);
 }
 
 PL_API void *tc_malloc(u n)
