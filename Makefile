@@ -21,7 +21,7 @@ endif
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -DMEMTRACK_VERSION='"$(VERSION)"' \
 	    -Isrc -I$(OUTPUT) -MMD -MP
-LDLIBS   := -lbpf -lelf -lz -lzstd -lmsgpackc -ljansson -lpthread -lm
+LDLIBS   := -lbpf -ldw -lelf -liberty -lz -lzstd -lmsgpackc -ljansson -lpthread -lm
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(OUTPUT) -Isrc -Wall -Werror
 
 # --- sources -------------------------------------------------------------------------------------
@@ -30,7 +30,7 @@ BPF_SRCS  := src/bpf/process.bpf.c $(filter-out src/bpf/process.bpf.c,$(sort $(w
 BPF_OBJS  := $(patsubst src/bpf/%.bpf.c,$(OUTPUT)/bpf/%.bpf.o,$(BPF_SRCS))
 SKEL      := $(OUTPUT)/memtrack.skel.h
 # Everything but the entry points goes into one archive, so unit tests link what they use.
-LIB_SRCS  := $(sort $(wildcard src/acct/*.c src/artifact/*.c src/report/*.c src/track/*.c src/common/*.c src/stacks/*.c) \
+LIB_SRCS  := $(sort $(wildcard src/acct/*.c src/artifact/*.c src/report/*.c src/track/*.c src/common/*.c src/stacks/*.c src/symbols/*.c) \
 	       $(filter-out src/cli/main.c,$(wildcard src/cli/*.c)))
 LIB_OBJS  := $(patsubst %.c,$(OUTPUT)/%.o,$(LIB_SRCS))
 LIB       := $(OUTPUT)/libmemtrack.a
@@ -110,6 +110,10 @@ $(OUTPUT)/%.o: %.c | $(OUTPUT)
 $(patsubst %.c,$(OUTPUT)/%.o,$(wildcard src/track/*.c src/cli/*.c) $(UNIT_SRCS) $(ROOT_SRCS) \
 	$(TESTLIB_SRCS)): $(SKEL)
 
+# test_usdt has probes of the header users include (<memtrack.h>, installed from include/).
+$(OUTPUT)/tests/unit/test_usdt.o: CFLAGS += -Iinclude
+$(OUTPUT)/tests/unit/test_usdt.o: include/memtrack.h
+
 $(OUTPUT)/pic/%.o: %.c | $(OUTPUT)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
@@ -160,7 +164,8 @@ $(ROOT_BINS): $(BUILD)/tests/%: $(OUTPUT)/tests/bpf/%.o $(TESTLIB_OBJS) $(LIB)
 $(BUILD)/targets/%: tests/targets/%.c | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -fno-builtin -pthread $< -o $@ $(TARGET_LDLIBS_$*)
+	$(Q)$(CC) -std=gnu11 -O1 -g -Wall -Wextra -Werror -fno-builtin -pthread $(TARGET_CFLAGS_$*) $< -o $@ \
+		$(TARGET_LDLIBS_$*)
 
 $(BUILD)/targets/%: tests/targets/%.cc | $(BUILD)
 	$(call msg,CXX,$@)
@@ -226,6 +231,8 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/lib/memtrack
 	install -m 0644 $(PRELOAD) $(DESTDIR)$(PREFIX)/lib/memtrack/
 	install -m 0644 docs/memtrack.1 docs/memtrack-bench.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -d $(DESTDIR)$(PREFIX)/include
+	install -m 0644 include/memtrack.h $(DESTDIR)$(PREFIX)/include/
 
 format:
 	clang-format -i $(shell find src bench tests -name '*.[ch]' -o -name '*.cc')

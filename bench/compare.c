@@ -102,6 +102,8 @@ static void bench_compare__memory(const struct bench_result *b, const struct ben
 				  const struct compare_opts *o, struct compare_row *row)
 {
 	row->has_mem = true;
+	row->window_changed = b->window != h->window;
+	row->head_window = h->window;
 	for (int m = 0; m < BENCH_MEM_NR; m++) {
 		struct compare_metric *c = &row->mem[m];
 
@@ -367,6 +369,13 @@ void bench_compare__markdown(FILE *f, const struct compare_report *rep)
 	}
 	if (memory)
 		bench_compare__memory_moves(f, rep);
+	for (size_t i = 0; i < rep->nr; i++)
+		if (rep->rows[i].window_changed)
+			fprintf(f,
+				"\n> **%s**: %s measured the program's window (MEMTRACK_START), %s "
+				"the whole run: heap figures cover different things.\n",
+				rep->rows[i].name, rep->rows[i].head_window ? "HEAD" : "BASE",
+				rep->rows[i].head_window ? "BASE" : "HEAD");
 	fflush(f);
 }
 

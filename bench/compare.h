@@ -49,6 +49,10 @@ struct compare_row {
 	 * improved when one did */
 	struct compare_metric mem[BENCH_MEM_NR];
 	bool has_mem;
+	/* memory mode: one side measured the program's window (MEMTRACK_START), the other the
+	 * whole run: its heap figures differ by what they cover */
+	bool window_changed;
+	bool head_window;
 };
 
 struct compare_report {

@@ -66,6 +66,31 @@ static int bench_memory__value(json_t *results, const struct bench_metric_info *
 	return 0;
 }
 
+/* The window's figures over the run's: the window object's key for each metric it has. */
+static int bench_memory__window(json_t *w, double values[BENCH_MEM_NR], const char *manifest)
+{
+	static const char *const keys[BENCH_MEM_NR] = {
+	    [BENCH_MEM_PEAK_HEAP] = "peak_heap",
+	    [BENCH_MEM_ALLOCATED] = "allocated_bytes",
+	    [BENCH_MEM_ALLOCS] = "allocs",
+	    [BENCH_MEM_LEAKED] = "live_bytes", /* window blocks never freed */
+	};
+
+	for (int i = 0; i < BENCH_MEM_NR; i++) {
+		json_t *v = keys[i] ? json_object_get(w, keys[i]) : NULL;
+
+		if (!keys[i])
+			continue;
+		if (!json_is_integer(v) || json_integer_value(v) < 0) {
+			log__error("%s: results.window.%s must be an integer >= 0", manifest,
+				   keys[i]);
+			return -EPROTO;
+		}
+		values[i] = (double)json_integer_value(v);
+	}
+	return 0;
+}
+
 int bench_memory__stats(struct bench_result *r)
 {
 	for (int i = 0; i < BENCH_MEM_NR; i++) {
@@ -79,8 +104,11 @@ int bench_memory__stats(struct bench_result *r)
 /*
  * Reads the manifest, then empties dir (artifact and manifest) so the next round finds exactly
  * one. memtrack names it after the tracked root pid, which only memtrack knows.
+ * A program with a measured window (MEMTRACK_START() of <memtrack.h>: results.window is an
+ * object) is measured over it: its heap metrics are the window's, peak RSS stays the run's
+ * (pages are not attributed to a window). *windowed says which.
  */
-int bench_runner__read_manifest(const char *dir, double values[BENCH_MEM_NR])
+int bench_runner__read_manifest(const char *dir, double values[BENCH_MEM_NR], bool *windowed)
 {
 	char *manifest = NULL;
 	json_t *root = NULL, *results;
@@ -121,12 +149,15 @@ int bench_runner__read_manifest(const char *dir, double values[BENCH_MEM_NR])
 		goto cleanup;
 	}
 	results = json_object_get(root, "results");
+	*windowed = json_is_object(json_object_get(results, "window"));
 	for (int i = 0; i < BENCH_MEM_NR && !err; i++) {
 		err = bench_memory__value(results, &bench_metrics[i], &values[i]);
 		if (err)
 			log__error("%s: results.%s must be an integer >= 0", manifest,
 				   bench_metrics[i].key);
 	}
+	if (!err && *windowed)
+		err = bench_memory__window(json_object_get(results, "window"), values, manifest);
 cleanup:
 	if (manifest) {
 		unlink(manifest);

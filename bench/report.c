@@ -109,7 +109,7 @@ static void bench_table__memory(FILE *f, const struct bench_results *res, int w)
 			fprintf(f, "%-*.*s FAILED (exit status %d)\n", w, w, r->name, r->exit_code);
 			continue;
 		}
-		fprintf(f, "%-*.*s %6zu", w, w, r->name, r->mem_rounds);
+		fprintf(f, "%-*.*s%c%6zu", w, w, r->name, r->window ? '*' : ' ', r->mem_rounds);
 		for (int m = 0; m < BENCH_MEM_NR; m++) {
 			bench_table__spread(m, &r->mem_stats[m], cell, sizeof(cell));
 			/* printf pads bytes: the two-byte '±' shows as one column */
@@ -119,6 +119,12 @@ static void bench_table__memory(FILE *f, const struct bench_results *res, int w)
 	}
 	fprintf(f, "(medians over the rounds; = every round gave the same value, ±: half the range "
 		   "over the median)\n");
+	for (size_t i = 0; i < res->nr; i++)
+		if (res->v[i].window) {
+			fprintf(f, "(*: over the program's measured window, MEMTRACK_START() to "
+				   "MEMTRACK_STOP(); peak RSS is the whole run's)\n");
+			break;
+		}
 }
 
 void bench_table__table(FILE *f, const struct bench_results *res)

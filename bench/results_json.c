@@ -75,6 +75,8 @@ static json_t *bench_json__result(const struct bench_result *r)
 		json_object_set_new(o, "conclude", json_string(r->conclude));
 	if (o && r->no_aslr)
 		json_object_set_new(o, "aslr", json_false());
+	if (o && r->window)
+		json_object_set_new(o, "window", json_true());
 	if (o && r->mode == BENCH_MODE_MEMORY && r->mem_rounds) {
 		json_object_set_new(o, "memory", bench_json__memory(r));
 		/* format 1 had one round's figures here: now the medians, for old readers */
@@ -241,6 +243,7 @@ static int bench_json__read_one(json_t *o, struct bench_result *r)
 	}
 	r->max_rss = (uint64_t)json_integer_value(json_object_get(o, "max_rss"));
 	r->no_aslr = json_is_false(json_object_get(o, "aslr"));
+	r->window = json_is_true(json_object_get(o, "window"));
 	return 0;
 }
 

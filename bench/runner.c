@@ -256,7 +256,10 @@ static int bench_runner__one(struct runner_state *st, const struct bench_entry *
 	if (err || r->failed)
 		return err;
 	if (o->mode == BENCH_MODE_MEMORY) {
-		err = bench_runner__read_manifest(st->memdir, mem);
+		bool windowed = false;
+
+		err = bench_runner__read_manifest(st->memdir, mem, &windowed);
+		r->window_rounds += windowed;
 		if (err) {
 			log__error("benchmark '%s': no memtrack manifest in %s: %s", b->name,
 				   st->memdir, strerror(-err));
@@ -352,6 +355,11 @@ static int bench_runner__benchmark(struct runner_state *st, const struct bench_c
 				       opts.max_time_ns);
 	}
 
+	r->window = memory && r->window_rounds;
+	if (r->window && r->window_rounds != r->nr_rounds + r->warmup_rounds)
+		log__warn("'%s': only %zu of %zu rounds reached MEMTRACK_START(): their figures mix "
+			  "the window's and the whole run's",
+			  r->name, r->window_rounds, r->nr_rounds + r->warmup_rounds);
 	err = bench_stats__compute(r->times, r->nr_rounds, &r->stats);
 	if (!err && memory)
 		err = bench_memory__stats(r);

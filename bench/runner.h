@@ -66,6 +66,10 @@ struct bench_result {
 	size_t mem_rounds; /* values in each mem[]: nr_rounds when measured here */
 	struct bench_stats mem_stats[BENCH_MEM_NR];
 	bool no_aslr; /* the rounds ran with ADDR_NO_RANDOMIZE */
+	/* --mode memory: the heap metrics are the program's measured window's (MEMTRACK_START);
+	 * window_rounds: rounds that had one, of those run here */
+	bool window;
+	size_t window_rounds;
 	bool failed;
 	int exit_code; /* of the failing round */
 };
@@ -117,8 +121,9 @@ int bench_runner__round(char *const argv[], const struct bench_launch *l, struct
 char *bench_runner__find_memtrack(void);
 
 /* Reads every bench_metrics key of results from the one *.memtrack.json in dir into
- * values[BENCH_MEM_NR], then empties dir. */
-int bench_runner__read_manifest(const char *dir, double values[BENCH_MEM_NR]);
+ * values[BENCH_MEM_NR] (the window's figures when the program has one: *windowed), then
+ * empties dir. */
+int bench_runner__read_manifest(const char *dir, double values[BENCH_MEM_NR], bool *windowed);
 
 /* Fills r->mem_stats from r->mem over r->mem_rounds. 0, or -EINVAL (no rounds) / -ENOMEM. */
 int bench_memory__stats(struct bench_result *r);

@@ -14,10 +14,20 @@ done
 pkgs=(
 	make gcc g++ clang llvm pkg-config bpftool libbpf-dev libelf-dev zlib1g-dev libzstd-dev zstd
 	libmsgpack-dev libjansson-dev libyaml-dev libcmocka-dev
+	# call stacks: unwinding copied user stacks (src/stacks/unwind_dwfl.c); memtrack report:
+	# symbolisation (elfutils libdw/libdwfl), C++ and Rust demangling (libiberty)
+	libdw-dev libiberty-dev
+	# the pprof test reads our profiles back with an independent decoder
+	python3-protobuf protobuf-compiler
+	# --stacks in process: the interposer dlopens libunwind.so.8
+	libunwind8
 	# allocators the tests track besides glibc
 	libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev
 	# real programs the overhead suite's rows run (benchmarks/memtrack.yml)
 	sqlite3 python3
+	# <sys/sdt.h>: test_usdt checks that memtrack reads its notes like ours (include/memtrack.h
+	# itself needs nothing)
+	systemtap-sdt-dev
 )
 # The VM lane (scripts/vm): an emulator, busybox for the guest's tools, cpio for its initramfs,
 # e2fsprogs (mkfs.ext4) for its disk. Only for check-vm: qemu is large, and `make check` does

@@ -2,33 +2,57 @@
 # What a memtrack run costs the rest of the machine. Uprobes are set on library files, so while
 # memtrack runs (and until its detacher has closed the links), every process that calls a probed
 # allocator traps, tracked or not: the BPF programs filter it out, the traps are paid. This times
-# an allocation storm outside memtrack, alone and while memtrack tracks `sleep`, and prints the
-# medians (ms). Needs root and a built tree.
-# Usage: scripts/neighbour-cost.sh [BUILD] [ROUNDS] [PAIRS]
+# an allocation storm outside memtrack, alone and while memtrack tracks `sleep`, in interleaved
+# rounds (alone, then memtrack started, during, memtrack stopped: the machine's drift hits
+# both), and prints the medians (ms) and the median of the rounds' ratios. MODE (default auto)
+# is the --alloc-hooks mode: under auto the tracked `sleep` is served by the interposer, no
+# allocator uprobe is installed, and the ratio is 1 but for noise (target <= 1.1); under uprobe
+# every malloc of the storm traps.
+# Both the storm and the tracked `sleep` load a private copy of libc (LD_LIBRARY_PATH): other
+# memtrack runs on this machine probe the system's libc, and would trap the storm in both
+# phases; memtrack's own probes on the copy are what this measures.
+# Needs root and a built tree.
+# Usage: [MODE=auto|preload|uprobe] scripts/neighbour-cost.sh [BUILD] [ROUNDS] [PAIRS]
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-5}
 pairs=${3:-200000}
+mode=${MODE:-auto}
 storm=$build/targets/alloc_storm
 out=$(mktemp -d)
-trap 'kill "$mt" 2>/dev/null || true; rm -rf "$out"' EXIT
+mt=
+trap '[ -n "$mt" ] && kill "$mt" 2>/dev/null; rm -rf "$out"' EXIT
+mkdir "$out/lib" "$out/o"
+cp "$(ldd "$storm" | awk '$1 == "libc.so.6" { print $3 }')" "$out/lib/"
+export LD_LIBRARY_PATH=$out/lib
 
-time_storms() {
-	for ((i = 0; i < rounds; i++)); do
-		local t0 t1
-		t0=$(date +%s%N)
-		"$storm" "$pairs" > /dev/null
-		t1=$(date +%s%N)
-		echo $(((t1 - t0) / 1000))
-	done | sort -n | awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-		printf "%.1f", m / 1000 }'
+storm_us() {
+	local t0 t1
+	t0=$(date +%s%N)
+	"$storm" "$pairs" > /dev/null
+	t1=$(date +%s%N)
+	echo $(((t1 - t0) / 1000))
 }
 
-alone=$(time_storms)
-"$build/memtrack" track -q -o "$out" -- sleep 3600 &
-mt=$!
-sleep 1.5 # loaded and attached
-during=$(time_storms)
-kill "$mt"
-wait "$mt" 2>/dev/null || true
-echo "alloc_storm $pairs (untracked): alone $alone ms, while memtrack runs $during ms"
+median() {
+	sort -n | awk '{ v[NR] = $1 } END { printf "%.3f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+for ((i = 0; i < rounds; i++)); do
+	a=$(storm_us)
+	LD_LIBRARY_PATH= "$build/memtrack" track -q --alloc-hooks "$mode" -o "$out/o" -- \
+		env LD_LIBRARY_PATH="$out/lib" sleep 3600 &
+	mt=$!
+	sleep 1 # loaded and attached
+	d=$(storm_us)
+	kill "$mt"
+	wait "$mt" 2>/dev/null || true
+	mt=
+	sleep 1 # its detacher closes the links
+	echo "$a $d"
+done > "$out/rounds"
+alone=$(awk '{ print $1 / 1000 }' "$out/rounds" | median)
+during=$(awk '{ print $2 / 1000 }' "$out/rounds" | median)
+ratio=$(awk '{ print $2 / $1 }' "$out/rounds" | median)
+echo "alloc_storm $pairs (untracked): alone $alone ms, while memtrack ($mode) runs $during ms," \
+	"ratio $ratio (median of $rounds interleaved rounds)"

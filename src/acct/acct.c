@@ -21,67 +21,7 @@
 #include "acct/blocks.h"
 #include "common/records.h"
 
-/*
- * Byte sums are 128-bit: sizes come from the artifact, and crafted ones (2^64 - 1) would wrap a
- * 64-bit sum silently ("peak heap 10 B"). They stay exact here, and what does not fit the
- * 64-bit outputs is shown as UINT64_MAX with heap_stats.saturated set.
- */
-typedef unsigned __int128 u128;
-
-static inline uint64_t sat64(u128 v)
-{
-	return v > UINT64_MAX ? UINT64_MAX : (uint64_t)v;
-}
-
-#define PID_MIN_CAP 64
-#define IMG_NONE UINT32_MAX /* proc.img after Exit: owns no slot */
-#ifndef HEAP_IMG_MAX
-#define HEAP_IMG_MAX (UINT32_MAX - 1) /* image ids 0 .. HEAP_IMG_MAX - 1; tests lower it */
-#endif
-
-struct proc {
-	int32_t pid, ppid;
-	uint32_t img; /* current image id; older images' slots are dead; IMG_NONE after Exit */
-	bool exited;
-	u128 live, peak_heap; /* bytes */
-	uint64_t live_count;
-	uint64_t allocs, frees, execs;
-	u128 leaked_bytes, lost_bytes; /* live at Exit, at Exec */
-	uint64_t leaked_count, lost_count;
-	uint64_t rss[MT_RSS_NR]; /* bytes, last absolute value per member */
-	u128 rss_sum, peak_rss; /* file + anon + shmem */
-	char comm[16]; /* the kernel's name for it, NUL-terminated; "" until told */
-};
-
-struct pid_slot {
-	int32_t pid;
-	uint32_t idx1; /* proc index + 1; 0: empty */
-};
-
-struct heap_acct {
-	struct blocks blocks;
-
-	struct proc *procs;
-	uint32_t nr_procs, procs_cap;
-	uint32_t *imgs; /* image id -> proc index */
-	uint32_t nr_imgs, imgs_cap;
-	struct pid_slot *pids; /* pid -> current proc (the newest one with that pid) */
-	uint32_t pids_cap;
-	int32_t last_pid; /* one-entry cache: events come in runs of one process */
-	uint32_t last_idx;
-	bool last_valid;
-
-	u128 live, peak_heap; /* tree-wide, bytes */
-	u128 rss, peak_rss; /* tree-wide, bytes: sum over live processes */
-	uint64_t live_count;
-	uint64_t allocs, frees;
-	u128 allocated; /* bytes, sum of the sizes of every block added */
-	uint64_t counts[MT_EV_TYPE_MAX], events;
-	u128 lost_bytes;
-	uint64_t unmatched_frees, replaced, lost_count, ignored, nomem;
-	uint64_t first_ts, last_ts;
-	bool warned;
-};
+#include "acct/acct_priv.h"
 
 static bool img_is_dead(const void *ctx, uint32_t img)
 {
@@ -201,6 +141,8 @@ int heap_acct__new(struct heap_acct **out)
 	if (!a->procs || !a->pids || !a->imgs)
 		goto cleanup;
 	err = blocks__init(&a->blocks, img_is_dead, a);
+	if (!err)
+		err = window__init(a);
 	if (err)
 		goto cleanup;
 	*out = a;
@@ -215,20 +157,27 @@ void heap_acct__free(struct heap_acct *a)
 	if (!a)
 		return;
 	blocks__free(&a->blocks);
+	window__free(a);
 	free(a->procs);
 	free(a->pids);
 	free(a->imgs);
 	free(a);
 }
 
-static void heap_remove(struct heap_acct *a, struct proc *p, uint64_t addr)
+static void heap_remove(struct heap_acct *a, const struct mt_event *ev, struct proc *p,
+			uint64_t addr)
 {
 	uint64_t size;
+	uint32_t tag;
 
-	if (!blocks__take(&a->blocks, addr, p->img, &size)) {
+	if (!blocks__take(&a->blocks, addr, p->img, &size, &tag)) {
 		a->unmatched_frees++;
 		return;
 	}
+	if (p->win_count)
+		window__remove(a, p, addr, true);
+	if (a->hooks.remove)
+		a->hooks.remove(a->hooks.ctx, ev, p->img, tag, size, false);
 	p->live -= size;
 	p->live_count--;
 	p->frees++;
@@ -237,14 +186,22 @@ static void heap_remove(struct heap_acct *a, struct proc *p, uint64_t addr)
 	a->frees++;
 }
 
-static void heap_add(struct heap_acct *a, struct proc *p, uint64_t addr, uint64_t size)
+static void heap_add(struct heap_acct *a, const struct mt_event *ev, struct proc *p, uint64_t addr,
+		     uint64_t size)
 {
 	uint64_t old = 0;
-	int rc = blocks__put(&a->blocks, addr, p->img, size, &old);
+	uint32_t old_tag = 0;
+	int rc = blocks__put(&a->blocks, addr, p->img, size, a->tag, &old, &old_tag);
 
 	if (rc < 0) {
 		acct_nomem(a);
 		return;
+	}
+	if (a->hooked) {
+		if (a->hooks.add)
+			a->hooks.add(a->hooks.ctx, ev, p->img, a->tag, size);
+		if (rc && a->hooks.remove)
+			a->hooks.remove(a->hooks.ctx, ev, p->img, old_tag, old, true);
 	}
 	if (rc) {
 		/* still live: its free was lost. Replaced, it is no free. */
@@ -253,6 +210,8 @@ static void heap_add(struct heap_acct *a, struct proc *p, uint64_t addr, uint64_
 		p->live_count--;
 		a->live_count--;
 		a->replaced++;
+		if (p->win_count)
+			window__remove(a, p, addr, false);
 	}
 	p->allocs++;
 	a->allocs++;
@@ -263,25 +222,35 @@ static void heap_add(struct heap_acct *a, struct proc *p, uint64_t addr, uint64_
 	a->live_count++;
 	if (p->live > p->peak_heap)
 		p->peak_heap = p->live;
-	if (a->live > a->peak_heap)
+	if (a->live > a->peak_heap) {
 		a->peak_heap = a->live;
+		if (a->hooks.peak)
+			a->hooks.peak(a->hooks.ctx);
+	}
+	if (p->win_open)
+		window__add(a, p, addr, size);
 }
 
 /* The image's blocks leave the live heap; they become dead slots, purged at the next rehash.
  * At exec, a process without a new image id (out of memory, or ids ran out) keeps its id and
  * its old slots are deleted now. */
-static void heap_drop_image(struct heap_acct *a, struct proc *p, uint32_t pi, bool exec)
+static void heap_drop_image(struct heap_acct *a, struct proc *p, uint32_t pi, bool exec,
+			    uint64_t ts)
 {
-	uint32_t img = IMG_NONE;
+	uint32_t img = IMG_NONE, old = p->img;
+	bool purged = exec && img_new(a, pi, &img);
 
+	if (a->hooks.drop)
+		a->hooks.drop(a->hooks.ctx, p->img, !exec);
 	a->live -= p->live;
 	a->live_count -= p->live_count;
-	if (exec && img_new(a, pi, &img)) {
+	if (purged) {
 		blocks__purge(&a->blocks, p->img);
 	} else {
 		blocks__add_dead(&a->blocks, p->live_count);
 		p->img = img;
 	}
+	window__drop_image(a, p, old, purged, !exec, ts);
 	p->live = 0;
 	p->live_count = 0;
 }
@@ -349,13 +318,26 @@ static inline int proc_of(struct heap_acct *a, const struct mt_event *ev)
 	return idx;
 }
 
+int acct__proc_of(struct heap_acct *a, const struct mt_event *ev)
+{
+	return proc_of(a, ev);
+}
+
+int acct__pid_lookup(const struct heap_acct *a, int32_t pid)
+{
+	return pid_lookup(a, pid);
+}
+
 void heap_acct__event(struct heap_acct *a, const struct mt_event *ev)
 {
 	struct proc *p;
 	int idx;
 
-	if (!records__has(ev->type, REC_ARTIFACT))
+	if (!records__has(ev->type, REC_ARTIFACT)) {
+		if (records__has(ev->type, REC_COMPANION))
+			window__record(a, ev);
 		return;
+	}
 	a->counts[ev->type]++;
 	if (!a->events++)
 		a->first_ts = ev->ts;
@@ -374,21 +356,21 @@ void heap_acct__event(struct heap_acct *a, const struct mt_event *ev)
 	case MT_EV_CALLOC:
 	case MT_EV_ALIGNED_ALLOC:
 		if (ev->addr)
-			heap_add(a, p, ev->addr, ev->size);
+			heap_add(a, ev, p, ev->addr, ev->size);
 		break;
 	case MT_EV_FREE:
 		if (ev->addr)
-			heap_remove(a, p, ev->addr);
+			heap_remove(a, ev, p, ev->addr);
 		break;
 	case MT_EV_REALLOC:
 		if (!ev->addr) {
 			if (!ev->size && ev->old_addr)
-				heap_remove(a, p, ev->old_addr);
+				heap_remove(a, ev, p, ev->old_addr);
 			break; /* otherwise it failed: the old block stays valid */
 		}
 		if (ev->old_addr)
-			heap_remove(a, p, ev->old_addr);
-		heap_add(a, p, ev->addr, ev->size);
+			heap_remove(a, ev, p, ev->old_addr);
+		heap_add(a, ev, p, ev->addr, ev->size);
 		break;
 	case MT_EV_EXEC:
 		p->execs++;
@@ -396,13 +378,13 @@ void heap_acct__event(struct heap_acct *a, const struct mt_event *ev)
 		p->lost_count += p->live_count;
 		a->lost_bytes += p->live;
 		a->lost_count += p->live_count;
-		heap_drop_image(a, p, (uint32_t)idx, true);
+		heap_drop_image(a, p, (uint32_t)idx, true, ev->ts);
 		rss_reset(a, p);
 		break;
 	case MT_EV_EXIT:
 		p->leaked_bytes += p->live;
 		p->leaked_count += p->live_count;
-		heap_drop_image(a, p, (uint32_t)idx, false);
+		heap_drop_image(a, p, (uint32_t)idx, false, ev->ts);
 		rss_reset(a, p);
 		p->exited = true;
 		a->last_valid = false;
@@ -410,7 +392,10 @@ void heap_acct__event(struct heap_acct *a, const struct mt_event *ev)
 	case MT_EV_RSS:
 		rss_set(a, p, ev->aux, ev->size);
 		break;
-	default: /* Mmap, Munmap, Brk, Fork (handled in proc_of), Rmap: counted only */
+	case MT_EV_FORK: /* the process itself is made by proc_of */
+		window__fork(a, p, (int32_t)ev->size, ev->ts);
+		break;
+	default: /* Mmap, Munmap, Brk, Rmap: counted only */
 		break;
 	}
 }
@@ -504,7 +489,7 @@ int heap_acct__fill(const struct heap_acct *a, struct manifest *m)
 	m->frees = a->frees;
 	memcpy(m->counts, a->counts, sizeof(m->counts));
 	m->events_total = a->events;
-	return 0;
+	return window__fill(a, m);
 }
 
 void heap_acct__set_comm(struct heap_acct *a, int32_t pid, const char comm[16])
@@ -545,6 +530,27 @@ void heap_acct__stats(const struct heap_acct *a, struct heap_stats *s)
 	s->saturated = a->peak_heap > UINT64_MAX || a->peak_rss > UINT64_MAX ||
 		       a->lost_bytes > UINT64_MAX || leaked_total(a) > UINT64_MAX ||
 		       a->allocated > UINT64_MAX;
+}
+
+int heap_acct__set_hooks(struct heap_acct *a, const struct heap_acct_hooks *h)
+{
+	int err;
+
+	if (a->events)
+		return -EBUSY;
+	err = blocks__enable_tags(&a->blocks);
+	if (err)
+		return err;
+	a->hooks = *h;
+	a->hooked = true;
+	return 0;
+}
+
+void heap_acct__event_tagged(struct heap_acct *a, const struct mt_event *ev, uint32_t tag)
+{
+	a->tag = tag;
+	heap_acct__event(a, ev);
+	a->tag = 0;
 }
 
 uint64_t heap_acct__live_heap(const struct heap_acct *a)

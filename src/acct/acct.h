@@ -78,6 +78,29 @@ void heap_acct__comm_copy(char out[16], const char comm[16]);
 /* Tree-wide values now, cheap enough to sample after every event (timelines). */
 uint64_t heap_acct__live_heap(const struct heap_acct *a);
 uint64_t heap_acct__live_rss(const struct heap_acct *a);
+/*
+ * For a reader that follows each block's origin (memtrack report's stack sites) without a second
+ * accounting: blocks carry a 32-bit tag given with the event that adds them, and the hooks see
+ * every change of the live heap. Any hook may be NULL. Set before the first event.
+ */
+struct heap_acct_hooks {
+	void *ctx;
+	/* ev added a block of size bytes tagged tag to image img (after the table took it) */
+	void (*add)(void *ctx, const struct mt_event *ev, uint32_t img, uint32_t tag, uint64_t size);
+	/* the block tagged tag (size bytes, image img) left the live heap: freed by ev (a Free or a
+	 * Realloc), or replaced (an allocation at its address: its free was lost) */
+	void (*remove)(void *ctx, const struct mt_event *ev, uint32_t img, uint32_t tag,
+		       uint64_t size, bool replaced);
+	/* every live block of image img left the live heap: exit (leaked) or exec (lost) */
+	void (*drop)(void *ctx, uint32_t img, bool exit);
+	/* the tree's live heap has just reached a new maximum (the add that made it seen first) */
+	void (*peak)(void *ctx);
+};
+/* 0, -EBUSY after the first event, -ENOMEM. */
+int heap_acct__set_hooks(struct heap_acct *a, const struct heap_acct_hooks *h);
+/* heap_acct__event, the block ev adds (if any) tagged tag. */
+void heap_acct__event_tagged(struct heap_acct *a, const struct mt_event *ev, uint32_t tag);
+
 /* Per-process lost-at-exec figures, by index in the procs[] heap_acct__fill produces. */
 int heap_acct__proc_lost(const struct heap_acct *a, uint32_t idx, uint64_t *bytes,
 			 uint64_t *count);

@@ -29,10 +29,16 @@ static struct block_slot *tab_calloc(size_t cap)
 static int tab_alloc(struct blocks *b, size_t cap)
 {
 	struct block_slot *tab = tab_calloc(cap);
+	uint32_t *tags = NULL;
 
 	if (!tab)
 		return -ENOMEM;
+	if (b->tags && !(tags = malloc(cap * sizeof(*tags)))) {
+		free(tab);
+		return -ENOMEM;
+	}
 	b->tab = tab;
+	b->tags = tags;
 	b->cap = cap;
 	b->mask = cap - 1;
 	b->shift = 64 - (unsigned)__builtin_ctzll(cap);
@@ -54,8 +60,19 @@ void blocks__free(struct blocks *b)
 {
 	free(b->tab);
 	free(b->big);
+	free(b->tags);
 	b->tab = NULL;
 	b->big = NULL;
+	b->tags = NULL;
+}
+
+int blocks__enable_tags(struct blocks *b)
+{
+	if (b->used)
+		return -EBUSY;
+	free(b->tags);
+	b->tags = malloc(b->cap * sizeof(*b->tags));
+	return b->tags ? 0 : -ENOMEM;
 }
 
 /* Drops the side entries of dead images (after a rehash dropped their slots). */
@@ -110,6 +127,7 @@ static inline uint64_t slot_take_size(struct blocks *b, const struct block_slot 
 static int tab_rehash(struct blocks *b)
 {
 	struct block_slot *old = b->tab;
+	uint32_t *old_tags = b->tags;
 	size_t old_cap = b->cap, alive = b->used - b->dead, cap = b->cap;
 	int err;
 
@@ -118,6 +136,7 @@ static int tab_rehash(struct blocks *b)
 	err = tab_alloc(b, cap);
 	if (err) {
 		b->tab = old;
+		b->tags = old_tags;
 		/* keep going until truly full; retry growing only then */
 		b->grow_at = old_cap - 1;
 		return err;
@@ -131,9 +150,12 @@ static int tab_rehash(struct blocks *b)
 		for (j = blocks__home(b, s->addr, s->owner); b->tab[j].addr; j = (j + 1) & b->mask)
 			;
 		b->tab[j] = *s;
+		if (old_tags)
+			b->tags[j] = old_tags[i];
 		b->used++;
 	}
 	free(old);
+	free(old_tags);
 	if (b->nr_big)
 		big_purge_dead(b);
 	return 0;
@@ -154,6 +176,8 @@ static inline void tab_delete(struct blocks *b, size_t i)
 		/* move j into the hole at i unless its home lies cyclically in (i, j] */
 		if ((j > i && (k <= i || k > j)) || (j < i && k <= i && k > j)) {
 			b->tab[i] = b->tab[j];
+			if (b->tags)
+				b->tags[i] = b->tags[j];
 			i = j;
 		}
 	}
@@ -175,7 +199,7 @@ void blocks__purge(struct blocks *b, uint32_t owner)
 	}
 }
 
-bool blocks__take(struct blocks *b, uint64_t addr, uint32_t owner, uint64_t *size)
+bool blocks__take(struct blocks *b, uint64_t addr, uint32_t owner, uint64_t *size, uint32_t *tag)
 {
 	for (size_t i = blocks__home(b, addr, owner); b->tab[i].addr; i = (i + 1) & b->mask) {
 		const struct block_slot *s = &b->tab[i];
@@ -183,13 +207,16 @@ bool blocks__take(struct blocks *b, uint64_t addr, uint32_t owner, uint64_t *siz
 		if (s->addr != addr || s->owner != owner)
 			continue;
 		*size = slot_take_size(b, s);
+		if (tag)
+			*tag = b->tags ? b->tags[i] : 0;
 		tab_delete(b, i);
 		return true;
 	}
 	return false;
 }
 
-int blocks__put(struct blocks *b, uint64_t addr, uint32_t owner, uint64_t size, uint64_t *old)
+int blocks__put(struct blocks *b, uint64_t addr, uint32_t owner, uint64_t size, uint32_t tag,
+		uint64_t *old, uint32_t *old_tag)
 {
 	bool big = size >= BLOCK_SIZE_BIG;
 	int replaced = 0;
@@ -207,6 +234,8 @@ int blocks__put(struct blocks *b, uint64_t addr, uint32_t owner, uint64_t size, 
 		if (s->addr != addr || s->owner != owner)
 			continue;
 		*old = slot_take_size(b, s);
+		if (old_tag)
+			*old_tag = b->tags ? b->tags[i] : 0;
 		replaced = 1;
 		b->used--;
 		break;
@@ -214,6 +243,8 @@ int blocks__put(struct blocks *b, uint64_t addr, uint32_t owner, uint64_t size, 
 	b->tab[i].addr = addr;
 	b->tab[i].size = big ? BLOCK_SIZE_BIG : (uint32_t)size;
 	b->tab[i].owner = owner;
+	if (b->tags)
+		b->tags[i] = tag;
 	if (big)
 		b->big[b->nr_big++] = (struct big_block){.addr = addr, .size = size, .owner = owner};
 	b->used++;

@@ -42,15 +42,23 @@ struct blocks {
 	size_t nr_big, big_cap;
 	blocks_dead_fn is_dead;
 	const void *ctx;
+	/* optional: a 32-bit tag per slot (tags[i] goes with tab[i]), for readers that follow each
+	 * block's origin (memtrack report's stack sites); NULL in the tracker, which pays nothing */
+	uint32_t *tags;
 };
 
 int blocks__init(struct blocks *b, blocks_dead_fn is_dead, const void *ctx);
 void blocks__free(struct blocks *b);
-/* Removes the block (addr, owner); true and its size in *size when it was there. */
-bool blocks__take(struct blocks *b, uint64_t addr, uint32_t owner, uint64_t *size);
-/* Adds a block. 1 when one was live at (addr, owner) already: it is replaced, its size in
- * *old; 0 when new; -ENOMEM when it cannot be recorded (nothing changed then). */
-int blocks__put(struct blocks *b, uint64_t addr, uint32_t owner, uint64_t size, uint64_t *old);
+/* Gives every block a tag from now on (call on an empty table). 0 or -ENOMEM. */
+int blocks__enable_tags(struct blocks *b);
+/* Removes the block (addr, owner); true and its size in *size when it was there. tag: NULL, or
+ * where to put its tag (0 without tags). */
+bool blocks__take(struct blocks *b, uint64_t addr, uint32_t owner, uint64_t *size, uint32_t *tag);
+/* Adds a block with tag (ignored without tags). 1 when one was live at (addr, owner) already:
+ * it is replaced, its size in *old and its tag in *old_tag (when not NULL); 0 when new;
+ * -ENOMEM when it cannot be recorded (nothing changed then). */
+int blocks__put(struct blocks *b, uint64_t addr, uint32_t owner, uint64_t size, uint32_t tag,
+		uint64_t *old, uint32_t *old_tag);
 /* count slots just became dead (their owner's image is gone) */
 static inline void blocks__add_dead(struct blocks *b, uint64_t count)
 {

@@ -189,9 +189,12 @@ void manifest__free(struct manifest *m)
 	free(m->tracepoint_mechanism);
 	free(m->rmap_backend);
 	free(m->rmap_reason);
+	free(m->alloc_programs);
 	free(m->btf_source);
 	free(m->alloc_hooks);
 	free(m->preload_lib);
+	free(m->stacks_file);
+	free(m->stacks_unwinder);
 	for (uint32_t i = 0; m->libraries && i < m->nr_libraries; i++) {
 		free(m->libraries[i].path);
 		free(m->libraries[i].kind);
@@ -199,6 +202,7 @@ void manifest__free(struct manifest *m)
 	free(m->libraries);
 	free(m->procs);
 	free(m->running);
+	free(m->markers);
 	memset(m, 0, sizeof(*m));
 }
 

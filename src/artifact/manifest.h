@@ -53,9 +53,29 @@ struct manifest_library {
 	uint32_t sites; /* probes attached in it (entry + return) */
 };
 
+/* results.window: the measured window (include/memtrack.h; semantics in src/acct/window.h) */
+struct manifest_window {
+	bool present; /* the program called MEMTRACK_START(): null in the JSON otherwise */
+	uint64_t peak_heap; /* bytes, peak of window blocks live together */
+	uint64_t allocs, allocated_bytes, frees; /* window blocks: made, their bytes, freed */
+	uint64_t live_bytes, live_count; /* window blocks never freed (live at exit or at the end) */
+	uint64_t starts, stops; /* START and STOP that opened and closed a process' window */
+	uint64_t duration_ns; /* time during which some process' window was open */
+};
+
+/* markers[]: START, STOP and MARK calls in order */
+struct manifest_marker {
+	char kind[16]; /* "start", "stop", "mark" (16: read and written as a comm) */
+	char name[MT_MARK_NAME_MAX + 1]; /* MARK's string, NUL-terminated; "" for the others */
+	int32_t pid, tid;
+	uint64_t ts_ns; /* CLOCK_MONOTONIC, as start_mono_ns */
+	uint64_t heap; /* bytes, tree live heap then */
+	uint64_t window_heap; /* bytes, window live then */
+};
+
 /*
  * Ownership, one rule: every pointer of a struct manifest (strings, argv and its strings,
- * libraries and their strings, running, procs) is a heap block the manifest owns, and
+ * libraries and their strings, running, procs, markers) is a heap block the manifest owns, and
  * manifest__free frees them all, whoever filled them (manifest__read, the tracker, the
  * accounting, a test). Fill strings with manifest__set_str / manifest__set_argv; to hand a
  * block to another manifest, move it (set the source's pointer to NULL).
@@ -79,6 +99,9 @@ struct manifest {
 	char *tracepoint_mechanism;
 	char *rmap_backend;
 	char *rmap_reason;
+	/* when the allocator uprobe programs were loaded: "at load" (with the others: uprobe and
+	 * preload modes), "at first attach" (auto: a library needed them), "not loaded" */
+	char *alloc_programs;
 	/* kernel BTF used for CO-RE: "cache" or "generated" (a minimal BTF, see
 	 * src/track/btf_cache.h), "vmlinux" (the whole kernel BTF) */
 	char *btf_source;
@@ -88,6 +111,19 @@ struct manifest {
 	char *preload_lib;
 	struct manifest_library *libraries;
 	uint32_t nr_libraries;
+	/* --stacks (stacks_file NULL: off, and neither key is written): outputs.stacks names the
+	 * stacks file (docs/stacks.md); the `stacks` object says how stacks were taken per event
+	 * path ("preload=libunwind") and counts allocation records with and without one */
+	char *stacks_file;
+	char *stacks_unwinder;
+	uint64_t stacks_allocs, stacks_with_stack, stacks_distinct, stacks_modules;
+	/* ... without one: unwinder failed, area full, bad ref, made before the process's unwinder
+	 * was set up (libraries' constructors), recorded by uprobes (no stack on that path yet) */
+	uint64_t stacks_unwind_failed, stacks_area_full, stacks_bad_ref, stacks_early, stacks_uprobe;
+	uint64_t stacks_file_bytes;
+	/* the uprobe path: stacks the BPF side could not copy (ring full, sp unmapped), unwound
+	 * in part, the ring bytes of the records that carried one, the time spent unwinding */
+	uint64_t stacks_not_copied, stacks_truncated, stacks_ring_bytes, stacks_unwind_ns;
 
 	/* accounting */
 	uint64_t counts[MT_EV_TYPE_MAX]; /* per event type written to the artifact */
@@ -110,6 +146,15 @@ struct manifest {
 	uint64_t ringbuf_bytes;
 	struct manifest_proc *procs;
 	uint32_t nr_procs;
+	struct manifest_window window;
+	struct manifest_marker *markers;
+	uint32_t nr_markers;
+	uint64_t markers_dropped; /* past the markers kept (src/acct/window.h) */
+
+	/* private: set by manifest__read, whose every non-NULL pointer above (the const strings
+	 * included) is then a heap copy; manifest__free frees only when it is set, so a
+	 * caller-built manifest (pointing at argv, literals...) is never freed by it. */
+	bool read_allocated;
 };
 
 struct outdir;

@@ -41,7 +41,7 @@ static json_t *ms(uint64_t ns)
  * holds (or, for arrays and computed keys, the functions that put and get it). Rows of a group
  * ("mechanisms", "results", ...) go into that object of the root, made at its first row.
  */
-enum field_kind { F_STR, F_COMM, F_I32, F_U32, F_INT, F_I64, F_U64, F_MS, F_BOOL, F_SUB };
+enum field_kind { F_STR, F_COMM, F_NAME, F_I32, F_U32, F_INT, F_I64, F_U64, F_MS, F_BOOL, F_SUB };
 
 struct field {
 	const char *group; /* NULL: the root (or the array element) */
@@ -65,6 +65,7 @@ static int field_put(json_t *o, const struct field *f, const void *base)
 	switch (f->kind) {
 	case F_STR: v = str_or_null(*(const char *const *)p); break;
 	case F_COMM: v = json_stringn(p, strnlen(p, 16)); break;
+	case F_NAME: v = json_stringn(p, strnlen(p, MT_MARK_NAME_MAX)); break;
 	case F_I32: v = json_integer(*(const int32_t *)p); break;
 	case F_U32: v = json_integer(*(const uint32_t *)p); break;
 	case F_INT: v = json_integer(*(const int *)p); break;
@@ -164,6 +165,43 @@ static int put_preload(json_t *o, const struct field *f, const struct manifest *
 	return rc;
 }
 
+/* --stacks: the `stacks` object's keys (docs/stacks.md), written only with --stacks */
+static const struct field stacks_rows[] = {
+	{NULL, "unwinder", F_STR, M(stacks_unwinder)},
+	{NULL, "allocs", F_U64, M(stacks_allocs)},
+	{NULL, "with_stack", F_U64, M(stacks_with_stack)},
+	{NULL, "distinct", F_U64, M(stacks_distinct)},
+	{NULL, "modules", F_U64, M(stacks_modules)},
+	{"without", "unwind_failed", F_U64, M(stacks_unwind_failed)},
+	{"without", "area_full", F_U64, M(stacks_area_full)},
+	{"without", "bad_ref", F_U64, M(stacks_bad_ref)},
+	{"without", "before_unwinder", F_U64, M(stacks_early)},
+	{"without", "uprobe", F_U64, M(stacks_uprobe)},
+	{"without", "not_copied", F_U64, M(stacks_not_copied)},
+	{NULL, "truncated", F_U64, M(stacks_truncated)},
+	{NULL, "ring_bytes", F_U64, M(stacks_ring_bytes)},
+	{NULL, "unwind_ns", F_U64, M(stacks_unwind_ns)},
+	{NULL, "file_bytes", F_U64, M(stacks_file_bytes)},
+};
+
+static int fields_put(json_t *root, const struct field *rows, size_t n, const void *base);
+
+/* outputs.stacks and the stacks object, with --stacks only: without, the manifest is as before */
+static int put_stacks(json_t *o, const struct field *f, const struct manifest *m)
+{
+	json_t *out, *st;
+
+	(void)f;
+	if (!m->stacks_file)
+		return 0;
+	out = json_object_get(o, "outputs");
+	if (!out && set(o, "outputs", out = json_object()))
+		return -ENOMEM;
+	if (set(out, "stacks", json_string(m->stacks_file)) || set(o, "stacks", st = json_object()))
+		return -ENOMEM;
+	return fields_put(st, stacks_rows, N(stacks_rows), m);
+}
+
 static const struct field proc_rows[] = {
 	{NULL, "pid", F_I32, AT(struct manifest_proc, pid)},
 	{NULL, "ppid", F_I32, AT(struct manifest_proc, ppid)},
@@ -188,6 +226,48 @@ static const struct field library_rows[] = {
 	{NULL, "kind", F_STR, AT(struct manifest_library, kind)},
 	{NULL, "sites", F_U32, AT(struct manifest_library, sites)},
 };
+
+#define W(member) AT(struct manifest_window, member)
+static const struct field window_rows[] = {
+	{NULL, "peak_heap", F_U64, W(peak_heap)},
+	{NULL, "allocs", F_U64, W(allocs)},
+	{NULL, "allocated_bytes", F_U64, W(allocated_bytes)},
+	{NULL, "frees", F_U64, W(frees)},
+	{NULL, "live_bytes", F_U64, W(live_bytes)},
+	{NULL, "live_count", F_U64, W(live_count)},
+	{NULL, "starts", F_U64, W(starts)},
+	{NULL, "stops", F_U64, W(stops)},
+	{NULL, "duration", F_MS, W(duration_ns)},
+};
+
+static const struct field marker_rows[] = {
+	{NULL, "kind", F_COMM, AT(struct manifest_marker, kind)},
+	{NULL, "name", F_NAME, AT(struct manifest_marker, name)},
+	{NULL, "pid", F_I32, AT(struct manifest_marker, pid)},
+	{NULL, "tid", F_I32, AT(struct manifest_marker, tid)},
+	{NULL, "ts_ns", F_U64, AT(struct manifest_marker, ts_ns)},
+	{NULL, "heap", F_U64, AT(struct manifest_marker, heap)},
+	{NULL, "window_heap", F_U64, AT(struct manifest_marker, window_heap)},
+};
+
+/* results.window: null when the program never called MEMTRACK_START() */
+static int put_window(json_t *o, const struct field *f, const struct manifest *m)
+{
+	json_t *w;
+
+	if (!m->window.present)
+		return set(o, f->key, json_null());
+	w = json_object();
+	if (set(o, f->key, w))
+		return -ENOMEM;
+	return fields_put(w, window_rows, N(window_rows), &m->window);
+}
+
+static int put_markers(json_t *o, const struct field *f, const struct manifest *m)
+{
+	return array_put(o, f->key, m->markers, m->nr_markers, sizeof(*m->markers), marker_rows,
+			 N(marker_rows));
+}
 
 static int put_version(json_t *o, const struct field *f, const struct manifest *m)
 {
@@ -260,6 +340,9 @@ static int get_running(json_t *o, const struct field *f, struct manifest *m);
 static int get_procs(json_t *o, const struct field *f, struct manifest *m);
 static int get_by_type(json_t *o, const struct field *f, struct manifest *m);
 static int get_drop_reasons(json_t *o, const struct field *f, struct manifest *m);
+static int get_window(json_t *o, const struct field *f, struct manifest *m);
+static int get_markers(json_t *o, const struct field *f, struct manifest *m);
+static int get_stacks(json_t *o, const struct field *f, struct manifest *m);
 
 static const struct field manifest_rows[] = {
 	{NULL, "format_version", F_SUB, .put = put_version},
@@ -278,8 +361,10 @@ static const struct field manifest_rows[] = {
 	{"mechanisms", "rmap_backend", F_STR, M(rmap_backend)},
 	{"mechanisms", "rmap_reason", F_STR, M(rmap_reason)},
 	{"mechanisms", "btf", F_STR, M(btf_source)},
+	{"mechanisms", "alloc_programs", F_STR, M(alloc_programs)},
 	{"mechanisms", NULL, F_SUB, .put = put_preload},
 	{NULL, "libraries", F_SUB, .put = put_libraries, .get = get_libraries},
+	{NULL, "stacks", F_SUB, .put = put_stacks, .get = get_stacks},
 	{"events", "total", F_U64, M(events_total)},
 	{"events", "by_type", F_SUB, .put = put_by_type, .get = get_by_type},
 	{"drops", NULL, F_SUB, .put = put_drop_reasons, .get = get_drop_reasons},
@@ -300,6 +385,9 @@ static const struct field manifest_rows[] = {
 	{"results", "frees", F_U64, M(frees)},
 	{"results", "leaked_bytes", F_U64, M(leaked_bytes)},
 	{"results", "leaked_count", F_U64, M(leaked_count)},
+	{"results", "window", F_SUB, .put = put_window, .get = get_window},
+	{NULL, "markers", F_SUB, .put = put_markers, .get = get_markers},
+	{NULL, "markers_dropped", F_U64, M(markers_dropped)},
 	{NULL, "memtrack_max_rss", F_U64, M(memtrack_max_rss)},
 	{NULL, "ringbuf_bytes", F_U64, M(ringbuf_bytes)},
 	{NULL, "processes", F_SUB, .put = put_procs, .get = get_procs},
@@ -377,6 +465,11 @@ static void field_get(json_t *o, const struct field *f, void *base, int *err)
 		v = get(o, f->key, JSON_STRING, err);
 		if (v) /* truncated to what the kernel keeps: 15 bytes and a NUL */
 			snprintf(p, 16, "%s", json_string_value(v));
+		break;
+	case F_NAME:
+		v = get(o, f->key, JSON_STRING, err);
+		if (v)
+			snprintf(p, MT_MARK_NAME_MAX + 1, "%s", json_string_value(v));
 		break;
 	case F_I32: *(int32_t *)p = (int32_t)get_i64(o, f->key, err); break;
 	case F_U32: *(uint32_t *)p = (uint32_t)get_u64(o, f->key, err); break;
@@ -472,6 +565,23 @@ static int get_procs(json_t *o, const struct field *f, struct manifest *m)
 			 proc_rows, N(proc_rows));
 }
 
+static int get_window(json_t *o, const struct field *f, struct manifest *m)
+{
+	int err = 0;
+	json_t *w = get(o, f->key, JSON_OBJECT, &err);
+
+	if (err || !w)
+		return err;
+	m->window.present = true;
+	return fields_get(w, window_rows, N(window_rows), &m->window);
+}
+
+static int get_markers(json_t *o, const struct field *f, struct manifest *m)
+{
+	return array_get(o, f->key, (void **)&m->markers, &m->nr_markers, sizeof(*m->markers),
+			 marker_rows, N(marker_rows));
+}
+
 static int get_by_type(json_t *o, const struct field *f, struct manifest *m)
 {
 	int err = 0;
@@ -491,6 +601,22 @@ static int get_drop_reasons(json_t *o, const struct field *f, struct manifest *m
 	for (int i = 0; i < DROP_NR; i++)
 		m->drops[i] = get_u64(o, records__drops[i].key, &err);
 	return err;
+}
+
+static int get_stacks(json_t *o, const struct field *f, struct manifest *m)
+{
+	int err = 0;
+	json_t *out = get(o, "outputs", JSON_OBJECT, &err), *st;
+	json_t *file = get(out, "stacks", JSON_STRING, &err);
+
+	(void)f;
+	if (err || !file)
+		return err;
+	m->stacks_file = strdup(json_string_value(file));
+	if (!m->stacks_file)
+		return -ENOMEM;
+	st = get(o, "stacks", JSON_OBJECT, &err);
+	return err ? err : fields_get(st, stacks_rows, N(stacks_rows), m);
 }
 
 int manifest__parse(struct manifest *m, json_t *root)

@@ -9,6 +9,163 @@
 #include "bpf/maps.bpf.h"
 #include "bpf/probe_spec.h"
 
+/*
+ * --stacks: bytes of user stack to copy with each allocation record, 0 = no stacks (the
+ * records stay 48 bytes). Set by user space before load; at most MT_USTACK_MAX.
+ */
+const volatile __u32 mt_ustack_bytes = 0;
+
+/* A record with its stack is built here, then copied into the ring with its real length:
+ * bpf_ringbuf_reserve wants a constant size, bpf_ringbuf_output does not. */
+struct mt_ustack_rec {
+	struct mt_event ev;
+	struct mt_ustack us;
+	__u8 data[MT_USTACK_MAX + 4096]; /* + a page of slack: the verifier sees every copy fit */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mt_ustack_rec);
+} ustack_scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MT_USTACK_LOST_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+} ustack_lost SEC(".maps");
+
+static __always_inline void mt_ustack_lost(__u32 why)
+{
+	__u64 *n = bpf_map_lookup_elem(&ustack_lost, &why);
+
+	if (n)
+		*n += 1;
+}
+
+/*
+ * Copies the stack from sp upwards, a page at a time: a read that crosses into an unmapped page
+ * fails whole, and the top of a stack is the end of its mapping. Returns the bytes copied.
+ */
+static __always_inline __u32 mt_ustack_copy(struct mt_ustack_rec *r, __u64 sp, __u64 want)
+{
+	__u64 done = 0;
+
+	for (int i = 0; i < MT_USTACK_MAX / 4096 + 1; i++) {
+		__u64 n = 4096 - ((sp + done) & 4095);
+
+		if (done >= want || done > MT_USTACK_MAX)
+			break;
+		if (n > want - done)
+			n = want - done;
+		if (n == 0 || n > 4096) /* cannot be: says so to the verifier */
+			break;
+		if (bpf_probe_read_user(&r->data[done], n, (void *)(sp + done)))
+			break;
+		done += n;
+	}
+	return done;
+}
+
+/*
+ * The return addresses above sp that uretprobes replaced with the trampoline: the kernel keeps
+ * the originals in the task's return instances, newest first. The newest is the allocator's own
+ * (its slot is below sp); the others are probed functions in progress further up (dlopen).
+ */
+static __always_inline void mt_ustack_rets(struct mt_ustack_rec *r, __u64 sp)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct return_instance *ri = BPF_CORE_READ(task, utask, return_instances);
+	__u32 n = 0;
+
+	for (int i = 0; i < 8 && ri && n < MT_USTACK_RETS; i++) {
+		__u64 slot = BPF_CORE_READ(ri, stack);
+
+		if (slot >= sp) {
+			r->us.rets[n][0] = slot;
+			r->us.rets[n][1] = BPF_CORE_READ(ri, orig_ret_vaddr);
+			n++;
+		}
+		ri = BPF_CORE_READ(ri, next);
+	}
+	r->us.nr_rets = n;
+	r->us.pad = 0;
+}
+
+/*
+ * Writes an allocation record, with the caller's stack when --stacks asked for one. Called at
+ * the return of the outermost call: ip is the return address into the caller (the kernel puts
+ * it back before the return probes run), sp points just above it, and the callee-saved
+ * registers are the caller's again, which is what unwinding from the caller's frame needs. A
+ * stack taken here cannot belong to another record: it is written with its own.
+ */
+static __always_inline void mt_emit_alloc(struct pt_regs *ctx, __u32 type, __u32 tgid, __u32 tid,
+					  __u64 addr, __u64 size, __u64 old_addr)
+{
+	struct mt_ustack_rec *r;
+	__u32 zero = 0, got;
+	__u64 sp, top, len, pending, want = mt_ustack_bytes, flags = BPF_RB_NO_WAKEUP;
+
+	if (!want || !(r = bpf_map_lookup_elem(&ustack_scratch, &zero))) {
+		mt_emit(type, tgid, tid, addr, size, old_addr);
+		return;
+	}
+	sp = PT_REGS_SP(ctx);
+	/* The main thread's outermost frame (_start) is just below where the kernel put argc:
+	 * what lies above (argv, the environment, the auxiliary vector) is no frame's, and
+	 * copying it cost more than the frames themselves in a shallow program. */
+	if (tgid == tid) {
+		top = BPF_CORE_READ(bpf_get_current_task_btf(), mm, start_stack);
+		if (top > sp && top - sp + 16 < want)
+			want = (top - sp + 16 + 7) & ~7ull;
+	}
+	got = mt_ustack_copy(r, sp, want);
+	if (!got) {
+		mt_ustack_lost(MT_USTACK_LOST_COPY);
+		mt_emit(type, tgid, tid, addr, size, old_addr);
+		return;
+	}
+	r->ev.type = type;
+	r->ev.pid = tgid;
+	r->ev.tid = tid;
+	r->ev.aux = 0;
+	r->ev.ts = bpf_ktime_get_ns();
+	r->ev.addr = addr;
+	r->ev.size = size;
+	r->ev.old_addr = old_addr;
+	r->us.regs[MT_UREG_IP] = PT_REGS_IP(ctx);
+	r->us.regs[MT_UREG_SP] = sp;
+	r->us.regs[MT_UREG_BP] = PT_REGS_FP(ctx);
+	r->us.regs[MT_UREG_BX] = ctx->bx;
+	r->us.regs[MT_UREG_R12] = ctx->r12;
+	r->us.regs[MT_UREG_R13] = ctx->r13;
+	r->us.regs[MT_UREG_R14] = ctx->r14;
+	r->us.regs[MT_UREG_R15] = ctx->r15;
+	r->us.size = got;
+	r->us.flags = got == want ? MT_USTACK_CUT : 0;
+	mt_ustack_rets(r, sp);
+	len = sizeof(r->ev) + sizeof(r->us) + got;
+	if (len > sizeof(*r))
+		return; /* cannot happen: the copy is bounded; the verifier wants it said */
+	pending = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	/* Stacks go first when the consumer falls behind: past half the ring, records are written
+	 * without one, so that the ring's other half still takes every record. */
+	if (pending + len > bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 2) {
+		mt_ustack_lost(MT_USTACK_LOST_RING);
+		mt_emit(type, tgid, tid, addr, size, old_addr);
+		return;
+	}
+	if (pending + len >= mt_wakeup_bytes)
+		flags = BPF_RB_FORCE_WAKEUP;
+	if (bpf_ringbuf_output(&events, r, len, flags)) {
+		/* no room for the stack: the record alone still may fit */
+		mt_ustack_lost(MT_USTACK_LOST_RING);
+		mt_emit(type, tgid, tid, addr, size, old_addr);
+	}
+}
+
 /* The first four arguments, read once: an index into ctx computed at run time is refused. */
 struct mt_args {
 	__u64 a[4];
@@ -52,14 +209,18 @@ static __always_inline int mt_alloc_entry(struct pt_regs *ctx)
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct mt_thread *t;
 	struct mt_args args;
+	struct mt_proc *p;
 	bool outer, internal;
 	__u32 spec;
 
-	if (!bpf_map_lookup_elem(&procs, &tgid))
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	if (!p)
 		return 0;
 	spec = (__u32)bpf_get_attach_cookie(ctx);
 	if (spec & MT_SPEC_DLOPEN)
 		return 0; /* not an allocator: what it allocates inside is the program's own */
+	if ((spec & MT_SPEC_PL) && p->served)
+		return 0; /* the interposer records it (proc.h); its return is skipped alike */
 	mt_args_read(ctx, &args);
 	t = mt_thread_get();
 	outer = !t || t->depth == 0;
@@ -110,12 +271,15 @@ static __always_inline int mt_alloc_return(struct pt_regs *ctx)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct mt_thread *t;
+	struct mt_proc *p;
 	__u64 ret, addr;
 	__u32 spec;
 
-	if (!bpf_map_lookup_elem(&procs, &tgid))
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	if (!p)
 		return 0;
-	if ((__u32)bpf_get_attach_cookie(ctx) & MT_SPEC_DLOPEN) {
+	spec = (__u32)bpf_get_attach_cookie(ctx);
+	if (spec & MT_SPEC_DLOPEN) {
 		/* A library may have been loaded: stop before the caller can use it, and let
 		 * user space attach to it first (its constructors have run already). */
 		struct mt_event *e = mt_reserve(MT_EV_CTL_DLOPEN_STOPPED, tgid, tid);
@@ -126,6 +290,10 @@ static __always_inline int mt_alloc_return(struct pt_regs *ctx)
 		}
 		return 0;
 	}
+	/* served is set only by the image itself, before its first call here, and cleared at
+	 * exec: it cannot change between a call's entry and its return */
+	if ((spec & MT_SPEC_PL) && p->served)
+		return 0;
 	t = mt_thread_get();
 	if (!t || t->depth == 0) {
 		mt_drop(MT_DROP_UNMATCHED_RET);
@@ -141,7 +309,7 @@ static __always_inline int mt_alloc_return(struct pt_regs *ctx)
 		/* posix_memalign: 0 on success, and only then is *memptr the block */
 		if ((int)ret != 0 || bpf_probe_read_user(&addr, sizeof(addr), (void *)t->a0) || !addr)
 			return 0;
-		mt_emit(MT_SPEC_TYPE(spec), tgid, tid, addr, t->a1, 0);
+		mt_emit_alloc(ctx, MT_SPEC_TYPE(spec), tgid, tid, addr, t->a1, 0);
 		return 0;
 	}
 	if (spec & MT_SPEC_OLD) {
@@ -151,11 +319,11 @@ static __always_inline int mt_alloc_return(struct pt_regs *ctx)
 				mt_emit(MT_EV_FREE, tgid, tid, t->a0, 0, 0);
 			return 0;
 		}
-		mt_emit(MT_EV_REALLOC, tgid, tid, ret, t->a1, t->a0);
+		mt_emit_alloc(ctx, MT_EV_REALLOC, tgid, tid, ret, t->a1, t->a0);
 		return 0;
 	}
 	if (ret)
-		mt_emit(MT_SPEC_TYPE(spec), tgid, tid, ret, t->a1, 0);
+		mt_emit_alloc(ctx, MT_SPEC_TYPE(spec), tgid, tid, ret, t->a1, 0);
 	return 0;
 }
 

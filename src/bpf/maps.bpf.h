@@ -105,11 +105,19 @@ extern struct mt_global_map global SEC(".maps");
  */
 struct mt_stop_ctl_map {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2); /* [1]: stop at every exec, known executables too (process.bpf.c) */
 	__type(key, __u32);
 	__type(value, __u64); /* 64 bits: the only width of atomic fetch-add before -mcpu=v3 */
 };
 extern struct mt_stop_ctl_map stop_ctl SEC(".maps");
+
+static __always_inline bool mt_stop_all(void)
+{
+	__u32 key = 1;
+	__u64 *all = bpf_map_lookup_elem(&stop_ctl, &key);
+
+	return all && *all;
+}
 
 static __always_inline void mt_drop(__u32 reason)
 {
@@ -194,22 +202,6 @@ static __always_inline void mt_stop_submit(struct mt_event *e)
 	}
 	bpf_send_signal(19 /* SIGSTOP */);
 	mt_submit(e, true);
-}
-
-/* A process' name, after its Fork or Exec record (MT_EV_CTL_COMM): task's comm (fork), or the
- * current task's (exec, which sets it). Lost names are counted as ring drops. */
-static __always_inline void mt_emit_comm(__u32 pid, __u32 tid, struct task_struct *task)
-{
-	struct mt_event *e = mt_reserve(MT_EV_CTL_COMM, pid, tid);
-
-	if (!e)
-		return;
-	/* addr and size, 16 contiguous bytes, zeroed by mt_reserve */
-	if (task)
-		bpf_core_read_str(&e->addr, 16, &task->comm);
-	else
-		bpf_get_current_comm(&e->addr, 16);
-	mt_submit(e, false);
 }
 
 static __always_inline int mt_emit(__u32 type, __u32 pid, __u32 tid, __u64 addr, __u64 size,

@@ -9,6 +9,7 @@
  *   12-13 argument index of the old pointer (realloc) or out-pointer (posix_memalign)
  *   16-23 flags below
  *   24-28 MT_SPEC_AT: bytes from the function's entry to the entry probe (probe_place.h)
+ *   29    MT_SPEC_PL: a family the preload interposer serves (glibc, libstdc++)
  */
 #ifndef MEMTRACK_PROBE_SPEC_H
 #define MEMTRACK_PROBE_SPEC_H
@@ -34,6 +35,9 @@
 #define MT_SPEC_SELF	  (1u << 23)
 #define MT_SPEC_AT(s)	  (((s) >> 24) & 31)
 #define MT_SPEC_AT_MAX	  31
+/* A site of glibc or libstdc++, whose calls the preload interposer records for the processes
+ * it serves (struct mt_proc.served): the programs skip those processes at such a site. */
+#define MT_SPEC_PL	  (1u << 29)
 
 #define MT_SPEC(type, size_arg, nmemb_arg, ptr_arg, flags)                                          \
 	((unsigned)(type) | ((unsigned)(size_arg) << 8) | ((unsigned)(nmemb_arg) << 10) |          \

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR MIT */
 /*
  * Map layouts and keys that both sides use: the procs map's value (user space registers the
- * root process with a zeroed one, reads nothing else) and the known_exe map's key. Included
+ * root process, reads nothing else) and the known_exe map's key. Included
  * after events.h's types: vmlinux.h on the BPF side, <stdint.h> in user space.
  */
 #ifndef MEMTRACK_PROC_H
@@ -10,7 +10,8 @@
 #include "bpf/events.h"
 
 /* One tracked thread group, the procs map's value (key: tgid). Written by process.bpf.c
- * (fork/exec/exit) and rss.bpf.c. */
+ * (fork/exec/exit), rss.bpf.c and served.bpf.c; user space registers the root with
+ * everything zero but no_stop. */
 struct mt_proc {
 	mt_u64 mm; /* the mm_struct this process owns now; RSS of another mm is never ours */
 	mt_s64 rss[MT_RSS_NR]; /* bytes, last exact value per member */
@@ -22,6 +23,14 @@ struct mt_proc {
 	mt_u32 execs;
 	mt_u64 lock; /* 1 while a program changes rss[] and writes its records (mt_proc_lock);
 		      * 64 bits: clang 14 makes 32-bit atomics only with -mcpu=v3 */
+	/* 1 while the preload interposer serves this image's glibc and C++ allocator calls: set
+	 * by its registration (served.bpf.c) before its first call reaches glibc's malloc,
+	 * inherited at fork, cleared at exec. The uprobes on glibc and libstdc++ (MT_SPEC_PL)
+	 * then write nothing for it: no call is counted by both mechanisms. */
+	mt_u32 served;
+	/* 1: the next exec of a known executable does not stop even when every exec stops
+	 * (stop_ctl[1]): the root's, judged by user space before it ran. Cleared at exec. */
+	mt_u32 no_stop;
 };
 
 /*

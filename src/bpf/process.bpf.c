@@ -58,6 +58,142 @@ static __always_inline void mt_disown_mm(__u64 mm, __u32 tgid)
 		bpf_map_delete_elem(&mm_owner, &mm);
 }
 
+/*
+ * The end of fork, exec and exit, in a program of its own that they tail-call: re-base every
+ * counter of the process (rss.bpf.h), then release its lock; exit also writes the Exit and
+ * forgets the process. The verifier checks this once (~1,100 instructions, most of them
+ * the re-base), where inlined in the three it was checked three times. Per-CPU request:
+ * tracepoint programs run with preemption disabled, never in interrupt context, and the tail
+ * call follows the request's writing at once.
+ */
+struct mt_rebase_req {
+	__u64 mm; /* the mm whose counters are read; 0: every counter to 0 (exit) */
+	__u32 tgid, tid;
+	__u32 locked; /* the caller holds the process's lock */
+	__u32 exit;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mt_rebase_req);
+} rebase_req SEC(".maps");
+
+/* [0]: mt_rebase, set by user space after the load (tracker_load.c) */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} rebase_prog SEC(".maps");
+
+static __always_inline void mt_rebase_finish(const struct mt_rebase_req *r)
+{
+	__u32 tgid = r->tgid;
+	struct mt_proc *p = bpf_map_lookup_elem(&procs, &tgid);
+
+	if (!p)
+		return;
+	if (r->exit) {
+		mt_emit(MT_EV_EXIT, tgid, r->tid, 0, 0, 0);
+		mt_disown_mm(p->mm, tgid);
+		p->mm = 0;
+	}
+	if (r->locked)
+		mt_proc_unlock(p);
+	if (r->exit)
+		bpf_map_delete_elem(&procs, &tgid);
+}
+
+SEC("raw_tp")
+int mt_rebase(void *ctx)
+{
+	__u32 zero = 0;
+	struct mt_rebase_req *r = bpf_map_lookup_elem(&rebase_req, &zero);
+
+	if (!r)
+		return 0;
+	mt_rss_seed(r->tgid, r->tid, r->mm);
+	mt_rebase_finish(r);
+	return 0;
+}
+
+/* Re-bases and finishes through mt_rebase. The tail call fails only once the program array
+ * is emptied, when memtrack's descriptors are being closed: then the process is only
+ * unlocked, and forgotten at its exit. */
+static __always_inline void mt_rebase_call(void *ctx, __u32 tgid, __u32 tid, __u64 mm, bool locked,
+					   bool exit)
+{
+	__u32 zero = 0;
+	struct mt_rebase_req *r = bpf_map_lookup_elem(&rebase_req, &zero);
+
+	if (!r)
+		return;
+	r->mm = mm;
+	r->tgid = tgid;
+	r->tid = tid;
+	r->locked = locked;
+	r->exit = exit;
+	bpf_tail_call(ctx, &rebase_prog, 0);
+	if (locked) {
+		struct mt_proc *p = bpf_map_lookup_elem(&procs, &tgid);
+
+		if (p)
+			mt_proc_unlock(p);
+	}
+	if (exit)
+		bpf_map_delete_elem(&procs, &tgid);
+}
+
+/* A process' name, after its Fork or Exec record (MT_EV_CTL_COMM): task's comm (fork), or the
+ * current task's (task 0: exec, which sets it). Lost names are counted as ring drops. A global
+ * function, checked once per program. Returns 0. */
+__noinline int mt_emit_comm(__u32 pid, __u32 tid, __u64 task)
+{
+	struct mt_event *e = mt_reserve(MT_EV_CTL_COMM, pid, tid);
+
+	if (!e)
+		return 0;
+	/* addr and size, 16 contiguous bytes, zeroed by mt_reserve */
+	if (task)
+		bpf_core_read_str(&e->addr, 16, &((struct task_struct *)task)->comm);
+	else
+		bpf_get_current_comm(&e->addr, 16);
+	mt_submit(e, false);
+	return 0;
+}
+
+/*
+ * Stops the task if the new executable was not inspected yet (mt_stop_on_exec). Returns 0.
+ * A global function: checked once, not once per path of mt_on_exec that reaches it (the
+ * lock's and the records' outcomes multiply them).
+ */
+__noinline int mt_exec_stop(__u32 tgid, __u32 tid, __u64 bprm, bool no_stop)
+{
+	struct inode *ino;
+	struct mt_event *e;
+	__u64 key;
+
+	if (!mt_stop_on_exec)
+		return 0;
+	ino = BPF_CORE_READ((struct linux_binprm *)bprm, file, f_inode);
+	key = mt_exe_key(BPF_CORE_READ(ino, i_sb, s_dev), BPF_CORE_READ(ino, i_ino));
+	/* stop_ctl[1]: every exec stops, known executables too (--alloc-hooks auto while glibc's
+	 * probes are not attached: tracker_run.c judges whether the process needs them); no_stop:
+	 * the root's, judged before it ran */
+	if (bpf_map_lookup_elem(&known_exe, &key) && (no_stop || !mt_stop_all()))
+		return 0;
+	e = mt_reserve(MT_EV_CTL_EXEC_STOPPED, tgid, tid);
+	if (!e)
+		return 0; /* counted as a ring drop; the task runs on unstopped */
+	e->addr = key;
+	/* SIGSTOP is taken on the way back to user space: no instruction of the new image runs
+	 * before the consumer answers with SIGCONT. */
+	mt_stop_submit(e);
+	return 0;
+}
+
 SEC("raw_tp/sched_process_fork")
 int BPF_PROG(mt_on_fork, struct task_struct *parent, struct task_struct *child)
 {
@@ -66,6 +202,7 @@ int BPF_PROG(mt_on_fork, struct task_struct *parent, struct task_struct *child)
 	__u32 cpid = BPF_CORE_READ(child, pid);
 	struct mt_proc *pp, init = {}, *cp;
 	struct mm_struct *cmm;
+	bool locked;
 
 	if (cpid != ctgid) /* a new thread: same group, nothing to track */
 		return 0;
@@ -75,6 +212,7 @@ int BPF_PROG(mt_on_fork, struct task_struct *parent, struct task_struct *child)
 	cmm = BPF_CORE_READ(child, mm);
 	init.mm = (__u64)cmm;
 	init.ppid = ptgid;
+	init.served = pp->served; /* the interposer's state is copied with the memory */
 	if (bpf_map_update_elem(&procs, &ctgid, &init, BPF_NOEXIST)) {
 		mt_drop(MT_DROP_PROC_MAP);
 		return 0;
@@ -83,18 +221,15 @@ int BPF_PROG(mt_on_fork, struct task_struct *parent, struct task_struct *child)
 	if (!cp)
 		return 0;
 	mt_emit(MT_EV_FORK, ctgid, cpid, 0, ptgid, 0);
-	mt_emit_comm(ctgid, cpid, child);
+	mt_emit_comm(ctgid, cpid, (__u64)child);
 	/* The parent copied the counters into the child's fresh mm in its own context, before this
 	 * tracepoint: seed the child from them. A CLONE_VM child (vfork) shares the parent's mm,
 	 * which stays the parent's until the child execs. */
-	if ((__u64)cmm != pp->mm) {
-		bool locked = mt_proc_lock(ctgid); /* kswapd may already reclaim from cmm */
-
-		mt_own_mm((__u64)cmm, ctgid);
-		mt_rss_seed(cp, ctgid, cpid, cmm);
-		if (locked)
-			mt_proc_unlock(cp);
-	}
+	if ((__u64)cmm == pp->mm)
+		return 0;
+	locked = mt_proc_lock(ctgid); /* kswapd may already reclaim from cmm */
+	mt_own_mm((__u64)cmm, ctgid);
+	mt_rebase_call(ctx, ctgid, cpid, (__u64)cmm, locked, false);
 	return 0;
 }
 
@@ -105,9 +240,7 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct mt_proc *p = bpf_map_lookup_elem(&procs, &tgid);
 	struct mm_struct *mm;
-	struct inode *ino;
-	bool locked;
-	__u64 key;
+	bool locked, no_stop;
 
 	if (!p)
 		return 0;
@@ -116,32 +249,19 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	 * checks p->mm under the lock) */
 	locked = mt_proc_lock(tgid);
 	mt_emit(MT_EV_EXEC, tgid, tid, 0, 0, 0);
-	mt_emit_comm(tgid, tid, NULL); /* exec renamed it */
+	mt_emit_comm(tgid, tid, 0); /* exec renamed it */
 	mt_disown_mm(p->mm, tgid);
 	p->mm = (__u64)mm;
 	p->execs++;
+	p->served = 0; /* the new image registers again if the interposer serves it */
+	no_stop = p->no_stop;
+	p->no_stop = 0;
 	mt_own_mm((__u64)mm, tgid);
+	/* before the re-base (the tail call does not return): the stop is taken on the way back
+	 * to user space, after all of this */
+	mt_exec_stop(tgid, tid, (__u64)bprm, no_stop);
 	/* The old image's memory is gone: the new mm starts from what exec mapped. */
-	mt_rss_seed(p, tgid, tid, mm);
-	if (locked)
-		mt_proc_unlock(p);
-
-	if (!mt_stop_on_exec)
-		return 0;
-	ino = BPF_CORE_READ(bprm, file, f_inode);
-	key = mt_exe_key(BPF_CORE_READ(ino, i_sb, s_dev), BPF_CORE_READ(ino, i_ino));
-	if (bpf_map_lookup_elem(&known_exe, &key))
-		return 0;
-	{
-		struct mt_event *e = mt_reserve(MT_EV_CTL_EXEC_STOPPED, tgid, tid);
-
-		if (!e)
-			return 0; /* counted as a ring drop; the task runs on unstopped */
-		e->addr = key;
-		/* SIGSTOP is taken on the way back to user space: no instruction of the new image
-		 * runs before the consumer answers with SIGCONT. */
-		mt_stop_submit(e);
-	}
+	mt_rebase_call(ctx, tgid, tid, (__u64)mm, locked, false);
 	return 0;
 }
 
@@ -151,29 +271,21 @@ int BPF_PROG(mt_on_exit, struct task_struct *task)
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
-	struct mt_proc *p;
 	bool locked;
 
 	/* the thread's call state (task storage) is freed with its task_struct: nothing to do */
-	p = bpf_map_lookup_elem(&procs, &tgid);
-	if (!p)
+	if (!bpf_map_lookup_elem(&procs, &tgid))
 		return 0;
 	/* signal->live is decremented before this tracepoint on every kernel: 0 means this is the
 	 * last thread of the group (a leader that called pthread_exit earlier is not). */
 	if (BPF_CORE_READ(cur, signal, live.counter) != 0)
 		return 0;
-	/* forced: with the fentry rmap backend, what the mm still holds here is torn down after
-	 * this tracepoint (6.16+), where the owner is gone; the close-out carries it */
-	/* under p->lock, up to the mm's release: a reclaimer still changing the mm (rss.bpf.c)
-	 * writes nothing after the Exit */
+	/* Every counter to 0, forced: with the fentry rmap backend, what the mm still holds here
+	 * is torn down after this tracepoint (6.16+), where the owner is gone; the close-out
+	 * carries it. Then the Exit, the mm released, the process forgotten (mt_rebase_finish).
+	 * Under p->lock up to the mm's release: a reclaimer still changing the mm (rss.bpf.c)
+	 * writes nothing after the Exit. */
 	locked = mt_proc_lock(tgid);
-	for (__u32 m = 0; m < MT_RSS_NR; m++)
-		mt_rss_set(p, tgid, tid, m, 0, true);
-	mt_emit(MT_EV_EXIT, tgid, tid, 0, 0, 0);
-	mt_disown_mm(p->mm, tgid);
-	p->mm = 0;
-	if (locked)
-		mt_proc_unlock(p);
-	bpf_map_delete_elem(&procs, &tgid);
+	mt_rebase_call(ctx, tgid, tid, 0, locked, true);
 	return 0;
 }

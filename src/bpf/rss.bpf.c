@@ -44,3 +44,33 @@ int mt_on_rss_stat(struct bpf_raw_tracepoint_args *ctx)
 	mt_proc_unlock(p);
 	return 0;
 }
+
+__noinline int mt_rss_rebase(__u32 tgid, __u32 tid, __u32 member, __u64 mm)
+{
+	struct mt_proc *p = bpf_map_lookup_elem(&procs, &tgid);
+	__s64 val = 0;
+
+	/* a 64-bit copy: the bound survives the compiler's spills of it (a 32-bit fill loses it) */
+	__u64 m = member;
+
+	barrier_var(m);
+	if (!p || m >= MT_RSS_NR)
+		return 0;
+	if (!mm || !mt_rss_read((struct mm_struct *)mm, m, &val))
+		mt_rss_set(p, tgid, tid, m, val, true);
+	return 0;
+}
+
+int mt_rss_emit(__u32 tgid, __u32 tid, __u32 member, __s64 bytes, __u64 ts)
+{
+	struct mt_event *e = mt_reserve(MT_EV_RSS, tgid, tid);
+
+	if (!e)
+		return 0;
+	if (ts)
+		e->ts = ts;
+	e->aux = member;
+	e->size = bytes;
+	mt_submit(e, false);
+	return 0;
+}

@@ -23,15 +23,22 @@ static const char track_usage[] =
 	"                        (default: the current directory; created with its parents if\n"
 	"                        missing; existing files there are never replaced)\n"
 	"      --rmap            also record page-level events (rmap mode; env MEMTRACK_TRACK_RMAP=1)\n"
-	"      --ring-size SIZE  BPF ring buffer size, rounded up to a power of two (default 8M)\n"
+	"      --ring-size SIZE  BPF ring buffer size, rounded up to a power of two (default 8M;\n"
+	"                        16M with --stacks)\n"
 	"      --rss-step SIZE   write an Rss record when a counter moved this much (default 64K;\n"
 	"                        0 = every change); peaks are always kept exactly\n"
 	"      --alloc-hooks MODE  how allocator calls are caught (env MEMTRACK_ALLOC_HOOKS):\n"
-	"                        uprobe (default): eBPF uprobes on every allocator library;\n"
-	"                        preload: an LD_PRELOAD interposer for glibc, libstdc++ and\n"
-	"                        shared jemalloc/mimalloc/tcmalloc (in process, ~10x cheaper\n"
-	"                        per call), uprobes for the rest (allocators in the executable);\n"
-	"                        auto: preload when it can be set up (for now)\n"
+	"                        auto (default): per process, an LD_PRELOAD interposer where it\n"
+	"                        records glibc's and libstdc++'s calls (in process, no cost to\n"
+	"                        other processes), eBPF uprobes where it cannot (static programs,\n"
+	"                        set-id programs, a cleared environment, jemalloc, mimalloc,\n"
+	"                        tcmalloc, a malloc in the executable);\n"
+	"                        preload: the interposer for glibc and libstdc++, uprobes only on\n"
+	"                        other allocators (a process it cannot serve goes untracked);\n"
+	"                        uprobe: eBPF uprobes on every allocator library\n"
+	"      --stacks          also record the call stack of every allocation (env\n"
+	"                        MEMTRACK_STACKS=1) in DIR/<pid>.memtrack.stacks, for `memtrack\n"
+	"                        report`; taken in process with --alloc-hooks preload (libunwind)\n"
 	"      --sync-detach     detach the probes before exiting (default: a child process does\n"
 	"                        it once the outputs are written, off the command's critical path)\n"
 	"  -q, --quiet           no summary at the end\n"
@@ -84,7 +91,7 @@ static bool env_flag(const char *name, bool *val)
 int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_argv[4])
 {
 	enum { OPT_RMAP = 256, OPT_NO_RMAP, OPT_RING_SIZE, OPT_RSS_STEP, OPT_SYNC_DETACH,
-	       OPT_ALLOC_HOOKS };
+	       OPT_ALLOC_HOOKS, OPT_STACKS, OPT_NO_STACKS };
 	static const struct option longopts[] = {
 		{"output", required_argument, NULL, 'o'},
 		{"rmap", no_argument, NULL, OPT_RMAP},
@@ -93,14 +100,17 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 		{"rss-step", required_argument, NULL, OPT_RSS_STEP},
 		{"sync-detach", no_argument, NULL, OPT_SYNC_DETACH},
 		{"alloc-hooks", required_argument, NULL, OPT_ALLOC_HOOKS},
+		{"stacks", no_argument, NULL, OPT_STACKS},
+		{"no-stacks", no_argument, NULL, OPT_NO_STACKS},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *hooks = getenv("MEMTRACK_ALLOC_HOOKS");
-	enum alloc_hooks mode = ALLOC_HOOKS_UPROBE;
-	int c, rmap_flag = -1;
+	enum alloc_hooks mode = ALLOC_HOOKS_AUTO;
+	int c, rmap_flag = -1, stacks_flag = -1;
+	bool ring_given = false;
 	uint64_t v;
 
 	memset(o, 0, sizeof(*o));
@@ -128,6 +138,7 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 			o->ring_bytes = 4096;
 			while (o->ring_bytes < v)
 				o->ring_bytes <<= 1;
+			ring_given = true;
 			break;
 		case OPT_RSS_STEP:
 			if (parse_size(optarg, &v) || v > (1ull << 40)) {
@@ -141,6 +152,10 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 			break;
 		case OPT_ALLOC_HOOKS:
 			hooks = optarg;
+			break;
+		case OPT_STACKS:
+		case OPT_NO_STACKS:
+			stacks_flag = c == OPT_STACKS;
 			break;
 		case 'q':
 			o->quiet = true;
@@ -169,6 +184,15 @@ int cmd_track__parse(int argc, char **argv, struct tracker_opts *o, char *shell_
 	else if (!env_flag("MEMTRACK_TRACK_RMAP", &o->rmap) &&
 		 !env_flag("CODSPEED_MEMTRACK_TRACK_RMAP", &o->rmap))
 		env_flag("CODSPEED_MEMTRACK_TRACK_PHYSICAL", &o->rmap);
+	if (stacks_flag >= 0)
+		o->stacks = stacks_flag;
+	else
+		env_flag("MEMTRACK_STACKS", &o->stacks);
+	/* uprobe stacks make allocation records ~1-16 KiB (events.h); the BPF side keeps half the
+	 * ring for records without one. 16 MiB lost no stack on the sqlite3 row (64 MiB costs
+	 * memtrack 48 MiB more RSS once the ring has gone round) */
+	if (o->stacks && !ring_given)
+		o->ring_bytes = 16 << 20;
 
 	if (optind >= argc) {
 		log__error("no command given. Usage: memtrack track \"CMD\" or memtrack track -- "

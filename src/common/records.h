@@ -44,9 +44,17 @@ struct record_field_desc {
 #define REC_CONTROL (1u << 2) /* steers the consumer; never written, never accounted */
 #define REC_IMAGE_END (1u << 3) /* ends a process image (Exec, Exit): the consumer first delivers
 				  * the image's older records from the other sources */
+#define REC_COMPANION (1u << 5) /* not in the artifact: to the accounting (window, markers),
+				 * in order with the artifact's records */
+#define REC_ORDERED (1u << 6) /* the consumer first delivers the process' older records from
+			       * the other sources (with REC_IMAGE_END for Exec, Exit) */
 #define REC_STOPS (1u << 4) /* control: its task stopped itself and waits for a SIGCONT, sent
 			     * once the record is handled (by the tracker, or by the watchdog
 			     * when memtrack died) */
+#define REC_VARLEN (1u << 7) /* may be longer than struct mt_event: with --stacks, a struct
+			      * mt_ustack and the stack bytes follow (events.h) */
+#define REC_LAYOUT (1u << 8) /* starts a process' address-space layout (Fork, Exec): the
+			      * consumer's stack hook sees it, in ring order (track/consumer.h) */
 
 /* What the tracker does with a control record (its handlers in tracker_run.c, by this index),
  * before the SIGCONT of a REC_STOPS one. */
@@ -62,7 +70,7 @@ enum record_action {
 struct record_type {
 	const char *name; /* artifact variant name; NULL unless REC_ARTIFACT */
 	uint8_t name_len;
-	uint8_t flags;
+	uint16_t flags;
 	uint8_t fields[RECORD_MAX_FIELDS]; /* enum record_field in artifact order; RF_NONE ends */
 	uint8_t action; /* REC_CONTROL: enum record_action */
 };

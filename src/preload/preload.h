@@ -53,6 +53,9 @@ struct pl_proc {
 	 * clone child (which then claims its own slots before its first record). */
 	uint32_t *wipe;
 	uint32_t flags; /* MT_SHM_PROC_* */
+	/* TSC stamps (preload_clock.c): ns = cycles * tsc_mult >> PL_TSC_SHIFT; 0 until known */
+	uint64_t tsc_mult, tsc_span; /* tsc_span: a thread's anchor lasts this many cycles */
+	int tsc_off;		     /* the TSC cannot be used: clock_gettime */
 };
 
 /* Per-thread state: initial-exec TLS (no __tls_get_addr, which may allocate). */
@@ -60,6 +63,10 @@ struct pl_thread {
 	struct mt_shm_slot *slot;
 	struct mt_event *ring;
 	uint64_t head, tail; /* our copy of the slot's head; the last tail we read */
+	uint64_t check;	     /* head at which pl_room looks at the ring's fill again */
+	/* TSC anchor (preload_clock.c): CLOCK_MONOTONIC ns_a at cycle tsc_a, valid for tsc_span
+	 * cycles (0: none); no stamp below ts_floor */
+	uint64_t tsc_a, ns_a, tsc_span, ts_floor;
 	uint32_t gen; /* the process generation the slot was claimed in */
 	int depth; /* hooked calls in progress: only the outermost is recorded */
 	int32_t pid, tid;
@@ -82,9 +89,52 @@ void *pl_boot_alloc(size_t size, size_t align) PL_HIDDEN;
 int pl_boot_owns(const void *p) PL_HIDDEN;
 size_t pl_boot_size(const void *p) PL_HIDDEN;
 
+/* --stacks (preload_stack.c): set once the stack area is mapped; the stack of the calling
+ * allocation as a ref for aux (0: none). */
+extern int pl_stacks_on PL_HIDDEN;
+uint32_t pl_stack_capture(void) PL_HIDDEN;
+
 int pl_thread_prepare(struct pl_thread *t) PL_HIDDEN;
-int pl_wait_room(struct pl_thread *t) PL_HIDDEN;
+int pl_room(struct pl_thread *t) PL_HIDDEN;
 uint64_t pl_now(void) PL_HIDDEN;
+/* Marks this image served for the BPF side (preload_ctl.c); before the first recorded call. */
+void pl_ctl_served(void) PL_HIDDEN;
+
+#if defined(__x86_64__)
+#define PL_HAVE_TSC  1
+#define PL_TSC_SHIFT 32
+uint64_t pl_stamp_slow(struct pl_thread *t) PL_HIDDEN;
+
+static inline uint64_t pl_rdtsc(void)
+{
+	return __builtin_ia32_rdtsc();
+}
+
+static inline uint64_t pl_rdtsc_ordered(void)
+{
+	__builtin_ia32_lfence(); /* not before the instructions ahead of it */
+	return __builtin_ia32_rdtsc();
+}
+
+/* A record's timestamp, CLOCK_MONOTONIC ns (preload_clock.c): the TSC extrapolated from the
+ * thread's anchor while it lasts (an unsigned compare: a TSC behind the anchor renews it too) */
+static inline uint64_t pl_stamp(struct pl_thread *t)
+{
+	uint64_t d = pl_rdtsc() - t->tsc_a, ns;
+
+	if (pl_unlikely(d >= t->tsc_span))
+		return pl_stamp_slow(t);
+	ns = t->ns_a + ((d * pl.tsc_mult) >> PL_TSC_SHIFT);
+	return ns > t->ts_floor ? ns : t->ts_floor;
+}
+#else
+#define PL_HAVE_TSC 0
+static inline uint64_t pl_stamp(struct pl_thread *t)
+{
+	(void)t;
+	return pl_now();
+}
+#endif
 
 /* Marks the thread inside a hooked call; returns nonzero for the outermost one. The compiler
  * barriers keep the ring writes inside the marked region: a signal handler that allocates in
@@ -118,18 +168,20 @@ static inline void pl_emit(struct pl_thread *t, uint32_t type, uint64_t addr, ui
 			   uint64_t old)
 {
 	struct mt_event *e;
+	/* the allocation records (1..4) carry their stack */
+	uint32_t aux = pl_unlikely(pl_stacks_on) && type - MT_EV_MALLOC < 4 ? pl_stack_capture() : 0;
 
 	if (pl_unlikely(!t->slot || t->gen != __atomic_load_n(pl.wipe, __ATOMIC_RELAXED)) &&
 	    pl_thread_prepare(t))
 		return;
-	if (pl_unlikely(t->head - t->tail >= pl.nrec) && pl_wait_room(t))
+	if (pl_unlikely(t->head >= t->check) && pl_room(t))
 		return;
 	e = &t->ring[t->head & pl.mask];
 	e->type = type;
 	e->pid = t->pid;
 	e->tid = t->tid;
-	e->aux = 0;
-	e->ts = pl_now();
+	e->aux = aux;
+	e->ts = pl_stamp(t);
 	e->addr = addr;
 	e->size = size;
 	e->old_addr = old;

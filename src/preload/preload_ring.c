@@ -67,16 +67,6 @@ size_t pl_boot_size(const void *p)
 	return n;
 }
 
-/* --- time -------------------------------------------------------------------------------- */
-
-uint64_t pl_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts); /* the vDSO; the clock bpf_ktime_get_ns reads */
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* --- initialisation ---------------------------------------------------------------------- */
 
 /* Is the interposer's malloc the one the program calls? Judged by the file that defines the
@@ -143,6 +133,7 @@ static void pl_register(void)
 	if (i >= MT_SHM_MAX_PROCS)
 		return;
 	procs[i].flags = pl.flags;
+	procs[i].ts = pl_now();
 	__atomic_store_n(&procs[i].pid, (int32_t)getpid(), __ATOMIC_RELEASE);
 }
 
@@ -189,20 +180,22 @@ static int pl_map(void)
 static int pl_init(void)
 {
 	int state = PL_PASS, saved = errno;
+	uint32_t mine;
 
 	pl_t.in_init = 1;
 	pl_resolve();
+	/* before the shared memory: what dlsym allocates (through an allocator the interposer
+	 * may not serve) is then the same whether memtrack runs or not */
+	mine = pl_next_is_libc() ? MT_SHM_PROC_LIBC | MT_SHM_PROC_CXX : pl_fam_serve();
 	pl.flags = MT_SHM_PROC_OFF;
 	if (pl.next.malloc && pl.next.free && pl_map() == 0) {
 		pl.wipe = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (pl.wipe != MAP_FAILED && !madvise(pl.wipe, 4096, MADV_WIPEONFORK) &&
 		    !pthread_key_create(&pl_key, pl_release)) {
-			uint32_t f = pl_next_is_libc() ? MT_SHM_PROC_LIBC | MT_SHM_PROC_CXX
-						       : pl_fam_serve();
-
-			if (f) {
-				pl.flags = f;
+			if (mine) {
+				pl.flags = mine;
 				state = PL_ON;
+				pl_ctl_served();
 			}
 			pl.gen_counter = 1;
 			*pl.wipe = 1;
@@ -281,6 +274,7 @@ int pl_thread_prepare(struct pl_thread *t)
 		t->tid = (int32_t)gettid();
 		t->head = __atomic_load_n(&s->head, __ATOMIC_RELAXED);
 		t->tail = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
+		t->check = t->head; /* the first record looks at the ring */
 		t->ring = pl.data + (size_t)idx * pl.nrec;
 		t->gen = gen;
 		s->claim_ns = pl_now();
@@ -328,9 +322,21 @@ static inline void pl_cpu_relax(void)
 #endif
 }
 
+/* Asks memtrack to drain now (shm_abi.h: the doorbell). */
+static void pl_ring_bell(void)
+{
+	int saved = errno;
+
+	__atomic_fetch_add(&pl.hdr->bell, 1, __ATOMIC_SEQ_CST);
+	/* seq_cst pairs with the bell thread's bell_sleeping store then bell load */
+	if (__atomic_load_n(&pl.hdr->bell_sleeping, __ATOMIC_SEQ_CST))
+		syscall(SYS_futex, &pl.hdr->bell, FUTEX_WAKE, 1, NULL, NULL, 0);
+	errno = saved;
+}
+
 /* The ring is full: wait for the consumer (back-pressure). 0 when there is room; -1 when
  * memtrack stopped reading: the process then passes through, untracked, and never hangs. */
-int pl_wait_room(struct pl_thread *t)
+static int pl_wait_room(struct pl_thread *t)
 {
 	struct mt_shm_slot *s = t->slot;
 	int saved = errno;
@@ -361,5 +367,31 @@ int pl_wait_room(struct pl_thread *t)
 		__atomic_store_n(&s->waiting, 0, __ATOMIC_RELAXED);
 	}
 	errno = saved;
+	return 0;
+}
+
+/*
+ * A record's slow path, taken when head reaches t->check: reads the consumer's tail; from half
+ * full on rings the doorbell, and when full waits for room. Then sets the next check: when the
+ * ring would be half full as far as we know, or an eighth of a ring later if it is past half
+ * already (the doorbell rings at most that often). 0 when there is room, -1 when memtrack
+ * stopped reading.
+ */
+int pl_room(struct pl_thread *t)
+{
+	uint64_t half = pl.nrec / 2;
+
+	t->tail = __atomic_load_n(&t->slot->tail, __ATOMIC_ACQUIRE);
+	if (t->head - t->tail >= half) {
+		pl_ring_bell();
+		if (t->head - t->tail >= pl.nrec && pl_wait_room(t))
+			return -1;
+	}
+	t->check = t->tail + half;
+	if (t->check <= t->head) {
+		t->check = t->head + pl.nrec / 8;
+		if (t->check > t->tail + pl.nrec)
+			t->check = t->tail + pl.nrec; /* > head: there is room */
+	}
 	return 0;
 }

@@ -18,8 +18,15 @@
  * a record at head % slot_records, then publishes head + 1 (release); the consumer copies
  * records from tail to head and publishes tail (release). A full ring makes the producer
  * wait (futex on the low 32 bits of `tail`, woken by the consumer when `waiting` is set):
- * back-pressure, never a silent drop. A record is written entirely (timestamp last but one,
- * head last), so the consumer never sees a partial one.
+ * back-pressure, never a silent drop. The consumer wakes a sleeping producer once half of
+ * its ring is free, or at the end of a drain (not at every publication of tail: the two would
+ * take turns at 256 records each). A record is written entirely (timestamp last but one, head
+ * last), so the consumer never sees a partial one.
+ *
+ * The doorbell: memtrack polls the rings, and sleeps meanwhile. A producer whose ring is half
+ * full adds one to `bell` and, when memtrack's bell thread sleeps on it (`bell_sleeping`),
+ * wakes it (futex); that thread wakes the event loop, which drains. So a storm's rings are
+ * drained as they fill, not at the next poll (10 ms later, with the producer asleep).
  *
  * Slot life: FREE -(thread's first event, CAS)-> OWNED -(thread exit)-> RELEASED; the
  * consumer returns RELEASED slots to FREE once drained, and OWNED slots of a process that
@@ -33,7 +40,7 @@
 
 #define MT_SHM_ENV "MEMTRACK_PRELOAD_SHM"
 #define MT_SHM_MAGIC 0x316b61727474656dull /* "mettrak1" little-endian */
-#define MT_SHM_VERSION 1
+#define MT_SHM_VERSION	 2
 #define MT_SHM_MAX_PROCS 16384
 
 enum mt_slot_state {
@@ -55,6 +62,7 @@ enum mt_shm_drop {
 #define MT_SHM_PROC_CXX 2u /* operator new/delete too */
 #define MT_SHM_PROC_OFF 4u /* interposer loaded but passing through (another allocator or the
 			    * executable defines malloc): uprobes serve the process */
+#define MT_SHM_PROC_ENDED 8u /* set by memtrack: the image exec'd another since (shm_source.c) */
 /* A shared jemalloc, mimalloc or tcmalloc is the process's malloc, served by the interposer:
  * its own public entry points (mi_malloc, mallocx, tc_malloc, ...), the standard names (LIBC)
  * and operator new/delete (CXX) over it (src/preload/preload_families.c) */
@@ -63,9 +71,11 @@ enum mt_shm_drop {
 #define MT_SHM_PROC_TCMALLOC 0x40u
 #define MT_SHM_PROC_FAMILIES (MT_SHM_PROC_JEMALLOC | MT_SHM_PROC_MIMALLOC | MT_SHM_PROC_TCMALLOC)
 
+/* One image's registration, written before its first record. */
 struct mt_shm_proc {
-	mt_s32 pid;
+	mt_s32 pid; /* stored last (release): the entry is complete once it is nonzero */
 	mt_u32 flags;
+	mt_u64 ts; /* CLOCK_MONOTONIC: orders it against the process's Exec records */
 };
 
 struct mt_shm_hdr {
@@ -80,6 +90,13 @@ struct mt_shm_hdr {
 	mt_u32 nr_procs; /* entries of procs[] taken (may exceed MT_SHM_MAX_PROCS: not listed) */
 	mt_u32 pad;
 	mt_u64 drops[MT_SHM_DROP_NR];
+	/* TSC timestamps (src/preload/preload_clock.c): a TSC read and CLOCK_MONOTONIC taken
+	 * together when memtrack created the file; 0 when the TSC cannot stand in for the clock
+	 * (the clocksource is not tsc, not x86-64, MEMTRACK_PRELOAD_TSC=0) */
+	mt_u64 tsc_anchor, ns_anchor;
+	/* the doorbell, on its own cache line (see above) */
+	_Alignas(64) mt_u32 bell;
+	mt_u32 bell_sleeping;
 };
 
 struct mt_shm_slot {

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "artifact/artifact.h"
 #include "common/records.h"
+#include "report/profile.h"
 #include "report/report.h"
 
 /* jansson integers are signed 64-bit: saturate rather than wrap */
@@ -19,6 +20,16 @@ static void set(json_t *o, const char *key, json_t *v, int *bad)
 {
 	if (!v || json_object_set_new(o, key, v))
 		*bad = 1;
+}
+
+json_t *report__json_u64(uint64_t v)
+{
+	return u64(v);
+}
+
+void report__json_set(json_t *o, const char *key, json_t *v, int *bad)
+{
+	set(o, key, v, bad);
 }
 
 /* [{pid, comm}] of the processes still running when memtrack stopped waiting */
@@ -177,8 +188,10 @@ static json_t *report__json_doc(const struct report_view *v, struct timeline *tl
 		set(res, "duration_ns", u64(v->stats->last_ts - v->stats->first_ts), &bad);
 		set(res, "saturated", json_boolean(v->stats->saturated), &bad);
 	}
+	set(res, "window", report__window_json(m), &bad);
 	set(root, "results", res, &bad);
 	res = NULL;
+	set(root, "markers", report__markers_json(m), &bad);
 
 	for (uint32_t ty = 1; ty < MT_EV_TYPE_MAX; ty++) {
 		const char *name = artifact__type_name(ty);
@@ -191,6 +204,8 @@ static json_t *report__json_doc(const struct report_view *v, struct timeline *tl
 	set(root, "events_total", u64(m->events_total), &bad);
 	set(root, "processes", procs ? json__procs(v, &bad) : json_null(), &bad);
 	set(root, "timeline", json__timeline(tl, &bad), &bad);
+	if (v->profile)
+		set(root, "stacks", report__stacks_json(v->profile, v->top), &bad);
 cleanup:
 	json_decref(res);
 	json_decref(counts);

@@ -9,6 +9,8 @@
 #include "artifact/manifest.h"
 #include "acct/acct.h"
 
+struct profile;
+
 #define REPORT_POINTS 1000 /* JSON and SVG timeline: at most this many points */
 #define REPORT_TRACE_POINTS 20000 /* Perfetto counters: finer, the UI zooms */
 
@@ -40,7 +42,14 @@ struct report_view {
 	const char *artifact; /* path, for titles */
 	const char *decode_error; /* the artifact stopped early: figures cover what was read */
 	uint64_t events_read; /* records decoded from the artifact */
+	const struct profile *profile; /* allocation sites (report/profile.h): JSON "stacks" */
+	uint32_t top; /* sites per ranking */
 };
+
+/* JSON helpers of the views: an unsigned value (saturated to the signed 64-bit jansson keeps),
+ * and json_object_set_new remembering a failure (NULL value or no memory) in *bad. */
+json_t *report__json_u64(uint64_t v);
+void report__json_set(json_t *o, const char *key, json_t *v, int *bad);
 
 /* The short summary memtrack track prints on stderr: peaks, counts, leaks, events, drops, and
  * one line per process (top 10 by peak RSS) when there are several. Returns 0 or -errno. */
@@ -56,5 +65,13 @@ int report__json_write(FILE *out, const struct report_view *v, struct timeline *
 int report__svg(FILE *out, const struct report_view *v, struct timeline *tl);
 /* Chrome trace-event JSON ("ph":"C" counters), loadable in ui.perfetto.dev. 0 or -errno. */
 int report__perfetto(FILE *out, const struct report_view *v, struct timeline *tl);
+
+/* The measured window (src/report/window.c): results.window's object (null without a window),
+ * the markers array (NULL on allocation failure), the summary line (nothing without a window),
+ * and `memtrack report --window`'s view, text or JSON. 0 or -errno. */
+json_t *report__window_json(const struct manifest *m);
+json_t *report__markers_json(const struct manifest *m);
+void report__window_line(FILE *out, const struct manifest *m);
+int report__window(FILE *out, const struct report_view *v, bool json);
 
 #endif

@@ -120,6 +120,7 @@ int report__summary_view(FILE *out, const struct report_view *v)
 		"memtrack: %" PRIu64 " blocks allocated, %" PRIu64 " freed (reallocs count in both), "
 		"leaked at exit %s in %" PRIu64 " blocks\n",
 		m->allocs, m->frees, report__bytes(m->leaked_bytes, a, sizeof(a)), m->leaked_count);
+	report__window_line(out, m);
 	if (v->stats && v->stats->unmatched_frees)
 		fprintf(out, "memtrack: %" PRIu64 " frees of blocks never seen allocated (before "
 			"tracking, inherited through fork, or lost)\n", v->stats->unmatched_frees);

@@ -36,7 +36,10 @@ struct mt_link_create_attr {
 
 struct attach_set {
 	enum attach_mech mech;
-	struct bpf_program *entry, *ret;
+	struct bpf_program *entry, *ret; /* NULL until progs gives them (lazy sets) */
+	attach_progs_fn progs;
+	void *progs_ctx;
+	struct bpf_program *marker; /* USDT sites of include/memtrack.h; NULL: not attached */
 	int *fds; /* uprobe_multi link fds */
 	struct bpf_link **links; /* perf uprobes */
 	unsigned nr, cap;
@@ -47,8 +50,9 @@ int attach__uprobe_multi_type(void)
 	return MT_BPF_TRACE_UPROBE_MULTI;
 }
 
-static int attach__link_create(int prog_fd, const char *path, const uint64_t *offs,
-			       const uint64_t *cookies, uint32_t cnt, bool ret)
+static int attach__link_create_ref(int prog_fd, const char *path, const uint64_t *offs,
+				   const uint64_t *ref_ctrs, const uint64_t *cookies, uint32_t cnt,
+				   bool ret)
 {
 	struct mt_link_create_attr a;
 	int fd;
@@ -58,11 +62,18 @@ static int attach__link_create(int prog_fd, const char *path, const uint64_t *of
 	a.attach_type = MT_BPF_TRACE_UPROBE_MULTI;
 	a.path = (uint64_t)(uintptr_t)path;
 	a.offsets = (uint64_t)(uintptr_t)offs;
+	a.ref_ctr_offsets = (uint64_t)(uintptr_t)ref_ctrs;
 	a.cookies = (uint64_t)(uintptr_t)cookies;
 	a.cnt = cnt;
 	a.um_flags = ret ? MT_BPF_F_UPROBE_MULTI_RETURN : 0;
 	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
 	return fd < 0 ? -errno : fd;
+}
+
+static int attach__link_create(int prog_fd, const char *path, const uint64_t *offs,
+			       const uint64_t *cookies, uint32_t cnt, bool ret)
+{
+	return attach__link_create_ref(prog_fd, path, offs, NULL, cookies, cnt, ret);
 }
 
 bool attach__probe_uprobe_multi(void)
@@ -98,6 +109,18 @@ int attach_set__new(struct attach_set **s, enum attach_mech mech, struct bpf_pro
 	(*s)->entry = entry;
 	(*s)->ret = ret;
 	return 0;
+}
+
+int attach_set__new_lazy(struct attach_set **s, enum attach_mech mech, attach_progs_fn progs,
+			 void *ctx)
+{
+	int err = attach_set__new(s, mech, NULL, NULL);
+
+	if (!err) {
+		(*s)->progs = progs;
+		(*s)->progs_ctx = ctx;
+	}
+	return err;
 }
 
 static int attach_set__grow(struct attach_set *s, unsigned more)
@@ -177,11 +200,60 @@ int attach_set__library(struct attach_set *s, const char *path, const struct all
 {
 	int err = attach_set__grow(s, 2 * (unsigned)n + 2);
 
+	if (!err && n > 0 && !s->entry)
+		err = s->progs ? s->progs(s->progs_ctx, &s->entry, &s->ret) : -EINVAL;
 	if (err)
 		return err;
 	if (s->mech == ATTACH_UPROBE_MULTI)
 		return attach_set__multi(s, path, sites, n);
 	return attach_set__perf(s, path, sites, n);
+}
+
+void attach_set__set_marker(struct attach_set *s, struct bpf_program *marker)
+{
+	s->marker = marker;
+}
+
+/* Every site with its semaphore (the kernel raises it in each process mapping the file, now
+ * and at later mmaps, and lowers it at detach): the program's probes run only while attached. */
+int attach_set__usdt(struct attach_set *s, const char *path, const struct usdt_site *sites, int n)
+{
+	uint64_t offs[64], refs[64], cookies[64];
+	int err, fd;
+
+	if (!s->marker || n <= 0)
+		return 0;
+	if (n > 64)
+		n = 64; /* a program has three macros; more sites than this are inlined copies */
+	err = attach_set__grow(s, (unsigned)n);
+	if (err)
+		return err;
+	if (s->mech == ATTACH_UPROBE_MULTI) {
+		for (int i = 0; i < n; i++) {
+			offs[i] = sites[i].offset;
+			refs[i] = sites[i].ref_ctr;
+			cookies[i] = sites[i].cookie;
+		}
+		fd = attach__link_create_ref(bpf_program__fd(s->marker), path, offs, refs, cookies,
+					     (uint32_t)n, false);
+		if (fd < 0)
+			return fd;
+		s->fds[s->nr] = fd;
+		s->links[s->nr++] = NULL;
+		return 0;
+	}
+	for (int i = 0; i < n; i++) {
+		LIBBPF_OPTS(bpf_uprobe_opts, o, .ref_ctr_offset = sites[i].ref_ctr,
+			    .bpf_cookie = sites[i].cookie);
+		struct bpf_link *l = bpf_program__attach_uprobe_opts(s->marker, -1, path,
+								     sites[i].offset, &o);
+
+		if (!l)
+			return -errno;
+		s->fds[s->nr] = -1;
+		s->links[s->nr++] = l;
+	}
+	return 0;
 }
 
 unsigned attach_set__links(const struct attach_set *s)

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include "track/alloc_table.h"
+#include "track/usdt.h"
 
 struct bpf_program;
 
@@ -22,9 +23,19 @@ int attach__uprobe_multi_type(void);
 
 int attach_set__new(struct attach_set **s, enum attach_mech mech, struct bpf_program *entry,
 		    struct bpf_program *ret);
+/* Gives the entry and return programs when first needed; 0 or -errno. */
+typedef int (*attach_progs_fn)(void *ctx, struct bpf_program **entry, struct bpf_program **ret);
+/* A set whose programs are loaded only when a library is first attached (progs(ctx) then):
+ * a run that attaches nothing never loads them. */
+int attach_set__new_lazy(struct attach_set **s, enum attach_mech mech, attach_progs_fn progs,
+			 void *ctx);
 /* Attaches every site of path (sites from alloc_table__sites). Returns 0 or -errno. */
 int attach_set__library(struct attach_set *s, const char *path, const struct alloc_site *sites,
 			int n);
+/* The program of the USDT sites (include/memtrack.h); without one attach_set__usdt does nothing. */
+void attach_set__set_marker(struct attach_set *s, struct bpf_program *marker);
+/* Attaches the marker program to n USDT sites of path, with their semaphores. 0 or -errno. */
+int attach_set__usdt(struct attach_set *s, const char *path, const struct usdt_site *sites, int n);
 unsigned attach_set__links(const struct attach_set *s);
 /* Detaches everything; NULL-safe. */
 void attach_set__free(struct attach_set *s);

@@ -38,6 +38,12 @@ void consumer__set_control(struct consumer *c, consumer_control_fn fn, void *ctx
 	c->control.ctx = ctx;
 }
 
+void consumer__set_stack(struct consumer *c, consumer_stack_fn fn, void *ctx)
+{
+	c->stack.fn = fn;
+	c->stack.ctx = ctx;
+}
+
 void consumer__flush(struct consumer *c)
 {
 	if (!c->nr_batch)
@@ -47,24 +53,57 @@ void consumer__flush(struct consumer *c)
 	c->nr_batch = 0;
 }
 
-void consumer__dispatch(struct consumer *c, const struct mt_event *ev)
+void consumer__dispatch(struct consumer *c, const struct mt_event *src)
 {
+	/* Copied first, then judged: a source in shared memory (the interposer's rings) is
+	 * writable by the tracked program, which must not change a record once it passed. */
+	struct mt_event *ev = &c->batch[c->nr_batch], copy;
+
+	*ev = *src;
 	c->dispatched++;
-	if (!records__has(ev->type, REC_ARTIFACT)) {
+	if (!records__has(ev->type, REC_ARTIFACT | REC_COMPANION)) {
 		if (!records__has(ev->type, REC_CONTROL)) {
 			c->rejected++; /* unknown */
 			return;
 		}
+		copy = *ev; /* the flush reuses the batch */
 		consumer__flush(c);
-		if (!c->control.fn || c->control.fn(c->control.ctx, ev))
+		if (!c->control.fn || c->control.fn(c->control.ctx, &copy))
 			c->rejected++;
 		return;
 	}
-	if (c->order.fn && records__has(ev->type, REC_IMAGE_END))
-		c->order.fn(c->order.ctx, c, ev);
-	c->batch[c->nr_batch++] = *ev;
-	if (c->nr_batch == CONSUMER_BATCH)
+	if (c->order.fn && !c->ordering && !records__has(ev->type, REC_HEAP)) {
+		copy = *ev; /* the hook dispatches records into the batch first */
+		c->ordering = true; /* what it dispatches calls no hook */
+		c->order.fn(c->order.ctx, c, &copy);
+		c->ordering = false;
+		ev = &c->batch[c->nr_batch];
+		*ev = copy;
+	}
+	if (c->stack.fn && records__has(ev->type, REC_LAYOUT)) {
+		copy = *ev;
+		c->stack.fn(c->stack.ctx, &copy, NULL, 0);
+	}
+	if (++c->nr_batch == CONSUMER_BATCH)
 		consumer__flush(c);
+}
+
+void consumer__dispatch_var(struct consumer *c, const void *rec, size_t len)
+{
+	struct mt_event ev;
+
+	memcpy(&ev, rec, sizeof(ev));
+	if (len > sizeof(ev)) {
+		if (!records__has(ev.type, REC_VARLEN)) {
+			c->dispatched++;
+			c->rejected++;
+			return;
+		}
+		if (c->stack.fn)
+			c->stack.fn(c->stack.ctx, &ev, (const uint8_t *)rec + sizeof(ev),
+				    len - sizeof(ev));
+	}
+	consumer__dispatch(c, &ev);
 }
 
 int consumer__drain(struct consumer *c)
@@ -112,8 +151,12 @@ struct ringbuf_priv {
 	void *producer_map;	/* producer page, then the data area once, read-only */
 	const uint8_t *data;
 	const uint64_t *producer_pos;
+	uint8_t *wrap; /* a record that wraps around the end, copied out (allocated when met) */
 	struct event_source src;
 };
+
+/* The longest record the BPF side writes: an allocation with its stack (events.h). */
+#define RINGBUF_MAX_RECORD (sizeof(struct mt_event) + sizeof(struct mt_ustack) + MT_USTACK_MAX)
 
 static inline size_t ringbuf_span(uint32_t len)
 {
@@ -137,17 +180,22 @@ static int ringbuf_source__drain(struct event_source *src, struct consumer *c)
 		if (len & BPF_RINGBUF_BUSY_BIT)
 			break; /* reserved, not committed yet: records after it wait for it */
 		if (!(len & BPF_RINGBUF_DISCARD_BIT)) {
-			if (len < sizeof(struct mt_event)) {
+			if (len < sizeof(struct mt_event) || len > RINGBUF_MAX_RECORD) {
 				c->rejected++;
-			} else if (off + sizeof(struct mt_event) <= p->size) {
-				consumer__dispatch(c, (const struct mt_event *)(p->data + off));
-			} else {
-				struct mt_event ev;
+			} else if (off + len <= p->size) {
+				if (len == sizeof(struct mt_event))
+					consumer__dispatch(
+					    c, (const struct mt_event *)(p->data + off));
+				else
+					consumer__dispatch_var(c, p->data + off, len);
+			} else if (p->wrap || (p->wrap = malloc(RINGBUF_MAX_RECORD))) {
 				size_t first = off < p->size ? p->size - off : 0;
 
-				memcpy(&ev, p->data + (off & mask), first);
-				memcpy((uint8_t *)&ev + first, p->data, sizeof(ev) - first);
-				consumer__dispatch(c, &ev);
+				memcpy(p->wrap, p->data + (off & mask), first);
+				memcpy(p->wrap + first, p->data, len - first);
+				consumer__dispatch_var(c, p->wrap, len);
+			} else {
+				c->rejected++;
 			}
 			n++;
 		}
@@ -169,6 +217,7 @@ static void ringbuf_source__destroy(struct event_source *src)
 		munmap(p->producer_map, p->page + p->size);
 	if (p->consumer_pos)
 		munmap(p->consumer_pos, p->page);
+	free(p->wrap);
 	free(p);
 }
 

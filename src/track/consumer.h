@@ -22,6 +22,11 @@ struct consumer;
 typedef size_t (*consumer_sink_fn)(void *ctx, const struct mt_event *ev, size_t n);
 /* Handles one control record; nonzero counts it as rejected. */
 typedef int (*consumer_control_fn)(void *ctx, const struct mt_event *ev);
+/* Takes what follows the header of a longer record (REC_VARLEN: a struct mt_ustack and the stack
+ * bytes, len bytes in all), before the header is batched; may set ev->aux (the stack id). The
+ * payload is released on return. Also called with len 0 for REC_LAYOUT records (Fork, Exec), in
+ * ring order, so that the stacks after them are read against the right layout. */
+typedef void (*consumer_stack_fn)(void *ctx, struct mt_event *ev, const void *payload, size_t len);
 
 #define CONSUMER_BATCH 64 /* records; 3 KiB, stays in L1 */
 
@@ -48,12 +53,18 @@ struct consumer {
 		void *ctx;
 	} control;
 	int nr_sinks;
-	/* Called before an Exec or Exit record is dispatched, so that another source can hand
-	 * over that process's older records first (shm_source.h). */
+	struct {
+		consumer_stack_fn fn; /* NULL: payloads are ignored, headers delivered */
+		void *ctx;
+	} stack;
+	/* Called before a record that is not an allocator call (Exec, Exit, Rss, Fork...) is
+	 * dispatched, so that another source can hand over that process's older records first
+	 * (shm_source.h); not for the records the hook itself dispatches (`ordering`). */
 	struct {
 		void (*fn)(void *ctx, struct consumer *c, const struct mt_event *ev);
 		void *ctx;
 	} order;
+	bool ordering;
 	uint64_t round_ns; /* CLOCK_MONOTONIC when the current consumer__drain began */
 	uint64_t dispatched;
 	uint64_t rejected; /* refusals by a sink or the control handler, and unknown types */
@@ -65,8 +76,12 @@ void consumer__init(struct consumer *c);
 int consumer__add_source(struct consumer *c, struct event_source *src);
 int consumer__add_sink(struct consumer *c, consumer_sink_fn fn, void *ctx);
 void consumer__set_control(struct consumer *c, consumer_control_fn fn, void *ctx);
+void consumer__set_stack(struct consumer *c, consumer_stack_fn fn, void *ctx);
 /* For sources: one record. It may stay batched until the source's drain returns. */
 void consumer__dispatch(struct consumer *c, const struct mt_event *ev);
+/* For sources: one record of len bytes (>= sizeof(struct mt_event)); longer ones only of
+ * REC_VARLEN types (others are rejected). */
+void consumer__dispatch_var(struct consumer *c, const void *rec, size_t len);
 /* Hands the batched records to the sinks (consumer__drain does it after each source). */
 void consumer__flush(struct consumer *c);
 /* Drains every source once; returns records delivered or -errno. Every record delivered has

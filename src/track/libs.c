@@ -13,28 +13,49 @@
 #include "common/log.h"
 #include "track/deps.h"
 #include "track/libs.h"
+#include "track/usdt.h"
 
 #define LIBS_MAX_SITES 96
 
 struct lib_entry {
 	dev_t dev;
 	ino_t ino;
+	unsigned kinds; /* its bit of libs__kinds */
 	char *path; /* what was opened and attached to (maybe through /proc/PID/...) */
 	char *name; /* what the manifest shows, when path does not say it: NULL otherwise */
 	enum alloc_kind kind;
 	int sites;
 	struct alloc_site *pending; /* sites found before libs__bind: attached there */
+	struct usdt_site *usdt; /* include/memtrack.h probes not attached yet (usdt.h) */
+	int nr_usdt;
+	struct alloc_site *later;   /* auto, glibc or libstdc++: the allocator sites, attached by */
+	int nr_later;		    /* libs__attach_glibc (sites counts the others) */
+};
+
+/* An executable's inspection, by what decides its outcome: the file, the root it is seen from,
+ * the loader's environment. An exec of the same again finds every file seen already; only
+ * its kinds are needed (auto mode judges every exec). */
+struct libs_memo {
+	dev_t xdev, rdev;
+	ino_t xino, rino;
+	char *ld_path, *ld_pre; /* NULL when unset */
+	unsigned kinds;
 };
 
 struct libs {
 	struct attach_set *set;
+	struct libs_memo *memo;
+	size_t nr_memo, cap_memo;
 	struct lib_entry *v; /* every file inspected, allocator or not: inspected once */
 	size_t nr, cap;
 	uint64_t attach_ns;
 	bool preload; /* libs__preload */
+	bool defer;   /* auto: glibc's and libstdc++'s sites wait for libs__attach_glibc */
+	bool glibc_on; /* libs__attach_glibc was called */
 	bool loading; /* inspecting what an exec maps (not a dlopen) */
 	dev_t pre_dev;
 	ino_t pre_ino;
+	unsigned kinds; /* of the last inspection (libs__kinds) */
 };
 
 static uint64_t libs__now(void)
@@ -88,52 +109,93 @@ static struct lib_entry *libs__seen(struct libs *l, const struct stat *st)
 	return NULL;
 }
 
-static int libs__attach_sites(struct libs *l, struct lib_entry *e, const struct alloc_site *sites)
+/* Attaches n sites of e's file; e->sites counts them already. */
+static int libs__attach_sites(struct libs *l, struct lib_entry *e, const struct alloc_site *sites,
+			      int n)
 {
 	uint64_t t0 = libs__now();
-	int err = attach_set__library(l->set, e->path, sites, e->sites);
+	int err = attach_set__library(l->set, e->path, sites, n);
 
 	l->attach_ns += libs__now() - t0;
 	if (err) {
-		e->sites = 0;
+		e->sites -= n;
 		log__error("cannot attach uprobes to '%s': %s", e->path, strerror(-err));
 		return err;
 	}
-	log__debug(LOG_VERBOSE, "attached %d %s sites in %s", e->sites, alloc_kind__name(e->kind), e->path);
-	for (int i = 0; i < e->sites; i++)
+	log__debug(LOG_VERBOSE, "attached %d %s sites in %s", n, alloc_kind__name(e->kind),
+		   e->path);
+	for (int i = 0; i < n; i++)
 		if (sites[i].probe != sites[i].offset)
 			log__debug(LOG_DEBUG, "  %s: entry probe at +%" PRIu64 " (an emulated instruction)",
 				   sites[i].name, sites[i].probe - sites[i].offset);
 	return 0;
 }
 
-void libs__preload(struct libs *l, dev_t dev, ino_t ino)
+/* The file's memtrack probes (MEMTRACK_START ...), once there is an attach set. */
+static int libs__attach_usdt(struct libs *l, struct lib_entry *e)
 {
-	l->preload = true;
+	int err;
+
+	if (!e->usdt || !l->set)
+		return 0;
+	err = attach_set__usdt(l->set, e->path, e->usdt, e->nr_usdt);
+	if (err)
+		log__error("cannot attach to the memtrack probes of '%s': %s", e->path,
+			   strerror(-err));
+	else
+		log__debug(LOG_VERBOSE, "attached %d memtrack probes in %s", e->nr_usdt, e->path);
+	free(e->usdt);
+	e->usdt = NULL;
+	return err;
+}
+
+void libs__preload(struct libs *l, dev_t dev, ino_t ino, bool defer)
+{
+	l->preload = !defer;
+	l->defer = defer;
 	l->pre_dev = dev;
 	l->pre_ino = ino;
 }
 
-/* Preload mode: what is left to probe in a file (see libs__preload). A shared jemalloc,
- * mimalloc or tcmalloc that an exec maps and that defines malloc is the process's malloc (it
- * comes before libc): the interposer serves it, its own entry points included
- * (src/preload/preload_families.c). One a dlopen brings is not, and an executable's own
- * allocator is not either: uprobes. But an executable that defines only operator new and
- * delete (cc1plus: libstdc++ linked in) calls malloc and free through the PLT, which the
- * interposer records: probing its operators too would count each call twice. */
-static int libs__preload_filter(const struct libs *l, const struct lib_entry *e,
-				const struct stat *st, bool is_exe, bool has_malloc,
-				struct alloc_site *sites, int n)
+static bool libs__glibc_family(enum alloc_kind k)
+{
+	return k == ALLOC_LIBC || k == ALLOC_CXX;
+}
+
+/* Appends n sites to *dst (holding have) for later: libs__bind, or libs__attach_glibc. */
+static int libs__keep(struct alloc_site **dst, int have, const struct alloc_site *sites, int n)
+{
+	struct alloc_site *v = realloc(*dst, (have + n) * sizeof(*sites));
+
+	if (!v)
+		return -ENOMEM;
+	memcpy(v + have, sites, n * sizeof(*sites));
+	*dst = v;
+	return 0;
+}
+
+/* Auto mode: glibc's dlopen sites first (attached at once: a process the interposer serves
+ * needs its dlopen stops too), its allocator sites after them. Returns how many go first. */
+static int libs__dlopen_first(struct alloc_site *sites, int n)
+{
+	int first = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (sites[i].spec & MT_SPEC_DLOPEN) {
+			struct alloc_site tmp = sites[first];
+
+			sites[first++] = sites[i];
+			sites[i] = tmp;
+		}
+	}
+	return first;
+}
+
+/* Preload mode: what is left to probe in a file (see libs__preload). */
+static int libs__preload_filter(const struct lib_entry *e, struct alloc_site *sites, int n)
 {
 	int kept = 0;
 
-	if (st->st_dev == l->pre_dev && st->st_ino == l->pre_ino)
-		return 0;
-	if (!is_exe && has_malloc && l->loading &&
-	    (e->kind == ALLOC_JEMALLOC || e->kind == ALLOC_MIMALLOC || e->kind == ALLOC_TCMALLOC))
-		return 0;
-	if (is_exe && !has_malloc && e->kind == ALLOC_STATIC)
-		return 0;
 	if (e->kind != ALLOC_LIBC && e->kind != ALLOC_CXX)
 		return n;
 	for (int i = 0; i < n; i++)
@@ -149,13 +211,18 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 	struct elf_info info;
 	struct lib_entry *e;
 	struct stat st;
-	bool has_malloc;
+	bool served_family;
 	int n, err;
 
 	if (stat(path, &st))
 		return 0; /* vanished: the loader will not map it either */
-	if (libs__seen(l, &st))
+	if (st.st_dev == l->pre_dev && st.st_ino == l->pre_ino && (l->preload || l->defer))
+		return 0; /* the interposer: never probed, not an allocator of the program's */
+	e = libs__seen(l, &st);
+	if (e) {
+		l->kinds |= e->kinds;
 		return 0;
+	}
 	if (l->nr == l->cap) {
 		size_t ncap = l->cap ? l->cap * 2 : 32;
 		void *p = realloc(l->v, ncap * sizeof(*l->v));
@@ -175,23 +242,55 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 		return -ENOMEM;
 	if (elf_info__load(path, &info))
 		return 0;
+	e->nr_usdt = usdt__sites(info.elf, &e->usdt);
+	err = libs__attach_usdt(l, e);
+	if (err) {
+		elf_info__free(&info);
+		return err;
+	}
 	e->kind = alloc_table__classify(&info, is_exe);
+	e->kinds = 1u << e->kind;
+	/* as the interposer judges the next malloc: by the file's name */
+	if (libs__glibc_family(e->kind) && !strstr(path, "/libc.so") &&
+	    elf_info__find(&info, "malloc"))
+		e->kinds |= LIBS_KIND_MALLOC_SHIM;
+	l->kinds |= e->kinds;
 	n = alloc_table__sites(&info, e->kind, is_exe, sites, LIBS_MAX_SITES);
-	has_malloc = elf_info__find(&info, "malloc") != 0;
+	served_family = l->loading && !is_exe && elf_info__find(&info, "malloc") &&
+			(e->kind == ALLOC_JEMALLOC || e->kind == ALLOC_MIMALLOC ||
+			 e->kind == ALLOC_TCMALLOC);
 	elf_info__free(&info);
 	if (l->preload)
-		n = libs__preload_filter(l, e, &st, is_exe, has_malloc, sites, n);
+		n = libs__preload_filter(e, sites, n);
 	if (n <= 0)
 		return 0;
 	e->sites = n;
-	if (!l->set) {
-		e->pending = malloc(n * sizeof(*sites));
-		if (!e->pending)
-			return -ENOMEM;
-		memcpy(e->pending, sites, n * sizeof(*sites));
-		return 1;
+	/* what reaches glibc's malloc in a served process is the interposer's to record: an
+	 * executable's own operator new calling malloc too (one that defines malloc itself is
+	 * never served: the interposer forwards to it); so is a shared jemalloc, mimalloc or
+	 * tcmalloc that an exec maps and that defines malloc: it comes before libc, the process's
+	 * malloc, which the interposer serves with its own entry points
+	 * (src/preload/preload_families.c). One a dlopen brings is not (the interposer forwards
+	 * calls into it unrecorded). */
+	if (libs__glibc_family(e->kind) || e->kind == ALLOC_STATIC || served_family)
+		for (int i = 0; i < n; i++)
+			sites[i].spec |= MT_SPEC_PL;
+	if (l->defer && !l->glibc_on && libs__glibc_family(e->kind)) {
+		int now = libs__dlopen_first(sites, n);
+
+		err = libs__keep(&e->later, 0, sites + now, n - now);
+		if (err)
+			return err;
+		e->nr_later = n - now;
+		e->sites = n = now;
+		if (!n)
+			return 0;
 	}
-	err = libs__attach_sites(l, e, sites);
+	if (!l->set) {
+		err = libs__keep(&e->pending, 0, sites, n);
+		return err ? err : 1;
+	}
+	err = libs__attach_sites(l, e, sites, n);
 	return err ? err : 1;
 }
 
@@ -201,13 +300,47 @@ int libs__bind(struct libs *l, struct attach_set *set)
 
 	l->set = set;
 	for (size_t i = 0; i < l->nr && !err; i++) {
-		if (!l->v[i].pending)
+		err = libs__attach_usdt(l, &l->v[i]);
+		if (err || !l->v[i].pending)
 			continue;
-		err = libs__attach_sites(l, &l->v[i], l->v[i].pending);
+		err = libs__attach_sites(l, &l->v[i], l->v[i].pending, l->v[i].sites);
 		free(l->v[i].pending);
 		l->v[i].pending = NULL;
 	}
 	return err;
+}
+
+int libs__attach_glibc(struct libs *l)
+{
+	int err = 0, added = 0;
+
+	l->glibc_on = true;
+	for (size_t i = 0; i < l->nr && !err; i++) {
+		struct lib_entry *e = &l->v[i];
+
+		if (!e->nr_later)
+			continue;
+		if (!l->set) /* libs__bind attaches them */
+			err = libs__keep(&e->pending, e->sites, e->later, e->nr_later);
+		e->sites += e->nr_later;
+		if (l->set)
+			err = libs__attach_sites(l, e, e->later, e->nr_later);
+		free(e->later);
+		e->later = NULL;
+		e->nr_later = 0;
+		added += !err;
+	}
+	return err ? err : added;
+}
+
+bool libs__glibc_attached(const struct libs *l)
+{
+	return !l->defer || l->glibc_on;
+}
+
+unsigned libs__kinds(const struct libs *l)
+{
+	return l->kinds;
 }
 
 /* exe_name: what to call exe in the manifest, NULL for exe itself. */
@@ -217,6 +350,7 @@ static int libs__inspect(struct libs *l, const char *root, const char *exe, cons
 	struct dep_list deps;
 	int err, added = 0;
 
+	l->kinds = 0;
 	err = deps__resolve(root, exe, ld_path, ld_pre, &deps);
 	if (err)
 		return err;
@@ -240,10 +374,57 @@ int libs__inspect_exe(struct libs *l, const char *root, const char *exe, const c
 	return libs__inspect(l, root, exe, NULL, ld_path, ld_pre);
 }
 
+static bool libs__same(const char *a, const char *b)
+{
+	return a == b || (a && b && !strcmp(a, b));
+}
+
+static struct libs_memo *libs__memo_find(struct libs *l, const struct libs_memo *k)
+{
+	for (size_t i = 0; i < l->nr_memo; i++) {
+		struct libs_memo *m = &l->memo[i];
+
+		if (m->xdev == k->xdev && m->xino == k->xino && m->rdev == k->rdev &&
+		    m->rino == k->rino && libs__same(m->ld_path, k->ld_path) &&
+		    libs__same(m->ld_pre, k->ld_pre))
+			return m;
+	}
+	return NULL;
+}
+
+/* Remembers k (its strings copied); a failure only forgets. */
+static void libs__memo_add(struct libs *l, const struct libs_memo *k)
+{
+	struct libs_memo *m;
+
+	if (l->nr_memo == l->cap_memo) {
+		size_t cap = l->cap_memo ? 2 * l->cap_memo : 16;
+		void *v = realloc(l->memo, cap * sizeof(*l->memo));
+
+		if (!v)
+			return;
+		l->memo = v;
+		l->cap_memo = cap;
+	}
+	m = &l->memo[l->nr_memo];
+	*m = *k;
+	m->ld_path = k->ld_path ? strdup(k->ld_path) : NULL;
+	m->ld_pre = k->ld_pre ? strdup(k->ld_pre) : NULL;
+	if ((k->ld_path && !m->ld_path) || (k->ld_pre && !m->ld_pre)) {
+		free(m->ld_path);
+		free(m->ld_pre);
+		return;
+	}
+	l->nr_memo++;
+}
+
 int libs__inspect_pid(struct libs *l, pid_t pid)
 {
 	char root[64], exe[64], name[PATH_MAX], ldp[PATH_MAX], pre[PATH_MAX], *ld_path, *ld_pre;
+	struct libs_memo key = {0}, *hit;
+	struct stat xs, rs;
 	ssize_t n;
+	int err;
 
 	snprintf(root, sizeof(root), "/proc/%d/root", pid);
 	snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
@@ -254,7 +435,20 @@ int libs__inspect_pid(struct libs *l, pid_t pid)
 		name[n] = 0;
 	ld_path = libs__environ(pid, "LD_LIBRARY_PATH", ldp, sizeof(ldp));
 	ld_pre = libs__environ(pid, "LD_PRELOAD", pre, sizeof(pre));
-	return libs__inspect(l, root, exe, n > 0 ? name : NULL, ld_path, ld_pre);
+	if (stat(exe, &xs) || stat(root, &rs))
+		return -ESRCH;
+	key = (struct libs_memo){xs.st_dev, rs.st_dev, xs.st_ino, rs.st_ino, ld_path, ld_pre, 0};
+	hit = libs__memo_find(l, &key);
+	if (hit) {
+		l->kinds = hit->kinds;
+		return 0;
+	}
+	err = libs__inspect(l, root, exe, n > 0 ? name : NULL, ld_path, ld_pre);
+	if (err >= 0) {
+		key.kinds = l->kinds;
+		libs__memo_add(l, &key);
+	}
+	return err;
 }
 
 int libs__inspect_maps(struct libs *l, pid_t pid)
@@ -334,7 +528,14 @@ void libs__free(struct libs *l)
 		free(l->v[i].path);
 		free(l->v[i].name);
 		free(l->v[i].pending);
+		free(l->v[i].usdt);
+		free(l->v[i].later);
 	}
 	free(l->v);
+	for (size_t i = 0; i < l->nr_memo; i++) {
+		free(l->memo[i].ld_path);
+		free(l->memo[i].ld_pre);
+	}
+	free(l->memo);
 	free(l);
 }

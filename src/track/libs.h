@@ -12,10 +12,21 @@ struct libs;
 /* set may be NULL: libraries are then inspected (ELF work only, no BPF object needed, so it can
  * run on another thread while the programs load) and attached by libs__bind. */
 int libs__new(struct libs **l, struct attach_set *set);
-/* Preload mode: the interposer (dev, ino) serves glibc's and libstdc++'s entry points, so
- * those libraries get no allocator probes (libc keeps its dlopen stop), and the interposer
- * itself is never probed. */
-void libs__preload(struct libs *l, dev_t dev, ino_t ino);
+/* The interposer (dev, ino) serves glibc's and libstdc++'s entry points; it is never probed
+ * itself. Preload mode (defer false): those libraries get no allocator probes (libc keeps its
+ * dlopen stop). Auto mode (defer true): their sites, dlopen included, wait until a process
+ * that the interposer cannot serve needs them (libs__attach_glibc). */
+void libs__preload(struct libs *l, dev_t dev, ino_t ino, bool defer);
+/* Attaches the glibc and libstdc++ sites kept back so far, and every later one at once.
+ * Returns the number of libraries attached, or -errno. */
+int libs__attach_glibc(struct libs *l);
+bool libs__glibc_attached(const struct libs *l);
+/* A library other than glibc's libc.so that defines malloc as glibc does (another interposer,
+ * such as a counting LD_PRELOAD library): the interposer forwards to it (libs__kinds). */
+#define LIBS_KIND_MALLOC_SHIM (1u << 31)
+/* Bit (1 << enum alloc_kind) of every file of the last inspection (libs__inspect_*), the
+ * interposer left out; LIBS_KIND_MALLOC_SHIM too. */
+unsigned libs__kinds(const struct libs *l);
 /* Attaches every library inspected before, and any later, through set. Returns 0 or -errno. */
 int libs__bind(struct libs *l, struct attach_set *set);
 /* Resolves what pid's (just exec'd) executable maps and attaches to every allocator in it not

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: MIT
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #include "common/log.h"
 #include "track/preload_setup.h"
@@ -101,6 +104,7 @@ int preload_setup__start(struct preload_setup *p, enum alloc_hooks mode)
 	}
 	free(pre);
 	p->on = true;
+	p->autom = mode == ALLOC_HOOKS_AUTO;
 	log__debug(1, "alloc hooks: preload (%s, %s)", p->lib, shm_source__path(p->shm));
 	return 0;
 fail:
@@ -111,12 +115,42 @@ fail:
 	return mode == ALLOC_HOOKS_AUTO ? 0 : err;
 }
 
+const char *preload_setup__mode_name(const struct preload_setup *p)
+{
+	if (!p->on)
+		return "uprobe";
+	return p->autom ? "auto" : "preload";
+}
+
+void preload_setup__mark_probed(struct preload_setup *p, pid_t pid)
+{
+	if (p->nr_probed == p->cap_probed) {
+		size_t cap = p->cap_probed ? 2 * p->cap_probed : 64;
+		pid_t *v = realloc(p->probed, cap * sizeof(*v));
+
+		if (!v)
+			return; /* the label only: "none" instead of "uprobe" */
+		p->probed = v;
+		p->cap_probed = cap;
+	}
+	p->probed[p->nr_probed++] = pid;
+}
+
+static bool preload_setup__probed(const struct preload_setup *p, pid_t pid)
+{
+	for (size_t i = 0; i < p->nr_probed; i++)
+		if (p->probed[i] == pid)
+			return true;
+	return false;
+}
+
 void preload_setup__fill(const struct preload_setup *p, struct manifest *m, bool libc_probed)
 {
-	uint8_t probed = libc_probed ? MANIFEST_HOOKS_UPROBE : MANIFEST_HOOKS_NONE;
-
 	for (uint32_t i = 0; i < m->nr_procs; i++) {
 		int f = p->on ? shm_source__proc_flags(p->shm, m->procs[i].pid) : -1;
+		uint8_t probed = libc_probed || preload_setup__probed(p, m->procs[i].pid)
+				     ? MANIFEST_HOOKS_UPROBE
+				     : MANIFEST_HOOKS_NONE;
 
 		m->procs[i].hooks_libc =
 		    f >= 0 && (f & MT_SHM_PROC_LIBC) ? MANIFEST_HOOKS_PRELOAD : probed;
@@ -135,4 +169,91 @@ void preload_setup__close(struct preload_setup *p)
 {
 	if (p->shm)
 		shm_source__close(p->shm);
+	free(p->probed);
+	p->probed = NULL;
+	p->nr_probed = p->cap_probed = 0;
+}
+
+/* Reads a whole /proc file (environ, auxv) into buf; returns its length or -1. */
+static ssize_t preload_setup__read(pid_t pid, const char *what, char *buf, size_t cap)
+{
+	char path[64];
+	ssize_t n, len = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", pid, what);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	while ((size_t)len < cap && (n = read(fd, buf + len, cap - len)) > 0)
+		len += n;
+	close(fd);
+	return len;
+}
+
+/* AT_SECURE of the image pid just exec'd: ld.so then ignores LD_PRELOAD paths with a slash. */
+static bool preload_setup__secure(pid_t pid)
+{
+	Elf64_auxv_t av[128];
+	ssize_t n = preload_setup__read(pid, "auxv", (char *)av, sizeof(av));
+
+	if (n < 0)
+		return true; /* cannot tell: the probes are the safe side */
+	for (size_t i = 0; i < (size_t)n / sizeof(av[0]) && av[i].a_type != AT_NULL; i++)
+		if (av[i].a_type == AT_SECURE)
+			return av[i].a_un.a_val != 0;
+	return false;
+}
+
+/* Is our interposer in pid's LD_PRELOAD (the same file, seen from its root) and our shared
+ * memory in its MEMTRACK_PRELOAD_SHM? */
+static bool preload_setup__env_reaches(const struct preload_setup *p, pid_t pid)
+{
+	static char env[256 << 10];
+	ssize_t n = preload_setup__read(pid, "environ", env, sizeof(env) - 1);
+	const char *shm = shm_source__path(p->shm);
+	bool lib = false, mem = false;
+
+	if (n <= 0)
+		return false;
+	env[n] = 0;
+	for (char *e = env; e < env + n; e += strlen(e) + 1) {
+		if (!strncmp(e, "LD_PRELOAD=", 11)) {
+			for (char *tok = strtok(e + 11, ": \t"); tok; tok = strtok(NULL, ": \t"))
+				lib |= !strcmp(tok, p->lib);
+		} else if (!strncmp(e, MT_SHM_ENV "=", sizeof(MT_SHM_ENV))) {
+			mem = !strcmp(e + sizeof(MT_SHM_ENV), shm);
+		}
+	}
+	if (lib) { /* another mount namespace may not have it, or another file there */
+		char path[PATH_MAX + 32];
+		struct stat st;
+
+		snprintf(path, sizeof(path), "/proc/%d/root%s", pid, p->lib);
+		lib = !stat(path, &st) && st.st_dev == p->dev && st.st_ino == p->ino;
+	}
+	return lib && mem;
+}
+
+bool preload_setup__needs_probes(const struct preload_setup *p, pid_t pid, unsigned kinds)
+{
+	if (!(kinds & 1u << ALLOC_LIBC))
+		return false; /* no glibc: a static program, its allocator is probed in its file */
+	if (!p->on || kinds & PRELOAD_OTHER_ALLOCATORS)
+		return true;
+	return preload_setup__secure(pid) || !preload_setup__env_reaches(p, pid);
+}
+
+bool preload_setup__root_needs_probes(const struct preload_setup *p, const char *exe,
+				      unsigned kinds)
+{
+	struct stat st;
+
+	if (!(kinds & 1u << ALLOC_LIBC))
+		return false;
+	if (!p->on || kinds & PRELOAD_OTHER_ALLOCATORS || stat(exe, &st))
+		return true;
+	/* set-id or file capabilities: the kernel may make its exec secure (AT_SECURE) */
+	return (st.st_mode & (S_ISUID | S_ISGID)) ||
+	       getxattr(exe, "security.capability", NULL, 0) > 0;
 }

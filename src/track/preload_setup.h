@@ -10,22 +10,34 @@
 
 #include <limits.h>
 #include <stdbool.h>
+#include "track/alloc_table.h"
+#include "track/libs.h"
 #include <sys/types.h>
 #include "artifact/manifest.h"
 #include "track/shm_source.h"
 
 enum alloc_hooks {
-	ALLOC_HOOKS_UPROBE = 0, /* every allocator through uprobes (the default for now) */
-	ALLOC_HOOKS_PRELOAD, /* glibc and libstdc++ through the interposer, the rest uprobes */
-	ALLOC_HOOKS_AUTO, /* for now: preload when it can be set up, else uprobe */
+	ALLOC_HOOKS_UPROBE = 0, /* every allocator through uprobes */
+	ALLOC_HOOKS_PRELOAD,	/* glibc and libstdc++ through the interposer, the rest uprobes */
+	ALLOC_HOOKS_AUTO, /* per process: the interposer where it records, uprobes elsewhere */
 };
+
+/* Allocators the interposer forwards to instead of recording (preload_ring.c, pl_next_is_libc):
+ * a non-glibc allocator among the libraries, or one linked into the executable. Bits of
+ * libs__kinds. */
+#define PRELOAD_OTHER_ALLOCATORS                                                                   \
+	(1u << ALLOC_JEMALLOC | 1u << ALLOC_MIMALLOC | 1u << ALLOC_TCMALLOC | 1u << ALLOC_STATIC | \
+	 LIBS_KIND_MALLOC_SHIM)
 
 struct preload_setup {
 	bool on;
+	bool autom; /* --alloc-hooks auto (and on) */
 	char lib[PATH_MAX];
 	dev_t dev; /* the interposer's file: never probed itself */
 	ino_t ino;
 	struct shm_source *shm;
+	pid_t *probed; /* auto: processes judged to need uprobes (the manifest's labels) */
+	size_t nr_probed, cap_probed;
 };
 
 /* Parses "auto", "preload", "uprobe"; -EINVAL otherwise. */
@@ -33,8 +45,23 @@ int preload_setup__parse(const char *s, enum alloc_hooks *out);
 /* Finds the library, creates the shared memory, sets LD_PRELOAD and $MEMTRACK_PRELOAD_SHM in
  * our environment. Returns 0 or -errno; with `auto`, a failure leaves p->on false. */
 int preload_setup__start(struct preload_setup *p, enum alloc_hooks mode);
+/* The manifest's mechanisms.alloc_hooks: "auto", "preload" or "uprobe" (what was set up). */
+const char *preload_setup__mode_name(const struct preload_setup *p);
 /* Per process: which mechanism served its allocator families (after heap_acct__fill). */
 void preload_setup__fill(const struct preload_setup *p, struct manifest *m, bool libc_probed);
 void preload_setup__close(struct preload_setup *p);
+
+/* Auto mode, at the exec stop of pid (kinds: libs__kinds of its image): will its glibc calls
+ * need the uprobes? True when it maps glibc and the interposer will not record them: it is
+ * not set up, another allocator serves the process (the interposer forwards), the exec is
+ * secure (AT_SECURE), or its environment lost our LD_PRELOAD or shared memory. The
+ * interposer's own registration stays authoritative (served.bpf.c): this only decides
+ * whether the probes must be there before the process runs. */
+bool preload_setup__needs_probes(const struct preload_setup *p, pid_t pid, unsigned kinds);
+/* Remembers that pid's image is served by uprobes (preload_setup__fill). */
+void preload_setup__mark_probed(struct preload_setup *p, pid_t pid);
+/* The same for the root command before its exec, from its file (set-id bits, capabilities). */
+bool preload_setup__root_needs_probes(const struct preload_setup *p, const char *exe,
+				      unsigned kinds);
 
 #endif

@@ -29,10 +29,10 @@ int root_prep__exe_key(const char *path, uint64_t *key)
 static void *root_prep__run(void *arg)
 {
 	struct root_prep *rp = arg;
-	char exe[PATH_MAX];
+	char *exe = rp->exe;
 	int err;
 
-	if (spawn__resolve(rp->argv0, exe, sizeof(exe)))
+	if (spawn__resolve(rp->argv0, exe, sizeof(rp->exe)))
 		return NULL; /* the exec will fail and say so */
 	err = libs__inspect_exe(rp->libs, "", exe, getenv("LD_LIBRARY_PATH"), getenv("LD_PRELOAD"));
 	if (err < 0)

@@ -6,6 +6,7 @@
 #ifndef MEMTRACK_ROOT_PREP_H
 #define MEMTRACK_ROOT_PREP_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -16,6 +17,7 @@ struct root_prep {
 	bool running;
 	bool known; /* key is valid */
 	uint64_t key; /* known_exe's key of the executable */
+	char exe[PATH_MAX]; /* its path, when known */
 	struct libs *libs; /* not bound to an attach set yet: ELF work only */
 	const char *argv0;
 };

@@ -3,14 +3,19 @@
 #include <errno.h>
 #include <signal.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
+#include "common/records.h"
+#include "track/shm_file.h"
 #include "track/shm_source.h"
 
 struct shm_heap_ent {
@@ -31,6 +36,14 @@ struct shm_source {
 	uint64_t safe_ns; /* every BPF record older than this has been dispatched */
 	uint64_t last_delivered; /* by the last drain */
 	struct shm_heap_ent *heap; /* the k-way merge by timestamp, nr_slots entries */
+	struct {
+		uint32_t (*fn)(void *ctx, const struct mt_event *ev);
+		void *ctx;
+	} stacks; /* --stacks: aux translation (shm_source__set_stacks) */
+	int bell_fd;		   /* eventfd in the event loop's set: the doorbell rang */
+	pthread_t bell_thread;
+	bool bell_started;
+	uint32_t bell_stop;
 };
 
 #define SHM_TAIL_EVERY 256 /* publish the tail (and wake a waiting producer) this often */
@@ -40,14 +53,21 @@ static const struct mt_event *shm__rec(const struct shm_source *s, uint32_t slot
 	return &s->data[(size_t)slot * s->nrec + (pos & s->mask)];
 }
 
-static void shm__publish_tail(struct shm_source *s, struct mt_shm_slot *sl, uint64_t tail)
+/*
+ * Publishes the slot's tail. A producer asleep on its full ring is woken only once half of it
+ * is free (`final`: whatever is free at the end of a drain): woken at every publication, it
+ * would write SHM_TAIL_EVERY records and sleep again, two context switches per 256 records,
+ * and on a shared core the two sides would take turns instead of running side by side.
+ */
+static void shm__publish_tail(struct shm_source *s, struct mt_shm_slot *sl, uint64_t tail,
+			      uint64_t head, bool final)
 {
 	__atomic_store_n(&sl->tail, tail, __ATOMIC_SEQ_CST);
 	/* seq_cst pairs with the producer's waiting store then tail load: one of us sees the
 	 * other's write, so no wake-up is lost */
-	if (__atomic_load_n(&sl->waiting, __ATOMIC_SEQ_CST))
+	if (__atomic_load_n(&sl->waiting, __ATOMIC_SEQ_CST) &&
+	    (final ? head - tail < s->nrec : s->nrec - (head - tail) >= s->nrec / 2))
 		syscall(SYS_futex, (uint32_t *)&sl->tail, FUTEX_WAKE, 1, NULL, NULL, 0);
-	(void)s;
 }
 
 static void shm__heap_push(struct shm_heap_ent *h, uint32_t *n, struct shm_heap_ent e)
@@ -137,27 +157,85 @@ static int shm__deliver(struct shm_source *s, struct consumer *c, int32_t pid, u
 		if (next_ts > limit)
 			next_ts = limit;
 		do {
-			consumer__dispatch(c, shm__rec(s, e.slot, tail));
+			ev = shm__rec(s, e.slot, tail);
+			if (__builtin_expect(s->stacks.fn != NULL, 0) &&
+			    ev->type - MT_EV_MALLOC < 4) {
+				struct mt_event cp = *ev;
+
+				cp.aux = s->stacks.fn(s->stacks.ctx, ev);
+				consumer__dispatch(c, &cp);
+			} else {
+				consumer__dispatch(c, ev);
+			}
 			tail++;
 			delivered++;
 			if (!(tail % SHM_TAIL_EVERY))
-				shm__publish_tail(s, sl, tail);
+				shm__publish_tail(s, sl, tail, head, false);
 			if (tail == head)
 				head = __atomic_load_n(&sl->head, __ATOMIC_ACQUIRE);
 			ev = tail < head ? shm__rec(s, e.slot, tail) : NULL;
 		} while (ev && ev->ts <= next_ts && ev->ts < limit);
-		shm__publish_tail(s, sl, tail);
+		shm__publish_tail(s, sl, tail, head, false);
 		if (ev && ev->ts < limit)
 			shm__heap_push(s->heap, &n, (struct shm_heap_ent){ev->ts, e.slot});
 	}
+	/* wake whoever still waits: this drain freed what it could */
+	for (uint32_t i = 0; delivered && i < hwm; i++) {
+		struct mt_shm_slot *sl = &s->slots[i];
+
+		if (__atomic_load_n(&sl->waiting, __ATOMIC_SEQ_CST))
+			shm__publish_tail(s, sl, sl->tail,
+					  __atomic_load_n(&sl->head, __ATOMIC_ACQUIRE), true);
+	}
 	return delivered;
+}
+
+/*
+ * The doorbell's thread (shm_abi.h): sleeps on the header's bell word and turns each ring into
+ * an eventfd write, which wakes the event loop's epoll_wait. A futex cannot be in an epoll set,
+ * and a producer cannot write memtrack's eventfd: it has no fd of ours.
+ */
+static void *shm__bell_main(void *arg)
+{
+	struct shm_source *s = arg;
+	uint32_t *bell = &s->hdr->bell, seen = __atomic_load_n(bell, __ATOMIC_ACQUIRE);
+
+	while (!__atomic_load_n(&s->bell_stop, __ATOMIC_ACQUIRE)) {
+		uint32_t now;
+
+		__atomic_store_n(&s->hdr->bell_sleeping, 1, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(bell, __ATOMIC_SEQ_CST) == seen &&
+		    !__atomic_load_n(&s->bell_stop, __ATOMIC_ACQUIRE))
+			syscall(SYS_futex, bell, FUTEX_WAIT, seen, NULL, NULL, 0);
+		__atomic_store_n(&s->hdr->bell_sleeping, 0, __ATOMIC_RELAXED);
+		now = __atomic_load_n(bell, __ATOMIC_ACQUIRE);
+		if (now != seen) {
+			seen = now;
+			eventfd_write(s->bell_fd, 1);
+		}
+	}
+	return NULL;
+}
+
+static void shm__bell_stop(struct shm_source *s)
+{
+	if (!s->bell_started)
+		return;
+	__atomic_store_n(&s->bell_stop, 1, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&s->hdr->bell, 1, __ATOMIC_SEQ_CST);
+	syscall(SYS_futex, &s->hdr->bell, FUTEX_WAKE, 1, NULL, NULL, 0);
+	pthread_join(s->bell_thread, NULL);
+	s->bell_started = false;
 }
 
 static int shm__drain(struct event_source *src, struct consumer *c)
 {
 	struct shm_source *s = src->priv;
 	uint32_t hwm = __atomic_load_n(&s->hdr->next_slot, __ATOMIC_ACQUIRE);
+	eventfd_t rung;
 	int n;
+
+	eventfd_read(s->bell_fd, &rung); /* nonblocking: rearms the doorbell's fd */
 
 	/* The ring's drain in this round reached its end: every BPF record committed before the
 	 * round began has been dispatched. Otherwise the previous bound stands. */
@@ -179,14 +257,37 @@ int shm_source__drain_all(struct shm_source *s, struct consumer *c)
 	return n;
 }
 
-/* Before a process's Exec or Exit: its records older than it (all written: its threads, or
- * those of its old image, run no more), and its slots claimed before it go back once drained. */
+/* pid exec'd at ts: its images registered before are no longer what serves it. */
+static void shm__end_images(struct shm_source *s, int32_t pid, uint64_t ts)
+{
+	struct mt_shm_proc *procs = (void *)((char *)s->hdr + s->hdr->procs_off);
+	uint32_t n = __atomic_load_n(&s->hdr->nr_procs, __ATOMIC_ACQUIRE);
+
+	for (uint32_t i = 0; i < n && i < MT_SHM_MAX_PROCS; i++)
+		if (__atomic_load_n(&procs[i].pid, __ATOMIC_ACQUIRE) == pid && procs[i].ts < ts)
+			procs[i].flags |= MT_SHM_PROC_ENDED;
+}
+
+/*
+ * Before a record of a process from the ring that is not an allocator call (Rss, Fork, Exec,
+ * Exit...): the process's records older than it, so that the artifact keeps its time order
+ * (a Malloc, the Rss rise its touch causes, the Free, the fall). Before an Exec or Exit they
+ * are all written (its threads, or those of its old image, run no more), and its slots claimed
+ * before it go back once drained. Rmap records, one per page, are left to the drain: a scan of
+ * the rings for each would cost more than the order is worth.
+ */
 static void shm__order(void *ctx, struct consumer *c, const struct mt_event *ev)
 {
 	struct shm_source *s = ctx;
 	uint32_t hwm = __atomic_load_n(&s->hdr->next_slot, __ATOMIC_ACQUIRE);
 
+	if (ev->type == MT_EV_RMAP)
+		return;
 	s->src.delivered += (uint64_t)shm__deliver(s, c, ev->pid, ev->ts);
+	if (ev->type == MT_EV_EXEC)
+		shm__end_images(s, ev->pid, ev->ts);
+	if (!records__has(ev->type, REC_IMAGE_END))
+		return; /* a marker (REC_ORDERED): the process lives on */
 	for (uint32_t i = 0; i < hwm && i < s->nr_slots; i++) {
 		struct mt_shm_slot *sl = &s->slots[i];
 		uint32_t want = MT_SLOT_OWNED;
@@ -219,6 +320,8 @@ static void shm__destroy(struct event_source *src)
 	shm_source__close(s);
 	if (s->map)
 		munmap(s->map, s->map_len);
+	if (s->bell_fd >= 0)
+		close(s->bell_fd);
 	free(s->heap);
 	free(s);
 }
@@ -227,6 +330,7 @@ void shm_source__close(struct shm_source *s)
 {
 	if (!s || !s->hdr || s->hdr->closed)
 		return;
+	shm__bell_stop(s);
 	__atomic_store_n(&s->hdr->closed, 1, __ATOMIC_SEQ_CST);
 	for (uint32_t i = 0; i < s->nr_slots; i++)
 		if (__atomic_load_n(&s->slots[i].waiting, __ATOMIC_SEQ_CST))
@@ -259,9 +363,16 @@ int shm_source__proc_flags(const struct shm_source *s, int32_t pid)
 	procs = (const void *)((const char *)s->hdr + s->hdr->procs_off);
 	n = __atomic_load_n(&s->hdr->nr_procs, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < n && i < MT_SHM_MAX_PROCS; i++)
-		if (procs[i].pid == pid)
+		if (procs[i].pid == pid && !(procs[i].flags & MT_SHM_PROC_ENDED))
 			flags = (int)procs[i].flags; /* the last image's */
 	return flags;
+}
+
+void shm_source__set_stacks(struct shm_source *s, uint32_t (*fn)(void *ctx, const struct mt_event *ev),
+			    void *ctx)
+{
+	s->stacks.fn = fn;
+	s->stacks.ctx = ctx;
 }
 
 void shm_source__set_ring(struct shm_source *s, const struct event_source *ring)
@@ -299,13 +410,64 @@ static void shm__sweep_stale(void)
 		closedir(d);
 }
 
+/*
+ * The interposer's TSC stamps (src/preload/preload_clock.c) need the kernel's clocksource to be
+ * the TSC: CLOCK_MONOTONIC is then the TSC scaled, and the kernel has found it synchronised
+ * across CPUs and stable. The anchor is a TSC read paired with the clock; interposers measure
+ * the TSC's rate from it, so it is taken as early as possible (long before any process starts).
+ */
+static void shm__tsc_anchor(struct mt_shm_hdr *h)
+{
+#if defined(__x86_64__)
+	const char *env = getenv("MEMTRACK_PRELOAD_TSC");
+	char cs[16] = "";
+	struct timespec ts;
+	uint64_t c0, c1;
+	ssize_t n;
+	int fd;
+
+	if (env && !strcmp(env, "0"))
+		return;
+	fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
+		  O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, cs, sizeof(cs) - 1);
+	close(fd);
+	if (n != 4 || memcmp(cs, "tsc\n", 4))
+		return;
+	/* as the interposer's pl_tsc_pair: the midpoint of two TSC reads around the clock's, all
+	 * within 500 ns by the clock (retried when preempted) */
+	for (int i = 0; i < 8; i++) {
+		uint64_t n0, n, n1;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		n0 = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+		__builtin_ia32_lfence();
+		c0 = __builtin_ia32_rdtsc();
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		n = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+		__builtin_ia32_lfence();
+		c1 = __builtin_ia32_rdtsc();
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		n1 = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+		if (n1 - n0 > 500 || c1 < c0)
+			continue;
+		h->tsc_anchor = c0 + (c1 - c0) / 2;
+		h->ns_anchor = n;
+		return;
+	}
+#else
+	(void)h;
+#endif
+}
+
 int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_records, uid_t uid,
 		    gid_t gid, const struct event_source *ring)
 {
 	size_t procs_off = 4096, slots_off, data_off, size = 0;
 	struct shm_source *s;
-	uint64_t rnd = 0;
-	int fd = -1, err;
+	int err;
 
 	if (!nr_slots || !slot_records || (slot_records & (slot_records - 1)))
 		return -EINVAL;
@@ -313,6 +475,11 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	s->bell_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->bell_fd < 0) {
+		err = -errno;
+		goto fail;
+	}
 	s->heap = calloc(nr_slots, sizeof(*s->heap));
 	if (!s->heap) {
 		err = -ENOMEM;
@@ -321,30 +488,9 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 	slots_off = (procs_off + MT_SHM_MAX_PROCS * sizeof(struct mt_shm_proc) + 4095) & ~4095ul;
 	data_off = (slots_off + nr_slots * sizeof(struct mt_shm_slot) + 4095) & ~4095ul;
 	size = data_off + (size_t)nr_slots * slot_records * sizeof(struct mt_event);
-	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
-		rnd ^= (uint64_t)(uintptr_t)s ^ (uint64_t)getpid() << 32;
-	snprintf(s->path, sizeof(s->path), "/dev/shm/memtrack-%d-%016llx", (int)getpid(),
-		 (unsigned long long)rnd);
-	/* 0600 and, under sudo, the invoking user's (the command runs as that user): no one else
-	 * can open it */
-	fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		err = -errno;
-		s->path[0] = 0;
+	err = shm_file__create(s->path, sizeof(s->path), "", size, uid, gid, &s->map);
+	if (err)
 		goto fail;
-	}
-	if ((uid != (uid_t)-1 && fchown(fd, uid, gid)) || ftruncate(fd, (off_t)size)) {
-		err = -errno;
-		goto fail;
-	}
-	s->map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (s->map == MAP_FAILED) {
-		s->map = NULL;
-		err = -errno;
-		goto fail;
-	}
-	close(fd);
-	fd = -1;
 	s->map_len = size;
 	s->hdr = s->map;
 	s->slots = (void *)((char *)s->map + slots_off);
@@ -361,18 +507,26 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 	s->hdr->slots_off = slots_off;
 	s->hdr->data_off = data_off;
 	s->hdr->file_size = size;
+	shm__tsc_anchor(s->hdr);
 	__atomic_store_n(&s->hdr->magic, MT_SHM_MAGIC, __ATOMIC_RELEASE);
-	s->src = (struct event_source){.name = "preload-shm", .fd = -1, .drain = shm__drain,
-				       .destroy = shm__destroy, .priv = s};
+	s->src = (struct event_source){.name = "preload-shm",
+				       .fd = s->bell_fd,
+				       .drain = shm__drain,
+				       .destroy = shm__destroy,
+				       .priv = s};
+	err = -pthread_create(&s->bell_thread, NULL, shm__bell_main, s);
+	if (err)
+		goto fail;
+	s->bell_started = true;
 	*out = s;
 	return 0;
 fail:
-	if (fd >= 0)
-		close(fd);
 	if (s->path[0])
 		unlink(s->path);
 	if (s->map)
 		munmap(s->map, size);
+	if (s->bell_fd >= 0)
+		close(s->bell_fd);
 	free(s->heap);
 	free(s);
 	return err;

@@ -9,9 +9,10 @@
  * before that time has been dispatched, and interposer records older than it may follow,
  * merged across threads by timestamp. What a record of the interposer can depend on (its
  * process's Fork, the Exec of its image) is committed before its thread runs, so before its
- * timestamp. The other direction: before the consumer dispatches a process's Exec or Exit it
- * asks this source (consumer.order hook) for that process's records older than it; they are
- * all written, since no thread of the old image or of the exited process runs any more.
+ * timestamp. The other direction: before the consumer dispatches a ring record of a process
+ * that is not an allocator call (Rss, Fork, Exec, Exit; not Rmap) it asks this source
+ * (consumer.order hook) for that process's records older than it; before an Exec or Exit they
+ * are all written, since no thread of the old image or of the exited process runs any more.
  */
 #ifndef MEMTRACK_SHM_SOURCE_H
 #define MEMTRACK_SHM_SOURCE_H
@@ -31,7 +32,11 @@ int shm_source__new(struct shm_source **s, uint32_t nr_slots, uint32_t slot_reco
 void shm_source__set_ring(struct shm_source *s, const struct event_source *ring);
 const char *shm_source__path(const struct shm_source *s);
 struct event_source *shm_source__src(struct shm_source *s);
-/* Registers the Exec/Exit ordering hook with the consumer. */
+/* --stacks: fn(ctx, record) gives the aux each allocation record is dispatched with
+ * (stack_shm__translate: the interposer's ref -> the stack file's id). */
+void shm_source__set_stacks(struct shm_source *s, uint32_t (*fn)(void *ctx, const struct mt_event *ev),
+			    void *ctx);
+/* Registers the ordering hook with the consumer. */
 void shm_source__order(struct shm_source *s, struct consumer *c);
 /* How long the event loop may sleep before the next drain, ms: 0 while records pour in. */
 int shm_source__poll_ms(const struct shm_source *s);

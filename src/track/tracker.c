@@ -48,7 +48,7 @@ int tracker__run(const struct tracker_opts *o)
 {
 	struct tracker t = {.o = o, .epfd = -1, .sigfd = -1, .btf.memfd = -1, .out.fd = -1};
 	char name[32];
-	uint64_t t_start = now_ns(CLOCK_MONOTONIC), t0;
+	uint64_t t_start = now_ns(CLOCK_MONOTONIC), t0, root_attach_ns = 0;
 	int ret = MT_EXIT_FAILED, err, status, art_fd = -1;
 
 	t.sp.go_fd = t.sp.err_fd = t.sp.pidfd = -1;
@@ -71,9 +71,10 @@ int tracker__run(const struct tracker_opts *o)
 	    heap_acct__new(&t.acct))
 		goto cleanup;
 	/* before the fork: the command inherits LD_PRELOAD and the shared memory's name */
-	if (preload_setup__start(&t.pre, (enum alloc_hooks)o->alloc_hooks))
+	if (preload_setup__start(&t.pre, (enum alloc_hooks)o->alloc_hooks) ||
+	    tracker__stacks_start(&t))
 		goto cleanup;
-	if (manifest__set_str(&t.m.alloc_hooks, t.pre.on ? "preload" : "uprobe") ||
+	if (manifest__set_str(&t.m.alloc_hooks, preload_setup__mode_name(&t.pre)) ||
 	    manifest__set_str(&t.m.preload_lib, t.pre.on ? t.pre.lib : NULL)) {
 		log__error("out of memory");
 		goto cleanup;
@@ -93,7 +94,7 @@ int tracker__run(const struct tracker_opts *o)
 	if (!t.m.artifact || outdir__check_free(&t.out, t.manifest_name))
 		goto cleanup;
 	art_fd = outdir__create(&t.out, name);
-	if (art_fd < 0)
+	if (art_fd < 0 || tracker__stacks_open(&t))
 		goto cleanup;
 	err = watchdog__start(&t.wd);
 	if (err) {
@@ -103,7 +104,7 @@ int tracker__run(const struct tracker_opts *o)
 	if (libs__new(&t.libs, NULL))
 		goto cleanup;
 	if (t.pre.on)
-		libs__preload(t.libs, t.pre.dev, t.pre.ino);
+		libs__preload(t.libs, t.pre.dev, t.pre.ino, t.pre.autom);
 	if (root_prep__start(&t.root, t.libs, o->argv[0]))
 		goto cleanup;
 
@@ -121,7 +122,8 @@ int tracker__run(const struct tracker_opts *o)
 		goto cleanup;
 	}
 	t0 = now_ns(CLOCK_MONOTONIC);
-	if (tracker__attach_tracepoints(&t) || tracker__attach_root(&t))
+	if (tracker__attach_tracepoints(&t) || tracker__attach_served(&t) ||
+	    tracker__attach_root(&t))
 		goto cleanup;
 	err = tracker__setup_loop(&t);
 	if (err) {
@@ -132,6 +134,7 @@ int tracker__run(const struct tracker_opts *o)
 		goto cleanup;
 	tracker__add_pidfd(&t);
 	t.m.t_attach = now_ns(CLOCK_MONOTONIC) - t0;
+	root_attach_ns = libs__attach_ns(t.libs); /* inside the window just timed */
 	t0 = now_ns(CLOCK_MONOTONIC);
 	err = spawn__go(&t.sp);
 	if (err) {
@@ -161,7 +164,7 @@ int tracker__run(const struct tracker_opts *o)
 		goto cleanup;
 	}
 	t.sp.pid = 0; /* reaped: nothing to abort from here on */
-	t.m.t_attach += libs__attach_ns(t.libs);
+	t.m.t_attach += libs__attach_ns(t.libs) - root_attach_ns; /* at exec and dlopen stops */
 	if (!tracker__finish(&t, status, t0, t_start)) {
 		tracker__tell(&t);
 		ret = tracker__exit_status(&t);
@@ -174,6 +177,8 @@ cleanup:
 	if (art_fd >= 0) {   /* created, the command never ran: no empty artifact left behind */
 		close(art_fd);
 		unlinkat(t.out.fd, t.m.artifact, 0);
+		if (t.m.stacks_file)
+			unlinkat(t.out.fd, t.m.stacks_file, 0);
 	}
 	tracker__destroy(&t);
 	return ret;

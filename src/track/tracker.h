@@ -27,6 +27,7 @@ struct tracker_opts {
 	 * wires it: the tracker knows nothing of the report module. */
 	int (*summary)(FILE *out, const struct manifest *m);
 	int alloc_hooks; /* enum alloc_hooks (preload_setup.h) */
+	bool stacks; /* --stacks: <pid>.memtrack.stacks (tracker_stacks.c) */
 };
 
 /* Returns the exit status memtrack should exit with. */

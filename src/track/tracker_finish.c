@@ -83,20 +83,27 @@ static int tracker__untrack_running(struct tracker *t)
 	return 0;
 }
 
+uint64_t tracker__percpu_sums(int fd, uint32_t nr, uint64_t *sums)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t total = 0, *vals = calloc(ncpu, sizeof(*vals));
+
+	for (__u32 r = 0; r < nr; r++) {
+		sums[r] = 0;
+		if (!vals || bpf_map_lookup_elem(fd, &r, vals))
+			continue;
+		for (int c = 0; c < ncpu; c++)
+			sums[r] += vals[c];
+		total += sums[r];
+	}
+	free(vals);
+	return total;
+}
+
 /* The BPF side's drops by reason (enum mt_drop_reason: the first rows of drops[]) */
 static void tracker__read_drops(struct tracker *t, uint64_t *drops)
 {
-	int ncpu = libbpf_num_possible_cpus(), fd = bpf_map__fd(t->skel->maps.drops);
-	uint64_t *vals = calloc(ncpu, sizeof(*vals));
-
-	for (__u32 r = 0; vals && r < MT_DROP_NR; r++) {
-		drops[r] = 0;
-		if (bpf_map_lookup_elem(fd, &r, vals))
-			continue;
-		for (int c = 0; c < ncpu; c++)
-			drops[r] += vals[c];
-	}
-	free(vals);
+	tracker__percpu_sums(bpf_map__fd(t->skel->maps.drops), MT_DROP_NR, drops);
 }
 
 /* "3 processes were still running ...: 1234 (sleep), ..." */
@@ -156,12 +163,14 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 	t->writer = t->sinks.writer = NULL;
 	if (err && !t->sinks.write_err)
 		t->sinks.write_err = err;
+	tracker__stacks_finish(t); /* logs its failure */
 
 	tracker__read_drops(t, t->m.drops);
 	t->drops_total = drops_total = records__drops_sum(t->m.drops);
 	bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.global), &zero, &g);
 	heap_acct__fill(t->acct, &t->m);
-	preload_setup__fill(&t->pre, &t->m, !t->pre.on);
+	preload_setup__fill(&t->pre, &t->m,
+			    !t->pre.on || (t->pre.autom && libs__glibc_attached(t->libs)));
 	/* The kernel-side tree peak is exact (every page); the artifact's Rss records are
 	 * decimated, so prefer the larger of the two. */
 	if ((uint64_t)g.tree_peak > t->m.peak_rss)
@@ -225,6 +234,8 @@ static void tracker__detach(struct tracker *t)
 		return;
 	attach_set__free(t->set);
 	t->set = NULL;
+	bpf_link__destroy(t->served_link);
+	t->served_link = NULL;
 	for (size_t i = 0; i < sizeof(t->tp_links) / sizeof(t->tp_links[0]); i++) {
 		bpf_link__destroy(t->tp_links[i]);
 		t->tp_links[i] = NULL;
@@ -260,6 +271,7 @@ void tracker__destroy(struct tracker *t)
 	if (!t->pre_added && t->pre.shm)
 		shm_source__src(t->pre.shm)->destroy(shm_source__src(t->pre.shm));
 	artifact_writer__close(t->writer);
+	tracker__stacks_destroy(t);
 	heap_acct__free(t->acct);
 	libs__free(t->libs);
 	if (t->sigfd >= 0)

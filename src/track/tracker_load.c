@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
  * Phase load: open the skeleton, size the ring, pick uprobe_multi or perf uprobes and the rmap
- * backend, load against a minimal BTF for this kernel (btf_cache.c), verify.
+ * backend, load against a minimal BTF for this kernel (btf_cache.c), verify. The allocator
+ * programs are loaded with the others only when every process will need them (uprobe mode);
+ * otherwise at the first attach to a library (tracker__alloc_ensure).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,8 +54,105 @@ void tracker__unload(struct tracker *t)
 		bpf_link__destroy(t->rmap_links[i]);
 		t->rmap_links[i] = NULL;
 	}
+	t->alloc_entry = t->alloc_ret = NULL;
+	memtrack_bpf__destroy(t->alloc_skel);
+	t->alloc_skel = NULL;
 	memtrack_bpf__destroy(t->skel);
 	t->skel = NULL;
+}
+
+/* Which of the allocator program pairs serves this kernel's uprobes: autoload for that pair
+ * (when load is true) and its expected attach type; no autoload for the other. */
+static void tracker__alloc_autoload(struct memtrack_bpf *s, bool multi, bool load)
+{
+	bpf_program__set_autoload(s->progs.mt_alloc_entry_multi, load && multi);
+	bpf_program__set_autoload(s->progs.mt_alloc_return_multi, load && multi);
+	bpf_program__set_autoload(s->progs.mt_alloc_entry_perf, load && !multi);
+	bpf_program__set_autoload(s->progs.mt_alloc_return_perf, load && !multi);
+	if (multi) {
+		bpf_program__set_expected_attach_type(s->progs.mt_alloc_entry_multi,
+						      attach__uprobe_multi_type());
+		bpf_program__set_expected_attach_type(s->progs.mt_alloc_return_multi,
+						      attach__uprobe_multi_type());
+	}
+}
+
+static void tracker__alloc_take(struct tracker *t, struct memtrack_bpf *s)
+{
+	t->alloc_entry = t->multi ? s->progs.mt_alloc_entry_multi : s->progs.mt_alloc_entry_perf;
+	t->alloc_ret = t->multi ? s->progs.mt_alloc_return_multi : s->progs.mt_alloc_return_perf;
+}
+
+/*
+ * Loads the allocator programs if they are not yet: a second instance of the same object in
+ * which only they load, on the first instance's maps (bpf_map__reuse_fd) and read-only
+ * values, against the same BTF. Its own cost (~2-3 ms: open, relocation, verification) is
+ * paid only by runs that attach a uprobe to a library; an --alloc-hooks auto or preload run
+ * whose every process the interposer serves never pays it. Returns 0 or -errno; idempotent.
+ */
+int tracker__alloc_ensure(struct tracker *t)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, oo,
+		    .btf_custom_path = t->btf.path[0] ? t->btf.path : NULL);
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+	struct memtrack_bpf *s;
+	struct bpf_program *p;
+	struct bpf_map *m;
+	int err = 0;
+
+	if (t->alloc_entry)
+		return 0;
+	if (!t->skel)
+		return -EINVAL;
+	s = memtrack_bpf__open_opts(&oo);
+	if (!s) {
+		err = -errno;
+		goto cleanup;
+	}
+	bpf_object__for_each_program(p, s->obj)
+		bpf_program__set_autoload(p, false);
+	tracker__alloc_autoload(s, t->multi, true);
+	memcpy(s->rodata, t->skel->rodata, sizeof(*s->rodata));
+	bpf_object__for_each_map(m, s->obj) {
+		int fd;
+
+		if (bpf_map__is_internal(m))
+			continue; /* .rodata, copied above */
+		fd = bpf_object__find_map_fd_by_name(t->skel->obj, bpf_map__name(m));
+		/* a map the first instance did not create is none of the allocator programs' */
+		err = fd >= 0 ? bpf_map__reuse_fd(m, fd) : bpf_map__set_autocreate(m, false);
+		if (err)
+			goto cleanup;
+	}
+	err = memtrack_bpf__load(s);
+	if (err)
+		goto cleanup;
+	t->alloc_skel = s;
+	s = NULL;
+	tracker__alloc_take(t, t->alloc_skel);
+	err = manifest__set_str(&t->m.alloc_programs, "at first attach");
+	log__debug(LOG_VERBOSE, "allocator programs loaded in %.2f ms",
+		   (now_ns(CLOCK_MONOTONIC) - t0) / 1e6);
+cleanup:
+	memtrack_bpf__destroy(s);
+	if (err)
+		log__error("cannot load the allocator programs: %s (run with -vv for the verifier "
+			   "log)",
+			   strerror(-err));
+	return err;
+}
+
+/* attach_progs_fn for the allocator attach set: the programs on first need. */
+static int tracker__alloc_progs(void *ctx, struct bpf_program **entry, struct bpf_program **ret)
+{
+	struct tracker *t = ctx;
+	int err = tracker__alloc_ensure(t);
+
+	if (err)
+		return err;
+	*entry = t->alloc_entry;
+	*ret = t->alloc_ret;
+	return 0;
 }
 
 /*
@@ -69,13 +169,92 @@ static int tracker__nr_cpus(void)
 	return want > n ? want : n;
 }
 
-/* Opens the skeleton against the BTF in t->btf, configures and loads it for t->rmap's backend.
- * Returns 0 or -errno. */
-static int tracker__open_load(struct tracker *t, bool multi)
+/* Fork, exec and exit end in mt_rebase through a tail call (process.bpf.c): its program array
+ * is filled here, before anything is attached. Returns 0 or -errno. */
+static int tracker__fill_tail(struct memtrack_bpf *s)
+{
+	__u32 zero = 0;
+	int fd = bpf_program__fd(s->progs.mt_rebase);
+
+	if (bpf_map_update_elem(bpf_map__fd(s->maps.rebase_prog), &zero, &fd, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+/*
+ * The ring buffer map, created on a thread while the kernel is probed, the BTF prepared and the
+ * object opened: allocating and zeroing an 8 MiB ring takes ~1.7 ms here, which the load
+ * would otherwise wait for. Given to libbpf with bpf_map__reuse_fd; if it could not be
+ * created, libbpf creates the map as usual.
+ */
+struct ring_prep {
+	pthread_t thread;
+	uint64_t bytes;
+	int fd; /* or -errno */
+	bool started;
+};
+
+static void *ring_prep__run(void *arg)
+{
+	struct ring_prep *r = arg;
+
+	r->fd = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "events", 0, 0, r->bytes, NULL);
+	if (r->fd < 0)
+		r->fd = -errno;
+	return NULL;
+}
+
+static void ring_prep__start(struct ring_prep *r, uint64_t bytes)
+{
+	r->bytes = bytes;
+	r->fd = -EAGAIN;
+	r->started = !pthread_create(&r->thread, NULL, ring_prep__run, r);
+}
+
+/* The ring's fd (-errno: none); idempotent. */
+static int ring_prep__join(struct ring_prep *r)
+{
+	if (r->started)
+		pthread_join(r->thread, NULL);
+	r->started = false;
+	return r->fd;
+}
+
+static void ring_prep__close(struct ring_prep *r)
+{
+	if (ring_prep__join(r) >= 0)
+		close(r->fd);
+	r->fd = -EBADF;
+}
+
+/*
+ * --stacks: bytes of user stack the BPF side copies per allocation (MEMTRACK_STACK_BYTES,
+ * default USTACK_DEFAULT_BYTES, at most MT_USTACK_MAX). Deeper stacks come out truncated.
+ */
+#define USTACK_DEFAULT_BYTES MT_USTACK_MAX
+static uint32_t tracker__ustack_bytes(void)
+{
+	const char *env = getenv("MEMTRACK_STACK_BYTES");
+	unsigned long n = env ? strtoul(env, NULL, 0) : USTACK_DEFAULT_BYTES;
+
+	if (n < 64)
+		n = 64;
+	if (n > MT_USTACK_MAX)
+		n = MT_USTACK_MAX;
+	return (uint32_t)n & ~7u;
+}
+
+/* Opens the skeleton against the BTF in t->btf, configures and loads it for t->rmap's backend,
+ * on ring's map when it has one. Returns 0 or -errno. */
+static int tracker__open_load(struct tracker *t, struct ring_prep *ring)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, oo,
 		    .btf_custom_path = t->btf.path[0] ? t->btf.path : NULL);
 	int backend = t->o->rmap ? t->rmap.backend : MT_RMAP_OFF;
+	/* Load the allocator programs now (one object, one verification pass) when the root
+	 * needs them for sure: uprobe mode (every allocator), preload mode (libc's dlopen stop).
+	 * In auto mode tracker__alloc_ensure loads them if a process ever does. */
+	bool eager = !t->pre.on || t->o->alloc_hooks == ALLOC_HOOKS_PRELOAD;
 	struct memtrack_bpf *s;
 	int err;
 
@@ -87,23 +266,31 @@ static int tracker__open_load(struct tracker *t, bool multi)
 	s->rodata->mt_rss_step = t->o->rss_step;
 	s->rodata->mt_stop_on_exec = true;
 	s->rodata->mt_rmap = backend;
+	s->rodata->mt_ustack_bytes = t->o->stacks ? tracker__ustack_bytes() : 0;
 	rmap_backend__set_autoload(s, backend, &t->rmap);
 	bpf_map__set_max_entries(s->maps.events, t->o->ring_bytes);
 	/* wake the consumer at 256 KiB pending, or at a quarter of a smaller ring: the ring must
 	 * be able to hold the threshold with room to spare while the consumer wakes up */
 	s->rodata->mt_wakeup_bytes =
 	    t->o->ring_bytes / 4 < 256 * 1024 ? t->o->ring_bytes / 4 : 256 * 1024;
-	bpf_program__set_autoload(s->progs.mt_alloc_entry_multi, multi);
-	bpf_program__set_autoload(s->progs.mt_alloc_return_multi, multi);
-	bpf_program__set_autoload(s->progs.mt_alloc_entry_perf, !multi);
-	bpf_program__set_autoload(s->progs.mt_alloc_return_perf, !multi);
-	if (multi) {
-		bpf_program__set_expected_attach_type(s->progs.mt_alloc_entry_multi,
+	/* records with stacks are up to ~300x longer: wake the consumer after more bytes (an
+	 * eighth of the ring, well before the half where stacks are left out) */
+	if (t->o->stacks && t->o->ring_bytes / 8 > s->rodata->mt_wakeup_bytes)
+		s->rodata->mt_wakeup_bytes = t->o->ring_bytes / 8;
+	tracker__alloc_autoload(s, t->multi, eager);
+	/* the USDT marker programs (include/memtrack.h) are small: always with the first instance */
+	bpf_program__set_autoload(s->progs.mt_marker_multi, t->multi);
+	bpf_program__set_autoload(s->progs.mt_marker_perf, !t->multi);
+	if (t->multi)
+		bpf_program__set_expected_attach_type(s->progs.mt_marker_multi,
 						      attach__uprobe_multi_type());
-		bpf_program__set_expected_attach_type(s->progs.mt_alloc_return_multi,
-						      attach__uprobe_multi_type());
-	}
-	err = memtrack_bpf__load(s);
+	err = ring_prep__join(ring) >= 0 ? bpf_map__reuse_fd(s->maps.events, ring->fd) : 0;
+	if (!err)
+		err = memtrack_bpf__load(s);
+	if (!err)
+		err = tracker__fill_tail(s);
+	if (!err && eager)
+		tracker__alloc_take(t, s);
 	/* attached at load, so that a kernel refusing them leaves time to reload without them */
 	if (!err && backend == MT_RMAP_FENTRY)
 		err = rmap_backend__attach(s, &t->rmap, t->rmap_links);
@@ -114,9 +301,9 @@ static int tracker__open_load(struct tracker *t, bool multi)
 
 /* Loads with the chosen rmap backend; when the fentry programs do not load or attach (the probe
  * load passed: verifier, attach), falls back to the tracepoint backend and says why. */
-static int tracker__load_backend(struct tracker *t, bool multi)
+static int tracker__load_backend(struct tracker *t, struct ring_prep *ring)
 {
-	int err = tracker__open_load(t, multi);
+	int err = tracker__open_load(t, ring);
 
 	if (err && t->o->rmap && t->rmap.backend == MT_RMAP_FENTRY) {
 		snprintf(t->rmap.reason, sizeof(t->rmap.reason),
@@ -125,7 +312,7 @@ static int tracker__load_backend(struct tracker *t, bool multi)
 		log__warn("%s", t->rmap.reason);
 		t->rmap.backend = MT_RMAP_TRACEPOINT;
 		t->rmap.progs = 0;
-		err = tracker__open_load(t, multi);
+		err = tracker__open_load(t, ring);
 	}
 	return err;
 }
@@ -134,7 +321,7 @@ static int tracker__load_backend(struct tracker *t, bool multi)
 struct load_try {
 	struct tracker *t;
 	struct rmap_choice chosen;
-	bool multi;
+	struct ring_prep ring;
 };
 
 static int tracker__load_try(void *ctx)
@@ -142,7 +329,7 @@ static int tracker__load_try(void *ctx)
 	struct load_try *l = ctx;
 
 	l->t->rmap = l->chosen; /* an earlier try's fentry fallback may have been the BTF's fault */
-	return tracker__load_backend(l->t, l->multi);
+	return tracker__load_backend(l->t, &l->ring);
 }
 
 /* Loads the programs: the BTF they relocate against, the rmap backend, the uprobe mechanism,
@@ -152,7 +339,6 @@ int tracker__load(struct tracker *t)
 	struct load_try try = {.t = t};
 	const void *obj;
 	size_t obj_sz;
-	bool multi;
 	int err;
 
 	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
@@ -168,28 +354,34 @@ int tracker__load(struct tracker *t)
 		if (err)
 			return err;
 	}
+	ring_prep__start(&try.ring, t->o->ring_bytes);
 	try.chosen = t->rmap;
-	try.multi = multi = attach__probe_uprobe_multi();
-	if (manifest__set_str(&t->m.uprobe_mechanism, multi ? "uprobe_multi" : "perf_uprobe") ||
-	    manifest__set_str(&t->m.tracepoint_mechanism, "raw_tracepoint"))
+	t->multi = attach__probe_uprobe_multi();
+	if (manifest__set_str(&t->m.uprobe_mechanism, t->multi ? "uprobe_multi" : "perf_uprobe") ||
+	    manifest__set_str(&t->m.tracepoint_mechanism, "raw_tracepoint")) {
+		ring_prep__close(&try.ring);
 		return tracker__no_memory();
+	}
 	/* CO-RE against a minimal BTF for this kernel: no parse of the whole vmlinux BTF. */
 	obj = memtrack_bpf__elf_bytes(&obj_sz);
 	btf_cache__prepare(&t->btf, obj, obj_sz);
 	err = btf_cache__load(&t->btf, tracker__load_try, &try);
+	ring_prep__close(&try.ring); /* the object holds its own descriptor of the map */
 	if (err)
 		return tracker__explain_load_error(err);
-	if (manifest__set_str(&t->m.btf_source, t->btf.source))
+	if (manifest__set_str(&t->m.btf_source, t->btf.source) ||
+	    manifest__set_str(&t->m.alloc_programs, t->alloc_entry ? "at load" : "not loaded"))
 		return tracker__no_memory();
 	if (t->o->rmap &&
 	    (manifest__set_str(&t->m.rmap_backend,
 			       t->rmap.backend == MT_RMAP_FENTRY ? "fentry" : "tracepoint") ||
 	     manifest__set_str(&t->m.rmap_reason, t->rmap.reason)))
 		return tracker__no_memory();
-	err = attach_set__new(
-	    &t->set, multi ? ATTACH_UPROBE_MULTI : ATTACH_PERF_UPROBE,
-	    multi ? t->skel->progs.mt_alloc_entry_multi : t->skel->progs.mt_alloc_entry_perf,
-	    multi ? t->skel->progs.mt_alloc_return_multi : t->skel->progs.mt_alloc_return_perf);
+	err = attach_set__new_lazy(&t->set, t->multi ? ATTACH_UPROBE_MULTI : ATTACH_PERF_UPROBE,
+				   tracker__alloc_progs, t);
+	if (!err)
+		attach_set__set_marker(t->set, t->multi ? t->skel->progs.mt_marker_multi
+						       : t->skel->progs.mt_marker_perf);
 	if (err) { /* t->libs exists already (tracker__run): libs__bind attaches through set */
 		log__error("cannot set up: %s", strerror(-err));
 		return err;

@@ -24,13 +24,21 @@
 #include "track/root_prep.h"
 #include "track/sinks.h"
 #include "track/spawn.h"
+#include "stacks/ustack.h"
+#include "track/stack_shm.h"
 #include "track/tracker.h"
 #include "track/watchdog.h"
 
 struct tracker {
 	const struct tracker_opts *o;
 	struct memtrack_bpf *skel;
+	/* the allocator programs, in skel (uprobe mode) or in alloc_skel, a second instance
+	 * loaded on first need (tracker__alloc_ensure); NULL until loaded */
+	struct memtrack_bpf *alloc_skel;
+	struct bpf_program *alloc_entry, *alloc_ret;
+	bool multi; /* uprobe_multi links, else perf-event uprobes */
 	struct bpf_link *tp_links[8];
+	struct bpf_link *served_link; /* the interposer's registration (served.bpf.c) */
 	struct bpf_link *rmap_links[RMAP_FN_NR + 1]; /* fentry rmap backend */
 	struct rmap_choice rmap;
 	struct btf_cache btf;
@@ -52,6 +60,9 @@ struct tracker {
 	struct root_prep root;	  /* the root executable, inspected while the programs load */
 	struct preload_setup pre; /* --alloc-hooks preload: the interposer's source */
 	bool pre_added;		  /* its source belongs to the consumer (destroyed with it) */
+	struct stack_sink *stk_sink; /* --stacks: the stacks file (tracker_stacks.c) */
+	struct stack_shm *stk_shm;   /* --stacks with preload: the interposer's stack area */
+	struct ustack *ustk;	     /* --stacks: the uprobe path's stacks (stacks/ustack.h) */
 };
 
 static inline uint64_t now_ns(clockid_t clk)
@@ -64,13 +75,18 @@ static inline uint64_t now_ns(clockid_t clk)
 
 /* load: BTF, skeleton open and load (rmap backend fallback), the allocator attach set */
 int tracker__load(struct tracker *t);
-/* Closes the fentry links and the skeleton; idempotent. */
+/* Closes the fentry links and the skeletons; idempotent. */
 void tracker__unload(struct tracker *t);
+/* Loads the allocator uprobe programs unless they are: call before attaching anything to a
+ * library (t->set does, on its first attach). Idempotent; 0 or -errno (logged). */
+int tracker__alloc_ensure(struct tracker *t);
 
 /* run: tracepoints, the root executable, the event loop, the command */
 int tracker__set_stops(struct tracker *t, bool on);
 int tracker__attach_tracepoints(struct tracker *t);
 int tracker__attach_root(struct tracker *t);
+/* The interposer's registration probe (auto and preload modes); before the command runs. */
+int tracker__attach_served(struct tracker *t);
 /* Adds the held command to the procs map: from then on the BPF side tracks it. */
 int tracker__register_root(struct tracker *t);
 int tracker__setup_loop(struct tracker *t);
@@ -82,6 +98,15 @@ int tracker__loop(struct tracker *t);
 int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_start);
 /* After a finished run: the summary, the artifact's name, the processes left running. */
 void tracker__tell(struct tracker *t);
+/* Entries 0..nr-1 of a per-CPU array of u64 counters, each summed over the CPUs, into sums;
+ * returns their total. */
+uint64_t tracker__percpu_sums(int fd, uint32_t nr, uint64_t *sums);
 void tracker__destroy(struct tracker *t);
+
+/* --stacks (tracker_stacks.c); each is a no-op without it */
+int tracker__stacks_start(struct tracker *t);  /* before the fork: the stack area */
+int tracker__stacks_open(struct tracker *t);   /* with the artifact: the file and its sink */
+int tracker__stacks_finish(struct tracker *t); /* after the drain: close, manifest keys */
+void tracker__stacks_destroy(struct tracker *t);
 
 #endif

@@ -20,6 +20,55 @@
 #include "common/records.h"
 #include "track/tracker_priv.h"
 
+/* Allows or ends the stops at every exec (stop_ctl[1]): auto mode, while glibc's probes are
+ * not attached, each exec is judged (tracker__judge). */
+static int tracker__set_stop_all(struct tracker *t, bool on)
+{
+	__u32 one = 1;
+	__u64 v = on;
+
+	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.stop_ctl), &one, &v, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
+/* Auto mode: glibc's and libstdc++'s probes go in for good (a process the interposer cannot
+ * serve); the processes it serves are skipped by the BPF side (mt_proc.served). */
+static int tracker__glibc_on(struct tracker *t, pid_t pid)
+{
+	int err = libs__attach_glibc(t->libs);
+
+	if (err < 0)
+		return err;
+	log__debug(LOG_VERBOSE,
+		   "process %d is not served by the interposer: uprobes on glibc and libstdc++ "
+		   "(every process calling them on this machine traps from now on)",
+		   pid);
+	return tracker__set_stop_all(t, false);
+}
+
+/* Auto mode, at pid's exec stop (its image inspected into t->libs): does it need glibc's
+ * probes? Attaches them if so. A failed inspection errs on the probes' side. */
+static void tracker__judge(struct tracker *t, pid_t pid, int inspected)
+{
+	unsigned kinds = libs__kinds(t->libs);
+	bool need;
+	int err;
+
+	if (inspected == -ENOENT || inspected == -ESRCH)
+		return; /* gone */
+	need = inspected < 0 || preload_setup__needs_probes(&t->pre, pid, kinds);
+	log__debug(LOG_DEBUG, "process %d: allocator kinds %#x, %s", pid, kinds,
+		   need ? "needs uprobes" : "the interposer's");
+	if (need || (kinds & PRELOAD_OTHER_ALLOCATORS))
+		preload_setup__mark_probed(&t->pre, pid);
+	if (!need || libs__glibc_attached(t->libs))
+		return;
+	err = tracker__glibc_on(t, pid);
+	if (err)
+		log__warn("process %d: cannot attach to glibc: %s", pid, strerror(-err));
+}
+
 /*
  * Control records (records.c says what each one asks for: its action, and REC_STOPS when its
  * task stopped itself and waits): a task stopped at the exec of an executable not inspected
@@ -33,12 +82,17 @@ static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 
 	if (err < 0 && err != -ENOENT && err != -ESRCH)
 		log__warn("process %d: cannot inspect its libraries: %s", ev->pid, strerror(-err));
+	if (t->pre.autom)
+		tracker__judge(t, ev->pid, err);
 	bpf_map_update_elem(bpf_map__fd(t->skel->maps.known_exe), &ev->addr, &one, BPF_ANY);
 }
 
 static void control_inspect_maps(struct tracker *t, const struct mt_event *ev)
 {
-	int err = libs__inspect_maps(t->libs, ev->pid);
+	int err;
+
+	ustack__dlopen(t->ustk, ev->pid); /* stopped: its maps are complete */
+	err = libs__inspect_maps(t->libs, ev->pid);
 
 	if (err < 0 && err != -ENOENT && err != -ESRCH)
 		log__warn("process %d: cannot inspect its mappings after dlopen: %s", ev->pid,
@@ -133,20 +187,51 @@ int tracker__attach_root(struct tracker *t)
 	int err;
 
 	root_prep__join(&t->root);
+	if (t->pre.autom && t->root.known) {
+		unsigned kinds = libs__kinds(t->libs);
+
+		if (kinds & PRELOAD_OTHER_ALLOCATORS)
+			preload_setup__mark_probed(&t->pre, t->sp.pid);
+		log__debug(LOG_VERBOSE, "root '%s': allocator kinds %#x", t->root.exe, kinds);
+		if (preload_setup__root_needs_probes(&t->pre, t->root.exe, kinds)) {
+			preload_setup__mark_probed(&t->pre, t->sp.pid);
+			libs__attach_glibc(t->libs); /* nothing bound yet: libs__bind attaches */
+		}
+	}
 	err = libs__bind(t->libs, t->set);
 	if (!err && t->root.known)
 		bpf_map_update_elem(bpf_map__fd(t->skel->maps.known_exe), &t->root.key, &one,
 				    BPF_ANY);
+	if (!err && t->pre.autom)
+		err = tracker__set_stop_all(t, !libs__glibc_attached(t->libs));
+	return err;
+}
+
+int tracker__attach_served(struct tracker *t)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = "__memtrack_preload_served");
+	int err;
+
+	if (!t->pre.on)
+		return 0;
+	t->served_link = bpf_program__attach_uprobe_opts(t->skel->progs.mt_preload_served, -1,
+							 t->pre.lib, 0, &uo);
+	if (t->served_link)
+		return 0;
+	err = -errno;
+	log__error("cannot attach to the interposer '%s': %s. Use --alloc-hooks uprobe or preload",
+		   t->pre.lib, strerror(-err));
 	return err;
 }
 
 int tracker__register_root(struct tracker *t)
 {
-	struct mt_proc zero = {};
+	struct mt_proc zero = {.no_stop = t->root.known};
 	__u32 pid = t->sp.pid;
 	int err = 0;
 
-	/* a zeroed entry registers it (bpf/proc.h: the layout both sides build) */
+	/* a zeroed entry registers it (bpf/proc.h: the layout both sides build); its exec was
+	 * judged here (tracker__attach_root) */
 	if (bpf_map__value_size(t->skel->maps.procs) != sizeof(zero))
 		err = -EINVAL;
 	else if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.procs), &pid, &zero, BPF_ANY))
@@ -174,6 +259,8 @@ int tracker__setup_loop(struct tracker *t)
 	if (err)
 		return err;
 	consumer__set_control(&t->cons, control_record, t);
+	if (t->ustk)
+		consumer__set_stack(&t->cons, ustack__record, t->ustk);
 	if (t->pre.on) {
 		shm_source__set_ring(t->pre.shm, src);
 		err = consumer__add_source(&t->cons, shm_source__src(t->pre.shm));
@@ -199,6 +286,9 @@ int tracker__setup_loop(struct tracker *t)
 		return -errno;
 	ev.data.u32 = 1;
 	if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->sigfd, &ev))
+		return -errno;
+	ev.data.u32 = 3; /* the interposer's doorbell: the drain below reads it */
+	if (t->pre_added && epoll_ctl(t->epfd, EPOLL_CTL_ADD, shm_source__src(t->pre.shm)->fd, &ev))
 		return -errno;
 	return 0;
 }

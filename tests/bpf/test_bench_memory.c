@@ -3,7 +3,7 @@
  * Root test: memtrack-bench --mode memory end to end with the real memtrack. alloc_fixed's heap
  * is known exactly, so every round's peak heap must be it and the metric deterministic; a 5%
  * larger heap in HEAD must be a regression, shown exactly; BASE against a second run of BASE
- * must not be.
+ * must not be. A program with a measured window is measured over it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -38,8 +38,8 @@ static int teardown(void **state)
 	return system(cmd) == 0 ? 0 : -1;
 }
 
-/* Runs memtrack-bench on alloc_fixed COUNT bytes, 5 rounds, into dir/NAME.json. */
-static void bench_run(const char *name, unsigned bytes)
+/* Runs memtrack-bench on one benchmark, `fixed`, running exec, 5 rounds, into dir/NAME.json. */
+static void bench_exec(const char *name, const char *exec)
 {
 	char cfg[256], cmd[1024];
 	FILE *f;
@@ -47,14 +47,22 @@ static void bench_run(const char *name, unsigned bytes)
 	snprintf(cfg, sizeof(cfg), "%s/%s.yml", dir, name);
 	f = fopen(cfg, "w");
 	assert_non_null(f);
-	fprintf(f, "benchmarks:\n  - name: fixed\n    exec: %s %d %u\n", mt_target("alloc_fixed"),
-		COUNT, bytes);
+	fprintf(f, "benchmarks:\n  - name: fixed\n    exec: %s\n", exec);
 	fclose(f);
 	snprintf(cmd, sizeof(cmd),
 		 "MEMTRACK=%s %s/build/memtrack-bench run %s --mode memory --no-progress "
 		 "--max-rounds 5 --json %s/%s.json > /dev/null",
 		 mt_memtrack(), mt_repo_root(), cfg, dir, name);
 	assert_int_equal(system(cmd), 0);
+}
+
+/* ... on alloc_fixed COUNT bytes */
+static void bench_run(const char *name, unsigned bytes)
+{
+	char exec[512];
+
+	snprintf(exec, sizeof(exec), "%s %d %u", mt_target("alloc_fixed"), COUNT, bytes);
+	bench_exec(name, exec);
 }
 
 static json_t *metric(json_t *root, const char *key)
@@ -129,10 +137,60 @@ static void test_rounds_and_verdicts(void **state)
 		fail_msg("unexpected report:\n%s", md);
 }
 
+/* Every round's value of a metric (root: a memtrack-bench JSON) must be want. */
+static void all_rounds(json_t *root, const char *key, double want)
+{
+	json_t *v = json_object_get(metric(root, key), "values");
+
+	assert_int_equal(json_array_size(v), 5);
+	for (size_t i = 0; i < 5; i++)
+		if (json_number_value(json_array_get(v, i)) != want)
+			fail_msg("%s round %zu: %.0f, want %.0f", key, i,
+				 json_number_value(json_array_get(v, i)), want);
+}
+
+/* A program with a measured window is measured over it (tests/targets/windowed: 3 MiB peak
+ * and 2 allocations inside, 80 MiB over the run); without START, over the whole run. */
+static void test_window(void **state)
+{
+	char path[256], exec[512];
+	json_error_t jerr;
+	json_t *root, *res;
+
+	(void)state;
+	MT_REQUIRE_ROOT();
+	bench_exec("windowed", mt_target("windowed"));
+	snprintf(path, sizeof(path), "%s/windowed.json", dir);
+	root = json_load_file(path, 0, &jerr);
+	assert_non_null(root);
+	res = json_array_get(json_object_get(root, "results"), 0);
+	assert_true(json_is_true(json_object_get(res, "window")));
+	all_rounds(root, "peak_heap", 3 << 20);
+	all_rounds(root, "allocs", 2);
+	all_rounds(root, "allocated_bytes", 3 << 20);
+	all_rounds(root, "leaked_bytes", 0);
+	/* RSS is the run's: the 50 MiB and 30 MiB blocks are written to */
+	assert_true(json_number_value(json_object_get(metric(root, "peak_rss"), "min")) >=
+		    80 << 20);
+	json_decref(root);
+
+	snprintf(exec, sizeof(exec), "%s none", mt_target("windowed"));
+	bench_exec("whole", exec);
+	snprintf(path, sizeof(path), "%s/whole.json", dir);
+	root = json_load_file(path, 0, &jerr);
+	assert_non_null(root);
+	res = json_array_get(json_object_get(root, "results"), 0);
+	assert_null(json_object_get(res, "window"));
+	assert_true(json_number_value(json_object_get(metric(root, "peak_heap"), "min")) >=
+		    80 << 20);
+	json_decref(root);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_rounds_and_verdicts),
+	    cmocka_unit_test(test_window),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -14,9 +14,10 @@
 static struct mt_run *run_cxx(void **state)
 {
 	struct mt_run *r = mt_new_run(state);
+	struct mt_run_opts o = {.track_opts = mt_mode_opts};
 
 	MT_REQUIRE_ROOT();
-	mt_track_ok(r, NULL, MT_TARGET_ARGV("nested_cxx"), 0);
+	mt_track_ok(r, &o, MT_TARGET_ARGV("nested_cxx"), 0);
 	return r;
 }
 
@@ -68,5 +69,5 @@ int main(void)
 		cmocka_unit_test_teardown(test_cxx_sizes, mt_teardown),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return MT_RUN_IN_BOTH_MODES(tests);
 }

@@ -14,9 +14,10 @@
 static void run_alloc_each(void **state, struct mt_run **out)
 {
 	struct mt_run *r = mt_new_run(state);
+	struct mt_run_opts o = {.track_opts = mt_mode_opts};
 
 	MT_REQUIRE_ROOT();
-	mt_track_ok(r, NULL, MT_TARGET_ARGV("alloc_each"), 0);
+	mt_track_ok(r, &o, MT_TARGET_ARGV("alloc_each"), 0);
 	*out = r;
 }
 
@@ -150,5 +151,5 @@ int main(void)
 		cmocka_unit_test_teardown(test_cfree_is_free, mt_teardown),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return MT_RUN_IN_BOTH_MODES(tests);
 }

@@ -19,214 +19,10 @@
 #include <sys/wait.h>
 #include <cmocka.h>
 #include "../lib/mt_check.h"
+#include "../lib/mt_modes.h"
 
 static const char *const uprobe_opts[] = {"--alloc-hooks", "uprobe", NULL};
 static const char *const preload_opts[] = {"--alloc-hooks", "preload", NULL};
-
-/* A heap event reduced to what both mechanisms must agree on. */
-struct key {
-	int32_t pid;
-	uint32_t type;
-	uint64_t size;
-	int has_old;
-};
-
-static int key_cmp(const void *a, const void *b)
-{
-	const struct key *x = a, *y = b;
-
-	if (x->pid != y->pid)
-		return x->pid < y->pid ? -1 : 1;
-	if (x->type != y->type)
-		return x->type < y->type ? -1 : 1;
-	if (x->size != y->size)
-		return x->size < y->size ? -1 : 1;
-	return x->has_old - y->has_old;
-}
-
-/* Per process, its sorted heap events as a string: "type:size:old,..." */
-struct proc_ms {
-	char *s;
-	size_t n;
-};
-
-static int ms_cmp(const void *a, const void *b)
-{
-	const struct proc_ms *x = a, *y = b;
-
-	return strcmp(x->s, y->s);
-}
-
-/* Frees of blocks the run never saw allocated: glibc's internal ones (the thread cache and the
- * DTV freed at thread exit through __libc_free), which a uprobe on free sees and the
- * interposer does not. Marked by index in `skip`. */
-struct ref {
-	int32_t pid;
-	uint64_t addr;
-	size_t idx;
-};
-
-static int ref_cmp(const void *a, const void *b)
-{
-	const struct ref *x = a, *y = b;
-
-	if (x->pid != y->pid)
-		return x->pid < y->pid ? -1 : 1;
-	if (x->addr != y->addr)
-		return x->addr < y->addr ? -1 : 1;
-	return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
-
-static void unmatched_frees(const struct mt_run *r, char *skip)
-{
-	struct ref *v = calloc(2 * r->nr_ev + 1, sizeof(*v));
-	size_t n = 0;
-
-	assert_non_null(v);
-	for (size_t i = 0; i < r->nr_ev; i++) {
-		const struct mt_event *e = &r->ev[i];
-
-		if (!mt_is_heap_type(e->type))
-			continue;
-		v[n++] = (struct ref){e->pid, e->addr, 2 * i + 1}; /* the block it returns/frees */
-		if (e->type == MT_EV_REALLOC && e->old_addr)
-			v[n++] = (struct ref){e->pid, e->old_addr, 2 * i}; /* freed first */
-	}
-	qsort(v, n, sizeof(*v), ref_cmp);
-	for (size_t i = 0; i < n; i++) {
-		const struct mt_event *e = &r->ev[v[i].idx / 2];
-		bool live = i > 0 && v[i - 1].pid == v[i].pid && v[i - 1].addr == v[i].addr &&
-			    !(r->ev[v[i - 1].idx / 2].type == MT_EV_FREE ||
-			      (v[i - 1].idx % 2 == 0));
-
-		if (e->type == MT_EV_FREE && !live)
-			skip[v[i].idx / 2] = 1;
-	}
-	free(v);
-}
-
-static size_t per_process(const struct mt_run *r, struct proc_ms **out)
-{
-	struct key *k = calloc(r->nr_ev + 1, sizeof(*k));
-	struct proc_ms *v = calloc(r->nr_ev + 1, sizeof(*v));
-	char *skip = calloc(r->nr_ev + 1, 1);
-	size_t nk = 0, nv = 0;
-
-	assert_non_null(k);
-	assert_non_null(v);
-	assert_non_null(skip);
-	unmatched_frees(r, skip);
-	for (size_t i = 0; i < r->nr_ev; i++) {
-		const struct mt_event *e = &r->ev[i];
-
-		if (!mt_is_heap_type(e->type) || skip[i])
-			continue;
-		k[nk++] = (struct key){e->pid, e->type, e->type == MT_EV_FREE ? 0 : e->size,
-				       e->old_addr != 0};
-	}
-	free(skip);
-	qsort(k, nk, sizeof(*k), key_cmp);
-	for (size_t i = 0; i < nk;) {
-		size_t j = i, len = 0, cap = 64;
-		char *s = malloc(cap);
-
-		assert_non_null(s);
-		s[0] = 0;
-		for (; j < nk && k[j].pid == k[i].pid; j++) {
-			char one[64];
-			int w = snprintf(one, sizeof(one), "%u:%llu:%d,", k[j].type,
-					 (unsigned long long)k[j].size, k[j].has_old);
-
-			if (len + (size_t)w + 1 > cap) {
-				cap = (len + (size_t)w + 1) * 2;
-				s = realloc(s, cap);
-				assert_non_null(s);
-			}
-			memcpy(s + len, one, (size_t)w + 1);
-			len += (size_t)w;
-		}
-		v[nv++] = (struct proc_ms){s, j - i};
-		i = j;
-	}
-	qsort(v, nv, sizeof(*v), ms_cmp);
-	free(k);
-	*out = v;
-	return nv;
-}
-
-/*
- * Equal, but for the differences the interposer's presence makes by construction, each an
- * allocation exactly 16 bytes larger than its uprobe-side partner: it is a module with
- * thread-local storage, so the dynamic thread vector glibc callocs for every new thread has
- * one more 16-byte dtv_t entry (272 -> 288 bytes with libc alone: a Calloc, a multiple of 16);
- * and it is one more loaded object, so the loader's per-object arrays that a dlopen reallocates
- * (the init/fini list: 8 + 16 per object, e.g. tcmalloc's constructor loading libgcc_s) are
- * 16 bytes larger (Reallocs).
- */
-struct sized {
-	unsigned type, has_old;
-	unsigned long long size;
-};
-
-static size_t split_sized(const char *ms, char *rest, struct sized *v, size_t cap)
-{
-	char *a = strdup(ms), *sa, *t;
-	size_t n = 0;
-
-	assert_non_null(a);
-	rest[0] = 0;
-	for (t = strtok_r(a, ",", &sa); t; t = strtok_r(NULL, ",", &sa)) {
-		struct sized x;
-
-		if ((t[0] == '2' || t[0] == '3') && t[1] == ':' && n < cap &&
-		    sscanf(t, "%u:%llu:%u", &x.type, &x.size, &x.has_old) == 3)
-			v[n++] = x;
-		else
-			strcat(strcat(rest, t), ",");
-	}
-	free(a);
-	return n;
-}
-
-static bool same_but_dtv(const char *u, const char *p)
-{
-	static struct sized ua[4096], pb[4096];
-	char *ra = malloc(strlen(u) + 1), *rb = malloc(strlen(p) + 1);
-	size_t nu, np;
-	bool ok;
-
-	assert_non_null(ra);
-	assert_non_null(rb);
-	nu = split_sized(u, ra, ua, 4096);
-	np = split_sized(p, rb, pb, 4096);
-	ok = !strcmp(ra, rb) && nu == np;
-	for (size_t i = 0; ok && i < np; i++) {
-		bool found = false;
-
-		for (size_t j = 0; j < nu && !found; j++) {
-			const struct sized *x = &ua[j];
-
-			if (x->type != pb[i].type || x->has_old != pb[i].has_old)
-				continue;
-			if (x->size == pb[i].size ||
-			    (x->size + 16 == pb[i].size && (x->type == 3 || x->size % 16 == 0))) {
-				ua[j].type = 0;
-				found = true;
-			}
-		}
-		ok = found;
-	}
-	free(ra);
-	free(rb);
-	return ok;
-}
-
-static void free_ms(struct proc_ms *v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(v[i].s);
-	free(v);
-}
 
 /* Every heap event of a process lies between its first record (Fork, or the root's Exec) and
  * its Exit, and none of an image before its Exec lies after it: checked in artifact order. */
@@ -310,7 +106,7 @@ static void compare_modes_as(void **state, const char *const argv[], const char 
 	struct mt_run *u = mt_new_run(state), p = {0};
 	struct mt_run_opts uo = {.track_opts = uprobe_opts, .env = env},
 			   po = {.track_opts = preload_opts, .env = env};
-	struct proc_ms *a, *b;
+	struct mt_proc_ms *a, *b;
 	size_t na, nb;
 
 	MT_REQUIRE_ROOT();
@@ -325,21 +121,21 @@ static void compare_modes_as(void **state, const char *const argv[], const char 
 	if (family)
 		check_family(&p, family, fam_want);
 	check_order(&p);
-	na = per_process(u, &a);
-	nb = per_process(&p, &b);
+	na = mt_modes_per_process(u, NULL, NULL, &a);
+	nb = mt_modes_per_process(&p, NULL, NULL, &b);
 	if (na != nb)
 		mt_run_dump(&p);
 	assert_int_equal(na, nb);
 	for (size_t i = 0; i < na; i++) {
-		if (strcmp(a[i].s, b[i].s) && !same_but_dtv(a[i].s, b[i].s)) {
+		if (!mt_modes_same(a[i].s, b[i].s)) {
 			mt_run_dump(&p);
 			fail_msg("process %zu of %zu differs:\n uprobe  (%zu): %.600s\n preload (%zu): "
 				 "%.600s",
 				 i, na, a[i].n, a[i].s, b[i].n, b[i].s);
 		}
 	}
-	free_ms(a, na);
-	free_ms(b, nb);
+	mt_modes_free(a, na);
+	mt_modes_free(b, nb);
 	mt_run_free(&p);
 }
 
@@ -457,6 +253,126 @@ static void test_edges_each_call(void **state)
 	}
 }
 
+/* The record of a heap call of pid at addr whose time lies in [lo, hi], or NULL. */
+static const struct mt_event *heap_event(const struct mt_run *r, uint32_t type, int32_t pid,
+					 uint64_t addr, uint64_t lo, uint64_t hi)
+{
+	for (size_t i = 0; i < r->nr_ev; i++) {
+		const struct mt_event *e = &r->ev[i];
+
+		if (e->type == type && e->pid == pid && e->addr == addr && e->ts >= lo &&
+		    e->ts <= hi)
+			return e;
+	}
+	return NULL;
+}
+
+/*
+ * The interposer's stamps against the kernel's clock, in one thread (target interleave): each
+ * Malloc and Free lies within the target's own clock reads around the call, the Rss rises the
+ * touch causes (written by BPF) between that Malloc and Free, the fall (munmap inside free)
+ * after the Free (in time and in artifact order); a forked child's Malloc after its Fork and
+ * before its Exit. Gaps of >= 5 us against a stamp error under 0.4 us
+ * (src/preload/preload_clock.c): exact, not a tolerance.
+ * `tsc`: the TSC path (where the clocksource is tsc) or clock_gettime (MEMTRACK_PRELOAD_TSC=0).
+ */
+static void check_interleave(void **state, bool tsc)
+{
+	static const char *const no_tsc[] = {"MEMTRACK_PRELOAD_TSC=0", NULL};
+	struct mt_run *r = mt_new_run(state);
+	struct mt_run_opts o = {.track_opts = preload_opts, .env = tsc ? NULL : no_tsc};
+	const struct mt_expect *fk;
+	const struct mt_event *fork_ev = NULL, *exit_ev = NULL, *m;
+	int32_t pid, kid;
+	size_t rounds;
+
+	MT_REQUIRE_ROOT();
+	mt_track_ok(r, &o, MT_TARGET_ARGV("interleave", "20"), 0);
+	check_order(r);
+	rounds = mt_expect_count(r->exp, r->nr_exp, "t0", 0);
+	MT_CHECK(r, rounds == 20, "%zu rounds on the side channel, want 20", rounds);
+	pid = mt_need_expect(r, "t0", 0, 0)->pid;
+	for (size_t k = 0; k < rounds; k++) {
+		uint64_t t[4], addr = mt_need_expect(r, "malloc", 0, k)->addr, prev = 0;
+		const struct mt_event *mal, *fr;
+		size_t rises = 0, falls = 0;
+
+		for (int j = 0; j < 4; j++) {
+			char op[3] = {'t', (char)('0' + j), 0};
+
+			t[j] = mt_need_expect(r, op, 0, k)->size;
+		}
+		mal = heap_event(r, MT_EV_MALLOC, pid, addr, t[0], t[1]);
+		fr = heap_event(r, MT_EV_FREE, pid, addr, t[2], t[3]);
+		MT_CHECK(r, mal, "round %zu: no Malloc of %#llx within [t0 %llu, t1 %llu]", k,
+			 (unsigned long long)addr, (unsigned long long)t[0],
+			 (unsigned long long)t[1]);
+		MT_CHECK(r, fr, "round %zu: no Free of %#llx within [t2 %llu, t3 %llu]", k,
+			 (unsigned long long)addr, (unsigned long long)t[2],
+			 (unsigned long long)t[3]);
+		for (size_t i = 0; i < r->nr_ev; i++) {
+			const struct mt_event *e = &r->ev[i];
+
+			if (e->type != MT_EV_RSS || e->pid != pid || e->aux != MT_RSS_ANON)
+				continue;
+			if (e->ts < t[0]) {
+				prev = e->size; /* BPF writes a process's Rss in time order */
+				continue;
+			}
+			if (e->ts > t[3])
+				break;
+			if (e->size > prev) {
+				rises++;
+				MT_CHECK(
+				    r, e->ts > mal->ts && e->ts < fr->ts,
+				    "round %zu: Rss rise at %llu outside Malloc %llu .. Free %llu",
+				    k, (unsigned long long)e->ts, (unsigned long long)mal->ts,
+				    (unsigned long long)fr->ts);
+				/* and after it in the artifact (the consumer's order hook); not
+				 * before the Free: the last top is written at the fall, inside
+				 * free, with the time it was reached */
+				MT_CHECK(r, e > mal, "round %zu: Rss rise #%zu before Malloc #%zu in the artifact",
+					 k, (size_t)(e - r->ev), (size_t)(mal - r->ev));
+			} else if (e->size < prev) {
+				falls++;
+				MT_CHECK(r, e->ts > fr->ts,
+					 "round %zu: Rss fall at %llu before Free %llu", k,
+					 (unsigned long long)e->ts, (unsigned long long)fr->ts);
+				MT_CHECK(r, e > fr, "round %zu: Rss fall #%zu before Free #%zu in the artifact",
+					 k, (size_t)(e - r->ev), (size_t)(fr - r->ev));
+			}
+			prev = e->size;
+		}
+		/* 1 MiB touched and unmapped, Rss written every 64 KiB: the check had material */
+		MT_CHECK(r, rises > 0 && falls > 0, "round %zu: %zu Rss rises, %zu falls", k, rises,
+			 falls);
+	}
+	fk = mt_need_expect(r, "fork", 0, 0);
+	kid = (int32_t)fk->size;
+	for (size_t i = 0; i < r->nr_ev; i++) {
+		if (r->ev[i].pid == kid && r->ev[i].type == MT_EV_FORK)
+			fork_ev = &r->ev[i];
+		if (r->ev[i].pid == kid && r->ev[i].type == MT_EV_EXIT)
+			exit_ev = &r->ev[i];
+	}
+	MT_CHECK(r, fork_ev && exit_ev, "child %d: Fork or Exit missing", kid);
+	m = heap_event(r, MT_EV_MALLOC, kid, mt_need_expect(r, "malloc", 0, rounds)->addr, 0,
+		       UINT64_MAX);
+	MT_CHECK(r, m && m->ts > fork_ev->ts && m->ts < exit_ev->ts,
+		 "child %d: Malloc %llu not between Fork %llu and Exit %llu", kid,
+		 m ? (unsigned long long)m->ts : 0ull, (unsigned long long)fork_ev->ts,
+		 (unsigned long long)exit_ev->ts);
+}
+
+static void test_interleave_tsc(void **s)
+{
+	check_interleave(s, true);
+}
+static void test_interleave_clock_gettime(void **s)
+{
+	check_interleave(s, false);
+}
+
 /* 3000 threads over the run, 64 at a time, against 1024 slots: every thread's pair is recorded,
  * nothing dropped (released slots are reused), the run complete. */
 static void test_thousands_of_threads(void **state)
@@ -551,29 +467,31 @@ static void test_memtrack_killed(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_teardown(test_same_alloc_each, mt_teardown),
-		cmocka_unit_test_teardown(test_same_nested_cxx, mt_teardown),
-		cmocka_unit_test_teardown(test_same_forker, mt_teardown),
-		cmocka_unit_test_teardown(test_same_forker_50, mt_teardown),
-		cmocka_unit_test_teardown(test_same_threads, mt_teardown),
-		cmocka_unit_test_teardown(test_same_leader_exit, mt_teardown),
-		cmocka_unit_test_teardown(test_same_exec_chain, mt_teardown),
-		cmocka_unit_test_teardown(test_same_exec_thread, mt_teardown),
-		cmocka_unit_test_teardown(test_same_storm_2x2, mt_teardown),
-		cmocka_unit_test_teardown(test_same_edges, mt_teardown),
-		cmocka_unit_test_teardown(test_same_jemalloc, mt_teardown),
-		cmocka_unit_test_teardown(test_same_mimalloc, mt_teardown),
-		cmocka_unit_test_teardown(test_same_tcmalloc, mt_teardown),
-		cmocka_unit_test_teardown(test_same_mimalloc_preloaded, mt_teardown),
-		cmocka_unit_test_teardown(test_same_jemalloc_in_exe, mt_teardown),
-		cmocka_unit_test_teardown(test_jemalloc_each_call, mt_teardown),
-		cmocka_unit_test_teardown(test_mimalloc_each_call, mt_teardown),
-		cmocka_unit_test_teardown(test_tcmalloc_each_call, mt_teardown),
-		cmocka_unit_test_teardown(test_edges_each_call, mt_teardown),
-		cmocka_unit_test_teardown(test_thousands_of_threads, mt_teardown),
-		cmocka_unit_test_teardown(test_abort_keeps_records, mt_teardown),
-		cmocka_unit_test_teardown(test_shm_private_and_removed, mt_teardown),
-		cmocka_unit_test_teardown(test_memtrack_killed, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_alloc_each, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_nested_cxx, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_forker, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_forker_50, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_threads, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_leader_exit, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_exec_chain, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_exec_thread, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_storm_2x2, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_edges, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_jemalloc, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_mimalloc, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_tcmalloc, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_mimalloc_preloaded, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_jemalloc_in_exe, mt_teardown),
+	    cmocka_unit_test_teardown(test_jemalloc_each_call, mt_teardown),
+	    cmocka_unit_test_teardown(test_mimalloc_each_call, mt_teardown),
+	    cmocka_unit_test_teardown(test_tcmalloc_each_call, mt_teardown),
+	    cmocka_unit_test_teardown(test_edges_each_call, mt_teardown),
+	    cmocka_unit_test_teardown(test_interleave_tsc, mt_teardown),
+	    cmocka_unit_test_teardown(test_interleave_clock_gettime, mt_teardown),
+	    cmocka_unit_test_teardown(test_thousands_of_threads, mt_teardown),
+	    cmocka_unit_test_teardown(test_abort_keeps_records, mt_teardown),
+	    cmocka_unit_test_teardown(test_shm_private_and_removed, mt_teardown),
+	    cmocka_unit_test_teardown(test_memtrack_killed, mt_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

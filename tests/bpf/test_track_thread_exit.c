@@ -43,7 +43,8 @@ static void test_thread_exit_exact(void **state)
 	struct mt_run *r = mt_new_run(state);
 
 	MT_REQUIRE_ROOT();
-	mt_track_ok(r, NULL, MT_TARGET_ARGV("thread_exit"), 0);
+	mt_track_ok(r, &(struct mt_run_opts){.track_opts = mt_mode_opts},
+		    MT_TARGET_ARGV("thread_exit"), 0);
 	check_workers(r);
 }
 
@@ -80,7 +81,7 @@ static void test_thread_exit_vs_preload(void **state)
 	struct mt_run *r = mt_new_run(state);
 	char preload[600], file[300], counts[128];
 	const char *env[3] = {preload, file, NULL};
-	struct mt_run_opts o = {.env = env};
+	struct mt_run_opts o = {.env = env, .track_opts = mt_mode_opts};
 	uint64_t c[5];
 
 	MT_REQUIRE_ROOT();
@@ -110,5 +111,5 @@ int main(void)
 		cmocka_unit_test_teardown(test_thread_exit_vs_preload, mt_teardown),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return MT_RUN_IN_BOTH_MODES(tests);
 }

@@ -23,6 +23,21 @@
 		}                                                                                  \
 	} while (0)
 
+/* The --alloc-hooks options of this pass of MT_RUN_IN_BOTH_MODES: NULL (the default, auto:
+ * the interposer serves the targets), then uprobe (glibc's and libstdc++'s probes). */
+static const char *const *mt_mode_opts __attribute__((unused));
+static const char *const mt_uprobe_opts[] = {"--alloc-hooks", "uprobe", NULL};
+
+/* Runs the group twice: as memtrack runs by default, then under uprobes, so that an
+ * event-by-event test keeps checking both mechanisms. Tests pass mt_mode_opts as
+ * track_opts. */
+#define MT_RUN_IN_BOTH_MODES(tests)                                                                \
+	({                                                                                         \
+		int rc_ = cmocka_run_group_tests_name("default mode", tests, NULL, NULL);          \
+		mt_mode_opts = mt_uprobe_opts;                                                     \
+		rc_ | cmocka_run_group_tests_name("uprobe mode", tests, NULL, NULL);               \
+	})
+
 static inline int mt_teardown(void **state)
 {
 	struct mt_run *r = *state;

@@ -44,10 +44,12 @@ static inline const char *mt_disk_dir(void)
 static int64_t mt_page; /* bytes; set by mt_rmap_run */
 
 /* Runs a target with --rmap and checks what every rmap run must satisfy: complete, no drop,
- * a backend named in the manifest, and the Rmap-vs-Rss invariant (mt_rmap_check_rss). */
+ * a backend named in the manifest, and the Rmap-vs-Rss invariant (mt_rmap_check_rss). Under
+ * uprobes: the checks are page-exact, and the interposer's own pages (the rings it touches,
+ * a wipe-on-fork page a child does not inherit) would count. */
 static inline void mt_rmap_run(struct mt_run *r, const char *const argv[])
 {
-	static const char *const opts[] = {"--rmap", NULL};
+	static const char *const opts[] = {"--rmap", "--alloc-hooks", "uprobe", NULL};
 	struct mt_run_opts o = {.track_opts = opts};
 	const char *backend;
 	char msg[512];

@@ -4,8 +4,49 @@ TARGET_LDLIBS_alloc_mimalloc := -lmimalloc
 TARGET_LDLIBS_alloc_tcmalloc := -ltcmalloc
 TARGET_LDLIBS_alloc_static   := -static
 TARGET_LDLIBS_alloc_jemalloc_exe := -Wl,-Bstatic -ljemalloc -Wl,-Bdynamic -lstdc++ -lm -ldl
+# --stacks (stacks.c): no frame pointers, a linked and a dlopen'ed library caller beside it
+STACKS_CFLAGS := -O2 -g -fomit-frame-pointer
+TARGET_CFLAGS_stacks := $(STACKS_CFLAGS)
+TARGET_LDLIBS_stacks := -L$(BUILD)/targets -lstacks_lib -Wl,-rpath,'$$ORIGIN' -ldl
+$(BUILD)/targets/stacks: $(BUILD)/targets/libstacks_lib.so $(BUILD)/targets/libstacks_dl.so
+$(BUILD)/targets/libstacks_lib.so: tests/targets/lib/stacks_lib.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -std=gnu11 $(STACKS_CFLAGS) -Wall -Wextra -Werror -fno-builtin -fPIC -shared $< -o $@
+$(BUILD)/targets/libstacks_dl.so: tests/targets/lib/stacks_lib.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -std=gnu11 $(STACKS_CFLAGS) -DDL -Wall -Wextra -Werror -fno-builtin -fPIC -shared $< -o $@
 # expect.h is included by every target; the Makefile's pattern rules do not know that.
 $(patsubst tests/targets/%.c,$(BUILD)/targets/%,$(wildcard tests/targets/*.c)) \
 $(patsubst tests/targets/%.cc,$(BUILD)/targets/%,$(wildcard tests/targets/*.cc)): \
 	tests/targets/expect.h
 $(BUILD)/targets/alloc_jemalloc_exe: tests/targets/alloc_jemalloc.c
+# The windowed target includes the installed header from the tree.
+TARGET_LDLIBS_windowed := -Iinclude
+$(BUILD)/targets/windowed: include/memtrack.h
+TARGET_LDLIBS_window_cost := -Iinclude -O2
+$(BUILD)/targets/window_cost: include/memtrack.h
+# Symbolisation test inputs (tests/unit/test_symbols.c): one -O2 program in four forms:
+#   sym_target          symbols and DWARF (build-id)
+#   sym_target.stripped no symbols, a .gnu_debuglink to sym_target.debug (DWARF + symbols)
+#   sym_target.symtab   ELF symbols only (no DWARF)
+#   sym_target.bare     nothing (module+0x... frames)
+SYM_DIR := $(BUILD)/tests/symbols
+SYM_TARGETS := $(SYM_DIR)/sym_target $(addprefix $(SYM_DIR)/sym_target,.stripped .debug .symtab .bare)
+$(SYM_DIR)/sym_target: tests/symbols/sym_target.cc | $(BUILD)
+	$(call msg,CXX,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) -std=gnu++17 -O2 -g -fomit-frame-pointer -Wall -Wextra -Werror \
+		-Wl,--build-id=sha1 $< -o $@
+$(SYM_DIR)/sym_target.debug: $(SYM_DIR)/sym_target
+	$(Q)objcopy --only-keep-debug $< $@
+# debuglink names the file; libdwfl looks for it beside the binary
+$(SYM_DIR)/sym_target.stripped: $(SYM_DIR)/sym_target $(SYM_DIR)/sym_target.debug
+	$(Q)cd $(SYM_DIR) && objcopy --strip-all --add-gnu-debuglink=sym_target.debug \
+		sym_target sym_target.stripped
+$(SYM_DIR)/sym_target.symtab: $(SYM_DIR)/sym_target
+	$(Q)objcopy --strip-debug $< $@
+$(SYM_DIR)/sym_target.bare: $(SYM_DIR)/sym_target
+	$(Q)objcopy --strip-all $< $@
+$(BUILD)/tests/test_symbols: | $(SYM_TARGETS)

@@ -287,6 +287,42 @@ static void test_rss_threshold(void **state)
 	bench_compare__free(&rep);
 }
 
+/* One side measured over the program's window, the other over the whole run: said, since the
+ * heap figures cover different things; nothing said when both sides agree. */
+static void test_window_sides(void **state)
+{
+	struct fixture *f = *state;
+	struct compare_opts o = {.threshold = 0.10, .rss_threshold = NAN, .alpha = 0.05};
+	struct compare_report rep;
+	struct bench_result *h = NULL, *b = NULL;
+	char *md;
+
+	for (size_t i = 0; i < f->head.nr; i++)
+		if (!strcmp(f->head.v[i].name, "heap"))
+			h = &f->head.v[i];
+	for (size_t i = 0; i < f->base.nr; i++)
+		if (!strcmp(f->base.v[i].name, "heap"))
+			b = &f->base.v[i];
+	assert_non_null(h);
+	assert_non_null(b);
+	h->window = true;
+	assert_int_equal(bench_compare__run(&f->base, &f->head, &o, &rep), 0);
+	assert_true(row(&rep, "heap")->window_changed);
+	md = markdown(&rep);
+	assert_non_null(strstr(md, "> **heap**: HEAD measured the program's window (MEMTRACK_START), "
+				   "BASE the whole run"));
+	free(md);
+	bench_compare__free(&rep);
+	b->window = true;
+	assert_int_equal(bench_compare__run(&f->base, &f->head, &o, &rep), 0);
+	assert_false(row(&rep, "heap")->window_changed);
+	md = markdown(&rep);
+	assert_null(strstr(md, "measured the program's window"));
+	free(md);
+	bench_compare__free(&rep);
+	h->window = b->window = false;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -294,6 +330,7 @@ int main(void)
 	    cmocka_unit_test(test_markdown),  cmocka_unit_test(test_no_change_headline),
 	    cmocka_unit_test(test_threshold), cmocka_unit_test(test_memory_metrics),
 	    cmocka_unit_test(test_exact),     cmocka_unit_test(test_rss_threshold),
+	    cmocka_unit_test(test_window_sides),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -87,6 +87,82 @@ static void test_replay_batches(void **state)
 	assert_int_equal(replay_source__new(&src, NULL, 1, 1), -EINVAL);
 }
 
+/* --- longer records (REC_VARLEN) and the stack hook ---------------------------------------- */
+
+struct stack_seen {
+	unsigned calls, layouts;
+	size_t last_len;
+	uint8_t last_byte;
+	uint32_t types[8];
+	uint32_t auxes[8];
+	unsigned nr;
+};
+
+static void on_stack(void *ctx, struct mt_event *ev, const void *payload, size_t len)
+{
+	struct stack_seen *s = ctx;
+
+	if (!len) {
+		s->layouts++;
+		return;
+	}
+	s->calls++;
+	s->last_len = len;
+	s->last_byte = ((const uint8_t *)payload)[len - 1];
+	ev->aux = 40 + s->calls; /* a stack id */
+}
+
+static size_t on_records(void *ctx, const struct mt_event *ev, size_t n)
+{
+	struct stack_seen *s = ctx;
+
+	for (size_t i = 0; i < n && s->nr < 8; i++, s->nr++) {
+		s->types[s->nr] = ev[i].type;
+		s->auxes[s->nr] = ev[i].aux;
+	}
+	return 0;
+}
+
+/* A Malloc with a payload: the hook gets the payload and sets aux before any sink sees the
+ * header; a Free with one (not REC_VARLEN) is refused whole; Fork and Exec reach the hook
+ * without payload, in order; plain records pass untouched. */
+static void test_varlen_records(void **state)
+{
+	uint8_t rec[sizeof(struct mt_event) + 200];
+	struct mt_event ev = {.type = MT_EV_MALLOC, .pid = 3, .tid = 3, .addr = 0x10, .size = 8};
+	struct stack_seen seen = {0};
+	struct consumer c;
+
+	(void)state;
+	consumer__init(&c);
+	consumer__set_stack(&c, on_stack, &seen);
+	assert_int_equal(consumer__add_sink(&c, on_records, &seen), 0);
+	memcpy(rec, &ev, sizeof(ev));
+	memset(rec + sizeof(ev), 0xab, sizeof(rec) - sizeof(ev));
+	consumer__dispatch_var(&c, rec, sizeof(rec));
+	ev.type = MT_EV_FREE;
+	memcpy(rec, &ev, sizeof(ev));
+	consumer__dispatch_var(&c, rec, sizeof(rec));
+	consumer__dispatch(&c, &(struct mt_event){.type = MT_EV_FORK, .pid = 4, .size = 3});
+	consumer__dispatch(&c, &(struct mt_event){.type = MT_EV_EXEC, .pid = 4});
+	ev.type = MT_EV_CALLOC;
+	consumer__dispatch_var(&c, &ev, sizeof(ev)); /* no payload: no hook */
+	consumer__flush(&c);
+	assert_int_equal(seen.calls, 1);
+	assert_int_equal(seen.last_len, 200);
+	assert_int_equal(seen.last_byte, 0xab);
+	assert_int_equal(seen.layouts, 2);
+	assert_int_equal(c.rejected, 1);
+	assert_int_equal(seen.nr, 4);
+	assert_int_equal(seen.types[0], MT_EV_MALLOC);
+	assert_int_equal(seen.auxes[0], 41);
+	assert_int_equal(seen.types[1], MT_EV_FORK);
+	assert_int_equal(seen.types[2], MT_EV_EXEC);
+	assert_int_equal(seen.types[3], MT_EV_CALLOC);
+	assert_int_equal(seen.auxes[3], 0);
+	consumer__destroy(&c);
+}
+
 static void test_sinks_artifact_and_acct(void **state)
 {
 	char path[] = "/tmp/test_consumer.XXXXXX";
@@ -260,6 +336,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_replay_batches),
+	    cmocka_unit_test(test_varlen_records),
 	    cmocka_unit_test(test_sinks_artifact_and_acct),
 	    cmocka_unit_test(test_sinks_write_error),
 	    cmocka_unit_test(test_acct_batch_equals_single),

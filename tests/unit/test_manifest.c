@@ -268,6 +268,65 @@ static void write_text(const char *path, const char *text)
 	fclose(f);
 }
 
+/* --stacks: outputs.stacks and the stacks object round-trip; without, neither key exists. */
+static void test_stacks_keys(void **state)
+{
+	struct manifest in = sample(), out;
+	const char *off = tpath("nostacks" MANIFEST_SUFFIX), *on = tpath("stacks" MANIFEST_SUFFIX);
+	json_error_t jerr;
+	json_t *root;
+
+	(void)state;
+	assert_int_equal(manifest__write(&in, off), 0);
+	root = json_load_file(off, 0, &jerr);
+	assert_non_null(root);
+	assert_null(json_object_get(root, "outputs"));
+	assert_null(json_object_get(root, "stacks"));
+	json_decref(root);
+	assert_int_equal(manifest__read(&out, off), 0);
+	assert_null(out.stacks_file);
+	manifest__free(&out);
+
+	assert_int_equal(manifest__set_str(&in.stacks_file, "100.memtrack.stacks") |
+				 manifest__set_str(&in.stacks_unwinder, "preload=libunwind,uprobe=none"),
+			 0);
+	in.stacks_allocs = 1000;
+	in.stacks_with_stack = 990;
+	in.stacks_distinct = 17;
+	in.stacks_modules = 3;
+	in.stacks_unwind_failed = 4;
+	in.stacks_area_full = 5;
+	in.stacks_bad_ref = 1;
+	in.stacks_early = 2;
+	in.stacks_uprobe = 6;
+	in.stacks_file_bytes = 4242;
+	assert_int_equal(manifest__write(&in, on), 0);
+	root = json_load_file(on, 0, &jerr);
+	assert_non_null(root);
+	assert_string_equal(
+		json_string_value(json_object_get(json_object_get(root, "outputs"), "stacks")),
+		"100.memtrack.stacks");
+	assert_int_equal(json_integer_value(json_object_get(
+				 json_object_get(json_object_get(root, "stacks"), "without"), "area_full")),
+			 5);
+	json_decref(root);
+	assert_int_equal(manifest__read(&out, on), 0);
+	assert_string_equal(out.stacks_file, "100.memtrack.stacks");
+	assert_string_equal(out.stacks_unwinder, "preload=libunwind,uprobe=none");
+	assert_int_equal(out.stacks_allocs, 1000);
+	assert_int_equal(out.stacks_with_stack, 990);
+	assert_int_equal(out.stacks_distinct, 17);
+	assert_int_equal(out.stacks_modules, 3);
+	assert_int_equal(out.stacks_unwind_failed, 4);
+	assert_int_equal(out.stacks_area_full, 5);
+	assert_int_equal(out.stacks_bad_ref, 1);
+	assert_int_equal(out.stacks_early, 2);
+	assert_int_equal(out.stacks_uprobe, 6);
+	assert_int_equal(out.stacks_file_bytes, 4242);
+	manifest__free(&out);
+	manifest__free(&in);
+}
+
 static void test_versions_and_errors(void **state)
 {
 	const char *path = tpath("v" MANIFEST_SUFFIX);
@@ -309,6 +368,7 @@ int main(void)
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_json_shape),
 		cmocka_unit_test(test_versions_and_errors),
+		cmocka_unit_test(test_stacks_keys),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -24,7 +24,7 @@
 
 static void test_table_shape(void **state)
 {
-	unsigned artifact = 0, control = 0;
+	unsigned artifact = 0, control = 0, companion = 0;
 
 	(void)state;
 	assert_null(records__type(MT_EV_NONE));
@@ -34,8 +34,16 @@ static void test_table_shape(void **state)
 
 		if (!r)
 			continue;
-		/* a row is either written or steers the consumer */
-		assert_true(!(r->flags & REC_ARTIFACT) != !(r->flags & REC_CONTROL));
+		/* a row is written, steers the consumer, or goes to the companion data: one of */
+		assert_int_equal(!!(r->flags & REC_ARTIFACT) + !!(r->flags & REC_CONTROL) +
+				     !!(r->flags & REC_COMPANION),
+				 1);
+		if (r->flags & REC_COMPANION) {
+			companion++;
+			assert_null(records__name(t));
+			assert_false(r->flags & (REC_HEAP | REC_STOPS));
+			continue;
+		}
 		if (r->flags & REC_ARTIFACT) {
 			artifact++;
 			assert_non_null(r->name);
@@ -49,6 +57,7 @@ static void test_table_shape(void **state)
 	}
 	assert_int_equal(artifact, 13);
 	assert_int_equal(control, 3);
+	assert_int_equal(companion, 2); /* MT_EV_MARKER, MT_EV_MARKER_NAME */
 }
 
 /* Control rows say what the tracker does (an action of its table) and whether the task waits
@@ -156,7 +165,7 @@ static void test_consumer_follows_table(void **state)
 	(void)state;
 	for (uint32_t t = 0; t < 256; t++) {
 		ev[t] = (struct mt_event){.type = t, .pid = 1, .tid = 1};
-		want_sunk += records__has(t, REC_ARTIFACT);
+		want_sunk += records__has(t, REC_ARTIFACT | REC_COMPANION); /* in order, to the sinks */
 		want_ctl += records__has(t, REC_CONTROL);
 	}
 	consumer__init(&c);

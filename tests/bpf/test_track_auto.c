@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Root tests of --alloc-hooks auto: who serves each process. A tree of dynamically linked
+ * programs is served by the interposer alone (no allocator uprobe on any library; glibc keeps
+ * its dlopen stops, as in preload mode); what the interposer cannot serve goes to uprobes: a
+ * static executable, a child exec'd with an empty environment, a set-group-id (secure-exec)
+ * child, an executable defining malloc, jemalloc, mimalloc and tcmalloc. Each process's calls
+ * are counted exactly once: its last image's heap events equal those of a uprobe-mode run (as
+ * multisets of type, size and old_addr present), and the manifest names the mechanism.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <cmocka.h>
+#include "../lib/mt_check.h"
+#include "../lib/mt_modes.h"
+#include "../lib/mt_tmpdir.h"
+
+static const char *const uprobe_opts[] = {"--alloc-hooks", "uprobe", NULL};
+static const char *const preload_opts[] = {"--alloc-hooks", "preload", NULL};
+static const char *const auto_opts[] = {"--alloc-hooks", "auto", NULL};
+
+/* The manifest's process entry of pid, NULL if none. */
+static json_t *proc_of(const struct mt_run *r, int32_t pid)
+{
+	json_t *procs = json_object_get(r->manifest, "processes"), *p;
+	size_t i;
+
+	json_array_foreach(procs, i,
+			   p) if (json_integer_value(json_object_get(p, "pid")) == pid) return p;
+	return NULL;
+}
+
+static const char *comm_of(const struct mt_run *r, int32_t pid)
+{
+	return json_string_value(json_object_get(proc_of(r, pid), "comm"));
+}
+
+static const char *hooks_of(const struct mt_run *r, int32_t pid, const char *family)
+{
+	return json_string_value(
+	    json_object_get(json_object_get(proc_of(r, pid), "alloc_hooks"), family));
+}
+
+/* Keeps the heap events of a process's last image whose name is one of ctx's (NULL-ended). */
+static bool keep_targets(const struct mt_run *r, size_t i, void *ctx)
+{
+	const char *const *names = ctx, *comm = comm_of(r, r->ev[i].pid);
+
+	if (!comm)
+		return false;
+	for (size_t j = i + 1; j < r->nr_ev; j++)
+		if (r->ev[j].type == MT_EV_EXEC && r->ev[j].pid == r->ev[i].pid)
+			return false; /* an earlier image (sh, env): not compared */
+	for (; *names; names++)
+		if (!strcmp(comm, *names))
+			return true;
+	return false;
+}
+
+/* The named processes' last images give the same heap events in u (uprobe mode) and a. */
+static void same_events(struct mt_run *u, struct mt_run *a, const char *const *names,
+			size_t want_procs)
+{
+	struct mt_proc_ms *x, *y;
+	size_t nx = mt_modes_per_process(u, keep_targets, (void *)names, &x);
+	size_t ny = mt_modes_per_process(a, keep_targets, (void *)names, &y);
+
+	MT_CHECK(a, nx == want_procs && ny == want_procs,
+		 "%zu processes with events in uprobe mode, %zu in auto, want %zu", nx, ny,
+		 want_procs);
+	for (size_t i = 0; i < nx; i++)
+		MT_CHECK(
+		    a, mt_modes_same(x[i].s, y[i].s),
+		    "process %zu of %zu differs:\n uprobe (%zu): %.600s\n auto   (%zu): %.600s", i,
+		    nx, x[i].n, x[i].s, y[i].n, y[i].s);
+	mt_modes_free(x, nx);
+	mt_modes_free(y, ny);
+}
+
+/* How many processes named comm have alloc_hooks.libc == want. */
+static size_t count_hooks(const struct mt_run *r, const char *comm, const char *want)
+{
+	json_t *procs = json_object_get(r->manifest, "processes"), *p;
+	size_t i, n = 0;
+
+	json_array_foreach(procs, i, p)
+	{
+		int32_t pid = (int32_t)json_integer_value(json_object_get(p, "pid"));
+		const char *c = comm_of(r, pid), *h = hooks_of(r, pid, "libc");
+
+		n += c && h && !strcmp(c, comm) && !strcmp(h, want);
+	}
+	return n;
+}
+
+static void run_ok(struct mt_run *r, const char *const *opts, const char *shell)
+{
+	char pre[PATH_MAX + 16];
+	const char *const env[] = {pre, "MEMTRACK_PRELOAD_SHM=/dev/shm/memtrack-0-0000000000000000",
+				   NULL};
+	struct mt_run_opts o = {.track_opts = opts, .shell = shell};
+
+	/* The uprobe-mode reference runs with the interposer loaded but idle (no shared memory:
+	 * it forwards every call): the program's environment is then the same, two variables
+	 * more, and so is what the interposer's initialisation allocates through an allocator
+	 * it does not serve (dlsym): only the mechanism differs between the two runs. */
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s/build/libmemtrack-preload.so", mt_repo_root());
+	if (opts == uprobe_opts)
+		o.env = env;
+
+	assert_int_equal(mt_track(r, &o, NULL), 0);
+	MT_CHECK(r, r->status == 0 && r->nr_artifacts == 1 && r->read_rc == 0 && r->manifest,
+		 "run failed: status %d, %zu artifacts, read %d", r->status, r->nr_artifacts,
+		 r->read_rc);
+}
+
+/*
+ * The uprobe_multi links memtrack holds, as "path uprobe_cnt" lines, sorted: its fdinfo,
+ * dumped by the command itself while memtrack runs (its parent) into file.
+ */
+static char *links_of(const char *file)
+{
+	char line[4096], *out = calloc(1, 1), path[PATH_MAX] = "";
+	size_t len = 0;
+	FILE *f = fopen(file, "r");
+	unsigned cnt = 0;
+	bool multi = false;
+
+	assert_non_null(out);
+	if (!f)
+		fail_msg("no fdinfo dump in %s", file);
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "==", 2)) {
+			multi = false;
+		} else if (!strcmp(line, "link_type:\tuprobe_multi\n")) {
+			multi = true;
+		} else if (multi && sscanf(line, "uprobe_cnt: %u", &cnt) == 1) {
+		} else if (multi && sscanf(line, "path: %4095s", path) == 1) {
+			char one[PATH_MAX + 32];
+			int w = snprintf(one, sizeof(one), "%s %u\n", path, cnt);
+
+			out = realloc(out, len + (size_t)w + 1);
+			assert_non_null(out);
+			memcpy(out + len, one, (size_t)w + 1);
+			len += (size_t)w;
+		}
+	}
+	fclose(f);
+	return out;
+}
+
+/* A dynamically linked tree: every process served by the interposer, and no allocator uprobe
+ * anywhere: the same links as in preload mode (glibc's dlopen stops), checked in the kernel's
+ * own account of memtrack's links while it runs, and in the manifest. */
+static void test_dynamic_tree_preload_only(void **state)
+{
+	struct mt_run *a = mt_new_run(state), p = {0}, u = {0};
+	char dir[128], shell[2048], fa[192], fp[192];
+	const char *const names[] = {"alloc_each", "nested_cxx", "threads", NULL};
+	char *la, *lp;
+
+	MT_REQUIRE_ROOT();
+	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "auto"), 0);
+	snprintf(fa, sizeof(fa), "%s/auto", dir);
+	snprintf(fp, sizeof(fp), "%s/preload", dir);
+	/* DUMP is replaced per run: the fdinfo of memtrack (the shell's parent) at the end */
+#define TREE                                                                                       \
+	"'%s' && '%s' && '%s' join && ls / > /dev/null && "                                        \
+	"for f in /proc/$PPID/fdinfo/*; do echo \"== $f\"; cat \"$f\"; done > '%s' 2>/dev/null"
+	snprintf(shell, sizeof(shell), TREE, mt_target("alloc_each"), mt_target("nested_cxx"),
+		 mt_target("threads"), fa);
+	run_ok(a, auto_opts, shell);
+	snprintf(shell, sizeof(shell), TREE, mt_target("alloc_each"), mt_target("nested_cxx"),
+		 mt_target("threads"), fp);
+	run_ok(&p, preload_opts, shell);
+	snprintf(shell, sizeof(shell), TREE, mt_target("alloc_each"), mt_target("nested_cxx"),
+		 mt_target("threads"), "/dev/null");
+	run_ok(&u, uprobe_opts, shell);
+#undef TREE
+	la = links_of(fa);
+	lp = links_of(fp);
+	mt_tmpdir_remove(dir);
+	MT_CHECK(a, !strcmp(la, lp), "uprobe links in auto mode:\n%s\nin preload mode:\n%s", la,
+		 lp);
+	MT_CHECK(a, json_equal(mt_json(a, "libraries"), mt_json(&p, "libraries")),
+		 "the manifest's libraries differ from preload mode's");
+	MT_CHECK(a, !strcmp(json_string_value(mt_json(a, "mechanisms.alloc_hooks")), "auto"),
+		 "mechanisms.alloc_hooks is not auto");
+	{
+		json_t *procs = json_object_get(a->manifest, "processes"), *pr;
+		size_t i;
+
+		json_array_foreach(procs, i, pr)
+		{
+			int32_t pid = (int32_t)json_integer_value(json_object_get(pr, "pid"));
+			const char *h = hooks_of(a, pid, "libc"),
+				   *hc = hooks_of(a, pid, "libstdc++");
+
+			MT_CHECK(a, h && hc && !strcmp(h, "preload") && !strcmp(hc, "preload"),
+				 "process %d (%s): libc %s, libstdc++ %s", pid, comm_of(a, pid),
+				 h ? h : "-", hc ? hc : "-");
+		}
+	}
+	same_events(&u, a, names, 3);
+	free(la);
+	free(lp);
+	mt_run_free(&p);
+	mt_run_free(&u);
+}
+
+/* Copies the target alloc_each to dir/alloc_each, set-group-id to nogroup: run by root, its
+ * exec is secure (AT_SECURE: egid != gid), and ld.so ignores LD_PRELOAD's paths. */
+static void make_setgid_copy(const char *dir, char *out, size_t cap)
+{
+	int in = open(mt_target("alloc_each"), O_RDONLY | O_CLOEXEC), fd;
+	struct stat st;
+
+	snprintf(out, cap, "%s/alloc_each", dir);
+	fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+	assert_true(in >= 0 && fd >= 0 && !fstat(in, &st));
+	assert_true(sendfile(fd, in, NULL, (size_t)st.st_size) == st.st_size);
+	close(in);
+	assert_int_equal(fchown(fd, 0, 65534), 0);
+	assert_int_equal(fchmod(fd, 02755), 0);
+	close(fd);
+}
+
+/* Children the interposer cannot serve, among ones it serves (before and after the first of
+ * them made memtrack attach glibc's probes): each counted once, by the mechanism the manifest
+ * names. */
+static void test_children_each_once(void **state)
+{
+	struct mt_run *a = mt_new_run(state), u = {0};
+	char dir[128], sg[192], shell[4096];
+	const char *const names[] = {"alloc_each", "alloc_static", "alloc_ownmalloc", "forker",
+				     NULL};
+
+	MT_REQUIRE_ROOT();
+	mt_need_file(mt_target("alloc_ownmalloc"));
+	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "auto"), 0);
+	make_setgid_copy(dir, sg, sizeof(sg));
+	snprintf(shell, sizeof(shell),
+		 "'%s' && env -i '%s' && '%s' && '%s' 20 && '%s' && '%s' && '%s' > /dev/null",
+		 mt_target("alloc_each"), mt_target("alloc_each"), mt_target("alloc_static"),
+		 mt_target("alloc_ownmalloc"), sg, mt_target("alloc_each"), mt_target("forker"));
+	run_ok(a, auto_opts, shell);
+	run_ok(&u, uprobe_opts, shell);
+	mt_tmpdir_remove(dir);
+	/* alloc_each: the first and the last by the interposer; env -i and the set-gid copy by
+	 * uprobes (their calls would be lost if the probes were not attached before they ran) */
+	MT_CHECK(a,
+		 count_hooks(a, "alloc_each", "preload") == 2 &&
+		     count_hooks(a, "alloc_each", "uprobe") == 2,
+		 "alloc_each: %zu served by preload, %zu by uprobe; want 2 and 2",
+		 count_hooks(a, "alloc_each", "preload"), count_hooks(a, "alloc_each", "uprobe"));
+	MT_CHECK(a, count_hooks(a, "alloc_static", "uprobe") == 1, "alloc_static not by uprobe");
+	MT_CHECK(a, count_hooks(a, "alloc_ownmalloc", "uprobe") == 1,
+		 "alloc_ownmalloc not by uprobe");
+	/* forker (a child and a grandchild, no exec) after glibc's probes went in: each served,
+	 * each once */
+	MT_CHECK(a, count_hooks(a, "forker", "preload") == 3, "forker: %zu of 3 by preload",
+		 count_hooks(a, "forker", "preload"));
+	same_events(&u, a, names, 9);
+	mt_run_free(&u);
+}
+
+/* Allocators the interposer forwards to: by uprobes, each call once. */
+static void test_allocators_each_once(void **state)
+{
+	struct mt_run *a = mt_new_run(state), u = {0};
+	char shell[2048];
+	const char *const names[] = {"alloc_jemalloc", "alloc_mimalloc", "alloc_tcmalloc", NULL};
+
+	MT_REQUIRE_ROOT();
+	snprintf(shell, sizeof(shell), "'%s' && '%s' && '%s'", mt_target("alloc_jemalloc"),
+		 mt_target("alloc_mimalloc"), mt_target("alloc_tcmalloc"));
+	run_ok(a, auto_opts, shell);
+	run_ok(&u, uprobe_opts, shell);
+	for (size_t i = 0; names[i]; i++)
+		MT_CHECK(a, count_hooks(a, names[i], "uprobe") == 1, "%s not served by uprobe",
+			 names[i]);
+	same_events(&u, a, names, 3);
+	mt_run_free(&u);
+}
+
+/* The environment chooses the mode, auto is the default, and uprobe mode stays available. */
+static void test_mode_choice(void **state)
+{
+	struct mt_run *r = mt_new_run(state), e = {0};
+	const char *const env[] = {"MEMTRACK_ALLOC_HOOKS=uprobe", NULL};
+	struct mt_run_opts o = {.env = env};
+
+	MT_REQUIRE_ROOT();
+	mt_track_ok(r, NULL, MT_TARGET_ARGV("alloc_each"), 0);
+	MT_CHECK(r, !strcmp(json_string_value(mt_json(r, "mechanisms.alloc_hooks")), "auto"),
+		 "the default is not auto");
+	MT_CHECK(r, count_hooks(r, "alloc_each", "preload") == 1,
+		 "alloc_each not served by preload");
+	mt_track_ok(&e, &o, MT_TARGET_ARGV("alloc_each"), 0);
+	MT_CHECK(&e, !strcmp(json_string_value(mt_json(&e, "mechanisms.alloc_hooks")), "uprobe"),
+		 "MEMTRACK_ALLOC_HOOKS=uprobe is not uprobe mode");
+	MT_CHECK(&e, count_hooks(&e, "alloc_each", "uprobe") == 1, "alloc_each not by uprobe");
+	mt_run_free(&e);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_teardown(test_dynamic_tree_preload_only, mt_teardown),
+	    cmocka_unit_test_teardown(test_children_each_once, mt_teardown),
+	    cmocka_unit_test_teardown(test_allocators_each_once, mt_teardown),
+	    cmocka_unit_test_teardown(test_mode_choice, mt_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
