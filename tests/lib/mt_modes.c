@@ -208,3 +208,10 @@ bool mt_modes_same(const char *uprobe, const char *preload)
 {
 	return !strcmp(uprobe, preload) || same_but_dtv(uprobe, preload);
 }
+
+void mt_modes_free(struct mt_proc_ms *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i].s);
+	free(v);
+}
