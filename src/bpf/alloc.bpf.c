@@ -54,13 +54,28 @@ static __always_inline __u32 mt_ustack_copy(struct mt_ustack_rec *r, __u64 sp, _
 	__u64 done = 0;
 
 	for (int i = 0; i < MT_USTACK_MAX / 4096 + 1; i++) {
-		__u64 n = 4096 - ((sp + done) & 4095);
+		__u64 n = 4096 - ((sp + done) & 4095), rest;
 
 		if (done >= want || done > MT_USTACK_MAX)
 			break;
-		if (n > want - done)
-			n = want - done;
-		if (n == 0 || n > 4096) /* cannot be: says so to the verifier */
+		/*
+		 * For 6.1's verifier (6.12's needs none of this): it keeps a spilled scalar's
+		 * state, and so what a later test learns about it, only when the scalar has
+		 * some bound (unbounded ones are spilled as plain bytes until 6.8), and the
+		 * compiler spills n before testing it, then reloads it for the call: the read
+		 * was refused ("R2 min value is negative"). rest <= want <= MT_USTACK_MAX, so
+		 * the mask changes nothing but gives rest, and n, a bound; the barriers stop the
+		 * compiler from dropping the mask and the n > 4096 test, which it knows hold.
+		 */
+		rest = want - done;
+		barrier_var(rest);
+		rest &= 2 * MT_USTACK_MAX - 1;
+		if (n > rest)
+			n = rest;
+		if (n == 0)
+			break;
+		barrier_var(n);
+		if (n > 4096)
 			break;
 		if (bpf_probe_read_user(&r->data[done], n, (void *)(sp + done)))
 			break;
