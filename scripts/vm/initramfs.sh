@@ -114,6 +114,14 @@ busybox_bin=$(command -v busybox)
 add_file "$bash_bin"
 add_file "$busybox_bin"
 elves+=("$bash_bin")
+# The host's own (dynamic) ls and cat: test_track_auto's "dynamically linked tree" runs them
+# and wants every process served by the interposer, which busybox's static applets cannot be.
+# busybox --install at boot leaves them in place.
+for f in ls cat; do
+	f=$(command -v "$f")
+	add_file "$f"
+	elves+=("$f")
+done
 for f in ${VM_FILES:-}; do
 	add_file "$f"
 	if is_elf "$f"; then elves+=("$f"); fi
