@@ -207,9 +207,12 @@ int tracker__attach_root(struct tracker *t)
 	return err;
 }
 
+/* The interposer's two control points (served.bpf.c), uprobes on its file only: its
+ * registration, and its dlopen announcement (src/preload/preload_dl.c). */
 int tracker__attach_served(struct tracker *t)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = "__memtrack_preload_served");
+	LIBBPF_OPTS(bpf_uprobe_opts, dl, .func_name = "__memtrack_preload_dlopen");
 	int err;
 
 	if (!t->pre.on)
@@ -217,6 +220,9 @@ int tracker__attach_served(struct tracker *t)
 	t->served_link = bpf_program__attach_uprobe_opts(t->skel->progs.mt_preload_served, -1,
 							 t->pre.lib, 0, &uo);
 	if (t->served_link)
+		t->dlopen_link = bpf_program__attach_uprobe_opts(t->skel->progs.mt_preload_dlopen,
+								 -1, t->pre.lib, 0, &dl);
+	if (t->served_link && t->dlopen_link)
 		return 0;
 	err = -errno;
 	log__error("cannot attach to the interposer '%s': %s. Use --alloc-hooks uprobe or preload",
