@@ -235,8 +235,8 @@ int tracker__attach_served(struct tracker *t)
 	for (int i = 0; i < 2 && !err && !t->multi; i++) {
 		LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = cookies[i]);
 
-		t->ctl_links[i] = bpf_program__attach_uprobe_opts(t->skel->progs.mt_preload_ctl_perf,
-								  -1, t->pre.lib, offs[i], &uo);
+		t->ctl_links[i] = bpf_program__attach_uprobe_opts(
+		    t->skel->progs.mt_preload_ctl_perf, -1, t->pre.lib, offs[i], &uo);
 		if (!t->ctl_links[i])
 			err = -errno;
 	}
