@@ -322,6 +322,18 @@ static void test_mode_choice(void **state)
 	mt_run_free(&e);
 }
 
+/* The interposer's dlsym leaves glibc's idea of the caller alone (RTLD_NEXT), before and after
+ * the dlopen it announces (tests/targets/dlsym_caller.c exits 0 only then). */
+static void test_dlsym_caller(void **state)
+{
+	struct mt_run *a = mt_new_run(state);
+	char shell[PATH_MAX + 8];
+
+	MT_REQUIRE_ROOT();
+	snprintf(shell, sizeof(shell), "'%s'", mt_target("dlsym_caller"));
+	run_ok(a, auto_opts, shell);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -329,6 +341,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_children_each_once, mt_teardown),
 	    cmocka_unit_test_teardown(test_allocators_each_once, mt_teardown),
 	    cmocka_unit_test_teardown(test_mode_choice, mt_teardown),
+	    cmocka_unit_test_teardown(test_dlsym_caller, mt_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
