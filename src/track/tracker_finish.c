@@ -236,6 +236,8 @@ static void tracker__detach(struct tracker *t)
 	t->set = NULL;
 	bpf_link__destroy(t->served_link);
 	t->served_link = NULL;
+	bpf_link__destroy(t->unserved_link);
+	t->unserved_link = NULL;
 	for (size_t i = 0; i < sizeof(t->tp_links) / sizeof(t->tp_links[0]); i++) {
 		bpf_link__destroy(t->tp_links[i]);
 		t->tp_links[i] = NULL;

@@ -39,6 +39,7 @@ struct tracker {
 	bool multi; /* uprobe_multi links, else perf-event uprobes */
 	struct bpf_link *tp_links[8];
 	struct bpf_link *served_link; /* the interposer's registration (served.bpf.c) */
+	struct bpf_link *unserved_link; /* ... and its failure to record */
 	struct bpf_link *rmap_links[RMAP_FN_NR + 1]; /* fentry rmap backend */
 	struct rmap_choice rmap;
 	struct btf_cache btf;

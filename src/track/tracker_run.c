@@ -210,6 +210,7 @@ int tracker__attach_root(struct tracker *t)
 int tracker__attach_served(struct tracker *t)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = "__memtrack_preload_served");
+	LIBBPF_OPTS(bpf_uprobe_opts, uu, .func_name = "__memtrack_preload_unserved");
 	int err;
 
 	if (!t->pre.on)
@@ -217,6 +218,9 @@ int tracker__attach_served(struct tracker *t)
 	t->served_link = bpf_program__attach_uprobe_opts(t->skel->progs.mt_preload_served, -1,
 							 t->pre.lib, 0, &uo);
 	if (t->served_link)
+		t->unserved_link = bpf_program__attach_uprobe_opts(
+		    t->skel->progs.mt_preload_unserved, -1, t->pre.lib, 0, &uu);
+	if (t->served_link && t->unserved_link)
 		return 0;
 	err = -errno;
 	log__error("cannot attach to the interposer '%s': %s. Use --alloc-hooks uprobe or preload",
