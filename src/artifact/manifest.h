@@ -35,6 +35,9 @@ struct manifest_proc {
 	/* which mechanism recorded its allocator calls, per family (enum manifest_hooks;
 	 * MANIFEST_HOOKS_UNSET: not written) */
 	uint8_t hooks_libc, hooks_cxx;
+	/* a shared jemalloc, mimalloc or tcmalloc the interposer served (its own entry points);
+	 * written only when set */
+	uint8_t hooks_jemalloc, hooks_mimalloc, hooks_tcmalloc;
 };
 
 /* A process of the tree still running when memtrack stopped waiting for the tree (a signal

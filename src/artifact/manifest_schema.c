@@ -128,8 +128,21 @@ static int put_proc_hooks(json_t *o, const struct field *f, const struct manifes
 	h = json_object();
 	if (set(o, f->key, h))
 		return -ENOMEM;
-	return set(h, "libc", str_or_null(manifest__hooks_name(p->hooks_libc))) |
-	       set(h, "libstdc++", str_or_null(manifest__hooks_name(p->hooks_cxx)));
+	const struct {
+		const char *key;
+		uint8_t hooks;
+	} fam[] = {
+		{"jemalloc", p->hooks_jemalloc},
+		{"mimalloc", p->hooks_mimalloc},
+		{"tcmalloc", p->hooks_tcmalloc},
+	};
+	int err = set(h, "libc", str_or_null(manifest__hooks_name(p->hooks_libc))) |
+		  set(h, "libstdc++", str_or_null(manifest__hooks_name(p->hooks_cxx)));
+
+	for (size_t i = 0; i < sizeof(fam) / sizeof(fam[0]); i++)
+		if (fam[i].hooks)
+			err |= set(h, fam[i].key, str_or_null(manifest__hooks_name(fam[i].hooks)));
+	return err;
 }
 
 /* mechanisms.alloc_hooks, preload_lib and preload_drops, when set. preload_drops repeats the

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The interposer's internals, shared by its two files: preload_ring.c (process and thread
- * state, the shared-memory rings) and preload_hooks.c (the interposed entry points).
+ * state, the shared-memory rings), preload_hooks.c (the interposed entry points) and
+ * preload_families.c (jemalloc, mimalloc and tcmalloc as shared libraries).
  * Nothing here is exported from the library but the entry points.
  */
 #ifndef MEMTRACK_PRELOAD_H
@@ -135,6 +136,32 @@ static inline uint64_t pl_stamp(struct pl_thread *t)
 	return pl_now();
 }
 #endif
+
+/* Marks the thread inside a hooked call; returns nonzero for the outermost one. The compiler
+ * barriers keep the ring writes inside the marked region: a signal handler that allocates in
+ * between sees depth > 0 and records nothing, rather than writing the same ring slot. */
+static inline int pl_enter(struct pl_thread *t)
+{
+	int outer = t->depth++ == 0;
+
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	return outer;
+}
+
+static inline void pl_leave(struct pl_thread *t)
+{
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->depth--;
+}
+
+/* The first malloc in symbol lookup order is the interposer's (preload_ring.c). */
+int pl_malloc_is_ours(void) PL_HIDDEN;
+/* preload_families.c: when a shared jemalloc, mimalloc or tcmalloc is the next malloc, the
+ * MT_SHM_PROC_* flags the interposer serves it with (LIBC | CXX | its family), else 0. */
+uint32_t pl_fam_serve(void) PL_HIDDEN;
+/* operator new (thr) of such a library, nothrow its nothrow form: recorded, outermost only. */
+void *pl_fam_new(void *thr, void *nothrow, _Bool is_nothrow, uint32_t type, int nargs, size_t n,
+		 uintptr_t a, uintptr_t b) PL_HIDDEN;
 
 /* Writes one record for the calling thread; the caller holds depth, so that a signal handler
  * allocating meanwhile is nested (not recorded), never a second writer of the ring. */

@@ -20,24 +20,6 @@
 extern void *__libc_malloc(size_t);
 extern void __libc_free(void *);
 
-/* Marks the thread inside a hooked call; returns nonzero for the outermost one. The compiler
- * barriers keep the ring writes inside the marked region: a signal handler that allocates in
- * between sees depth > 0 and records nothing, rather than writing the same ring slot. */
-static inline int pl_enter(struct pl_thread *t)
-{
-	int outer = t->depth++ == 0;
-
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	return outer;
-}
-
-static inline void pl_leave(struct pl_thread *t)
-{
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	t->depth--;
-}
-
-
 /* --- the C family ------------------------------------------------------------------------ */
 
 PL_API void *malloc(size_t n)
@@ -388,8 +370,12 @@ static inline void *pl_new(enum pl_cxx i, uint32_t type, int nargs, size_t n, ui
 
 	if (pl_unlikely(m == PL_BOOT))
 		return pl_boot_alloc(n, type == MT_EV_ALIGNED_ALLOC ? a : 16);
-	if (pl_unlikely(m != PL_ON || !pl_cxx_std()))
+	if (pl_unlikely(m != PL_ON || !pl_cxx_std())) {
+		/* a served jemalloc/mimalloc/tcmalloc's own operator new; i | 2: its nothrow form */
+		if (m == PL_ON && (pl.flags & MT_SHM_PROC_FAMILIES))
+			return pl_fam_new(pl_cxx(i), pl_cxx(i | 2), i & 2, type, nargs, n, a, b);
 		return pl_new_fwd(pl_cxx(i), nargs, n, a, b);
+	}
 	if (pl_enter(t)) {
 		if (type == MT_EV_ALIGNED_ALLOC)
 			p = pl.next.aligned_alloc(a, (sz + a - 1) & ~(a - 1));

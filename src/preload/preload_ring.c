@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <link.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
@@ -68,17 +69,31 @@ size_t pl_boot_size(const void *p)
 
 /* --- initialisation ---------------------------------------------------------------------- */
 
-/* Is the interposer's malloc the one the program calls, and libc's the next? Otherwise another
- * allocator (preloaded, linked in, or in the executable) serves the process: uprobes cover it,
- * and recording here as well would count its calls twice. */
-static int pl_next_is_libc(void)
+/* Is the interposer's malloc the one the program calls? Judged by the file that defines the
+ * first malloc (`malloc` here is itself looked up, through the GOT, and names the executable's
+ * when the executable defines one); an undefined symbol with a value is a non-PIE executable's
+ * canonical PLT entry (python3 takes malloc's address), which jumps to the first definition:
+ * ours, the first preloaded object. */
+int pl_malloc_is_ours(void)
 {
 	Dl_info info, self;
+	const ElfW(Sym) *sym = NULL;
 
-	/* by the file that defines it: `malloc` here is itself looked up (through the GOT), and
-	 * names the executable's when the executable defines one */
-	if (!dladdr((void *)pl_next_is_libc, &self) ||
-	    !dladdr(dlsym(RTLD_DEFAULT, "malloc"), &info) || info.dli_fbase != self.dli_fbase)
+	if (!dladdr((void *)pl_malloc_is_ours, &self) ||
+	    !dladdr1(dlsym(RTLD_DEFAULT, "malloc"), &info, (void **)&sym, RTLD_DL_SYMENT))
+		return 0;
+	return info.dli_fbase == self.dli_fbase || (sym && sym->st_shndx == SHN_UNDEF);
+}
+
+/* Is the interposer's malloc the one the program calls, and libc's the next? Otherwise another
+ * allocator (preloaded, linked in, or in the executable) serves the process: uprobes cover it,
+ * and recording here as well would count its calls twice (a shared jemalloc, mimalloc or
+ * tcmalloc next: preload_families.c). */
+static int pl_next_is_libc(void)
+{
+	Dl_info info;
+
+	if (!pl_malloc_is_ours())
 		return 0;
 	if (!dladdr((void *)pl.next.malloc, &info) || !info.dli_fname)
 		return 0;
@@ -98,8 +113,12 @@ static void pl_resolve(void)
 	PL_NEXT(memalign);
 	PL_NEXT(valloc);
 	PL_NEXT(pvalloc);
+#if __GLIBC_PREREQ(2, 39)
+	/* only where they can exist: a failed dlsym allocates its error (through an allocator
+	 * the interposer may not serve, e.g. the executable's, which uprobes record) */
 	PL_NEXT(free_sized);
 	PL_NEXT(free_aligned_sized);
+#endif
 #undef PL_NEXT
 }
 
@@ -160,13 +179,14 @@ static int pl_map(void)
 
 static int pl_init(void)
 {
-	int state = PL_PASS, saved = errno, mine;
+	int state = PL_PASS, saved = errno;
+	uint32_t mine;
 
 	pl_t.in_init = 1;
 	pl_resolve();
 	/* before the shared memory: what dlsym allocates (through an allocator the interposer
 	 * may not serve) is then the same whether memtrack runs or not */
-	mine = pl_next_is_libc();
+	mine = pl_next_is_libc() ? MT_SHM_PROC_LIBC | MT_SHM_PROC_CXX : pl_fam_serve();
 	pl.flags = MT_SHM_PROC_OFF;
 	if (!pl.next.malloc || !pl.next.free || pl_map()) {
 		const char *shm = getenv(MT_SHM_ENV);
@@ -178,7 +198,7 @@ static int pl_init(void)
 		if (pl.wipe != MAP_FAILED && !madvise(pl.wipe, 4096, MADV_WIPEONFORK) &&
 		    !pthread_key_create(&pl_key, pl_release)) {
 			if (mine) {
-				pl.flags = MT_SHM_PROC_LIBC | MT_SHM_PROC_CXX;
+				pl.flags = mine;
 				state = PL_ON;
 				pl_ctl_served();
 			}

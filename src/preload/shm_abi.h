@@ -63,6 +63,13 @@ enum mt_shm_drop {
 #define MT_SHM_PROC_OFF 4u /* interposer loaded but passing through (another allocator or the
 			    * executable defines malloc): uprobes serve the process */
 #define MT_SHM_PROC_ENDED 8u /* set by memtrack: the image exec'd another since (shm_source.c) */
+/* A shared jemalloc, mimalloc or tcmalloc is the process's malloc, served by the interposer:
+ * its own public entry points (mi_malloc, mallocx, tc_malloc, ...), the standard names (LIBC)
+ * and operator new/delete (CXX) over it (src/preload/preload_families.c) */
+#define MT_SHM_PROC_JEMALLOC 0x10u
+#define MT_SHM_PROC_MIMALLOC 0x20u
+#define MT_SHM_PROC_TCMALLOC 0x40u
+#define MT_SHM_PROC_FAMILIES (MT_SHM_PROC_JEMALLOC | MT_SHM_PROC_MIMALLOC | MT_SHM_PROC_TCMALLOC)
 
 /* One image's registration, written before its first record. */
 struct mt_shm_proc {

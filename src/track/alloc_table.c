@@ -66,6 +66,11 @@ static const struct alloc_entry mimalloc_names[] = {
 	{"mi_zalloc", S_ZALLOC0},	   {"mi_realloc", S_REALLOC},
 	{"mi_free", S_FREE},		   {"mi_malloc_aligned", S_ALIGNED0},
 	{"mi_zalloc_aligned", S_ALIGNED0}, {"mi_realloc_aligned", S_REALLOC},
+	/* the C++ helpers and the counted form: they call mi_malloc's code directly (no PLT), so
+	 * only their own entry is seen by an interposer */
+	{"mi_new", S_MALLOC0},		   {"mi_new_nothrow", S_MALLOC0},
+	{"mi_new_aligned", S_ALIGNED0},	   {"mi_new_aligned_nothrow", S_ALIGNED0},
+	{"mi_mallocn", S_MALLOCN},	   {"mi_calloc_aligned", S_CALLOC},
 	{NULL, 0},
 };
 

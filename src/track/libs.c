@@ -52,6 +52,7 @@ struct libs {
 	bool preload; /* libs__preload */
 	bool defer;   /* auto: glibc's and libstdc++'s sites wait for libs__attach_glibc */
 	bool glibc_on; /* libs__attach_glibc was called */
+	bool loading; /* inspecting what an exec maps (not a dlopen) */
 	dev_t pre_dev;
 	ino_t pre_ino;
 	unsigned kinds; /* of the last inspection (libs__kinds) */
@@ -210,6 +211,7 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 	struct elf_info info;
 	struct lib_entry *e;
 	struct stat st;
+	bool served_family;
 	int n, err;
 
 	if (stat(path, &st))
@@ -254,6 +256,9 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 		e->kinds |= LIBS_KIND_MALLOC_SHIM;
 	l->kinds |= e->kinds;
 	n = alloc_table__sites(&info, e->kind, is_exe, sites, LIBS_MAX_SITES);
+	served_family = l->loading && !is_exe && elf_info__find(&info, "malloc") &&
+			(e->kind == ALLOC_JEMALLOC || e->kind == ALLOC_MIMALLOC ||
+			 e->kind == ALLOC_TCMALLOC);
 	elf_info__free(&info);
 	if (l->preload)
 		n = libs__preload_filter(e, sites, n);
@@ -262,8 +267,12 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 	e->sites = n;
 	/* what reaches glibc's malloc in a served process is the interposer's to record: an
 	 * executable's own operator new calling malloc too (one that defines malloc itself is
-	 * never served: the interposer forwards to it) */
-	if (libs__glibc_family(e->kind) || e->kind == ALLOC_STATIC)
+	 * never served: the interposer forwards to it); so is a shared jemalloc, mimalloc or
+	 * tcmalloc that an exec maps and that defines malloc: it comes before libc, the process's
+	 * malloc, which the interposer serves with its own entry points
+	 * (src/preload/preload_families.c). One a dlopen brings is not (the interposer forwards
+	 * calls into it unrecorded). */
+	if (libs__glibc_family(e->kind) || e->kind == ALLOC_STATIC || served_family)
 		for (int i = 0; i < n; i++)
 			sites[i].spec |= MT_SPEC_PL;
 	if (l->defer && !l->glibc_on && libs__glibc_family(e->kind)) {
@@ -345,6 +354,7 @@ static int libs__inspect(struct libs *l, const char *root, const char *exe, cons
 	err = deps__resolve(root, exe, ld_path, ld_pre, &deps);
 	if (err)
 		return err;
+	l->loading = true;
 	for (size_t i = 0; i < deps.nr; i++) {
 		err = libs__attach_file(l, deps.paths[i], i == 0 ? exe_name : NULL, i == 0);
 		if (err < 0)
@@ -353,6 +363,7 @@ static int libs__inspect(struct libs *l, const char *root, const char *exe, cons
 	}
 	err = added;
 cleanup:
+	l->loading = false;
 	deps__free(&deps);
 	return err;
 }

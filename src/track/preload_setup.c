@@ -156,6 +156,12 @@ void preload_setup__fill(const struct preload_setup *p, struct manifest *m, bool
 		    f >= 0 && (f & MT_SHM_PROC_LIBC) ? MANIFEST_HOOKS_PRELOAD : probed;
 		m->procs[i].hooks_cxx =
 		    f >= 0 && (f & MT_SHM_PROC_CXX) ? MANIFEST_HOOKS_PRELOAD : probed;
+		if (f >= 0 && (f & MT_SHM_PROC_JEMALLOC))
+			m->procs[i].hooks_jemalloc = MANIFEST_HOOKS_PRELOAD;
+		if (f >= 0 && (f & MT_SHM_PROC_MIMALLOC))
+			m->procs[i].hooks_mimalloc = MANIFEST_HOOKS_PRELOAD;
+		if (f >= 0 && (f & MT_SHM_PROC_TCMALLOC))
+			m->procs[i].hooks_tcmalloc = MANIFEST_HOOKS_PRELOAD;
 	}
 }
 

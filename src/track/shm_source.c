@@ -497,10 +497,6 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 				       .drain = shm__drain,
 				       .destroy = shm__destroy,
 				       .priv = s};
-	err = -pthread_create(&s->bell_thread, NULL, shm__bell_main, s);
-	if (err)
-		goto fail;
-	s->bell_started = true;
 	*out = s;
 	return 0;
 fail:
@@ -514,5 +510,25 @@ fail:
 		close(s->lock_fd);
 	free(s->heap);
 	free(s);
+	return err;
+}
+
+int shm_source__start(struct shm_source *s)
+{
+	sigset_t all, old;
+	int err;
+
+	if (s->bell_started)
+		return 0;
+	/* The thread starts with every signal blocked: memtrack takes them through its signalfd,
+	 * which works only while no thread can be handed them (a SIGTERM for the command must not
+	 * kill memtrack through this thread). Started after the command: in a new pid namespace a
+	 * thread takes a pid number too, and the command is expected to be pid 2 there. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = -pthread_create(&s->bell_thread, NULL, shm__bell_main, s);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!err)
+		s->bell_started = true;
 	return err;
 }

@@ -38,6 +38,8 @@ void shm_source__set_stacks(struct shm_source *s, uint32_t (*fn)(void *ctx, cons
 			    void *ctx);
 /* Registers the ordering hook with the consumer. */
 void shm_source__order(struct shm_source *s, struct consumer *c);
+/* Starts the doorbell thread (once the command exists); 0 or -errno. */
+int shm_source__start(struct shm_source *s);
 /* How long the event loop may sleep before the next drain, ms: 0 while records pour in. */
 int shm_source__poll_ms(const struct shm_source *s);
 /* Delivers every record left, whatever its time (the tree has exited). */

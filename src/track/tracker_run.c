@@ -272,6 +272,9 @@ int tracker__setup_loop(struct tracker *t)
 			return err;
 		t->pre_added = true;
 		shm_source__order(t->pre.shm, &t->cons);
+		err = shm_source__start(t->pre.shm);
+		if (err)
+			return err;
 	}
 
 	/* Signals for memtrack are forwarded to the command; read them from a signalfd. */

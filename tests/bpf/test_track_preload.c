@@ -80,10 +80,32 @@ static void check_hooks(struct mt_run *r, const char *want)
 	}
 }
 
-static void compare_modes(void **state, const char *const argv[])
+/* Each process's alloc_hooks.<family> (jemalloc, mimalloc, tcmalloc) is want (NULL: absent). */
+static void check_family(struct mt_run *r, const char *family, const char *want)
+{
+	json_t *procs = json_object_get(r->manifest, "processes"), *p;
+	size_t i;
+
+	json_array_foreach(procs, i, p)
+	{
+		const char *v =
+		    json_string_value(json_object_get(json_object_get(p, "alloc_hooks"), family));
+
+		MT_CHECK(r, want ? v && !strcmp(v, want) : !v,
+			 "process %lld: alloc_hooks.%s %s, want %s",
+			 (long long)json_integer_value(json_object_get(p, "pid")), family,
+			 v ? v : "(none)", want ? want : "(none)");
+	}
+}
+
+/* Both modes give the same heap events per process. In the preload run alloc_hooks.libc is
+ * libc_want and, when family is set, alloc_hooks.<family> is fam_want (NULL: absent). */
+static void compare_modes_as(void **state, const char *const argv[], const char *const *env,
+			     const char *libc_want, const char *family, const char *fam_want)
 {
 	struct mt_run *u = mt_new_run(state), p = {0};
-	struct mt_run_opts uo = {.track_opts = uprobe_opts}, po = {.track_opts = preload_opts};
+	struct mt_run_opts uo = {.track_opts = uprobe_opts, .env = env},
+			   po = {.track_opts = preload_opts, .env = env};
 	struct mt_proc_ms *a, *b;
 	size_t na, nb;
 
@@ -95,7 +117,9 @@ static void compare_modes(void **state, const char *const argv[])
 		fail_msg("preload run: status %d, read %d", p.status, p.read_rc);
 	}
 	check_hooks(u, "uprobe");
-	check_hooks(&p, "preload");
+	check_hooks(&p, libc_want);
+	if (family)
+		check_family(&p, family, fam_want);
 	check_order(&p);
 	na = mt_modes_per_process(u, NULL, NULL, &a);
 	nb = mt_modes_per_process(&p, NULL, NULL, &b);
@@ -113,6 +137,11 @@ static void compare_modes(void **state, const char *const argv[])
 	mt_modes_free(a, na);
 	mt_modes_free(b, nb);
 	mt_run_free(&p);
+}
+
+static void compare_modes(void **state, const char *const argv[])
+{
+	compare_modes_as(state, argv, NULL, "preload", NULL, NULL);
 }
 
 static void test_same_alloc_each(void **s) { compare_modes(s, MT_TARGET_ARGV("alloc_each")); }
@@ -134,6 +163,64 @@ static void test_same_storm_2x2(void **s)
 	compare_modes(s, MT_TARGET_ARGV("alloc_storm", "-n", "20000", "-t", "2", "-p", "2"));
 }
 static void test_same_edges(void **s) { compare_modes(s, MT_TARGET_ARGV("preload_edges")); }
+
+/* jemalloc, mimalloc and tcmalloc as shared libraries (linked, or preloaded by the user): the
+ * interposer serves them (preload_families.c), their own entry points included; jemalloc
+ * linked into the executable stays on uprobes (the interposer passes through: "none"). */
+static void test_same_jemalloc(void **s)
+{
+	compare_modes_as(s, MT_TARGET_ARGV("alloc_jemalloc"), NULL, "preload", "jemalloc",
+			 "preload");
+}
+static void test_same_mimalloc(void **s)
+{
+	compare_modes_as(s, MT_TARGET_ARGV("alloc_mimalloc"), NULL, "preload", "mimalloc",
+			 "preload");
+}
+static void test_same_tcmalloc(void **s)
+{
+	compare_modes_as(s, MT_TARGET_ARGV("alloc_tcmalloc"), NULL, "preload", "tcmalloc",
+			 "preload");
+}
+static void test_same_mimalloc_preloaded(void **s)
+{
+	static const char *const env[] = {"LD_PRELOAD=libmimalloc.so.2", NULL};
+
+	compare_modes_as(s, MT_TARGET_ARGV("forker"), env, "preload", "mimalloc", "preload");
+}
+static void test_same_jemalloc_in_exe(void **s)
+{
+	compare_modes_as(s, MT_TARGET_ARGV("alloc_jemalloc_exe"), NULL, "none", "jemalloc", NULL);
+}
+
+/* Under the interposer, each family target's calls (the standard names and mi_malloc, mallocx,
+ * tc_malloc, tc_new ...) are each in the artifact exactly once, and the process says the
+ * interposer served that family (its library's uprobes, MT_SPEC_PL, skip served processes). */
+static void check_family_calls(void **state, const char *target)
+{
+	struct mt_run *r = mt_new_run(state);
+	struct mt_run_opts o = {.track_opts = preload_opts};
+	const struct mt_expect *b;
+
+	MT_REQUIRE_ROOT();
+	mt_track_ok(r, &o, MT_TARGET_ARGV(target), 0);
+	b = mt_need_expect(r, "begin", 0, 0);
+	mt_window_ok(r, b->tid, 0);
+	mt_each_op_once(r);
+	check_family(r, target + strlen("alloc_"), "preload");
+}
+static void test_jemalloc_each_call(void **s)
+{
+	check_family_calls(s, "alloc_jemalloc");
+}
+static void test_mimalloc_each_call(void **s)
+{
+	check_family_calls(s, "alloc_mimalloc");
+}
+static void test_tcmalloc_each_call(void **s)
+{
+	check_family_calls(s, "alloc_tcmalloc");
+}
 
 /* The edge target's own account: every call it reported is in the artifact, attributed to the
  * process that made it (raw clone child, signal handler, the records before abort()). */
@@ -429,6 +516,14 @@ int main(void)
 	    cmocka_unit_test_teardown(test_same_exec_thread, mt_teardown),
 	    cmocka_unit_test_teardown(test_same_storm_2x2, mt_teardown),
 	    cmocka_unit_test_teardown(test_same_edges, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_jemalloc, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_mimalloc, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_tcmalloc, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_mimalloc_preloaded, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_jemalloc_in_exe, mt_teardown),
+	    cmocka_unit_test_teardown(test_jemalloc_each_call, mt_teardown),
+	    cmocka_unit_test_teardown(test_mimalloc_each_call, mt_teardown),
+	    cmocka_unit_test_teardown(test_tcmalloc_each_call, mt_teardown),
 	    cmocka_unit_test_teardown(test_edges_each_call, mt_teardown),
 	    cmocka_unit_test_teardown(test_interleave_tsc, mt_teardown),
 	    cmocka_unit_test_teardown(test_interleave_clock_gettime, mt_teardown),

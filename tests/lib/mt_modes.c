@@ -134,51 +134,79 @@ size_t mt_modes_per_process(const struct mt_run *r, mt_modes_keep_fn keep, void 
 }
 
 /*
- * Equal, but for the one difference the interposer's presence makes by construction: it is a
- * module with thread-local storage, so the dynamic thread vector glibc callocs for every new
- * thread has one more 16-byte dtv_t entry (272 -> 288 bytes with libc alone). Each such
- * Calloc is paired with one exactly 16 bytes smaller on the uprobe side.
+ * Equal, but for the differences the interposer's presence makes by construction, each an
+ * allocation exactly 16 bytes larger than its uprobe-side partner: it is a module with
+ * thread-local storage, so the dynamic thread vector glibc callocs for every new thread has
+ * one more 16-byte dtv_t entry (272 -> 288 bytes with libc alone: a Calloc, a multiple of 16);
+ * and it is one more loaded object, so the loader's per-object arrays that a dlopen reallocates
+ * (the init/fini list: 8 + 16 per object, e.g. tcmalloc's constructor loading libgcc_s) are
+ * 16 bytes larger (Reallocs).
  */
+struct sized {
+	unsigned type, has_old;
+	unsigned long long size;
+};
+
+static size_t split_sized(const char *ms, char *rest, struct sized *v, size_t cap)
+{
+	char *a = strdup(ms), *sa, *t;
+	size_t n = 0;
+
+	if (!a)
+		return 0;
+	rest[0] = 0;
+	for (t = strtok_r(a, ",", &sa); t; t = strtok_r(NULL, ",", &sa)) {
+		struct sized x;
+
+		if ((t[0] == '2' || t[0] == '3') && t[1] == ':' && n < cap &&
+		    sscanf(t, "%u:%llu:%u", &x.type, &x.size, &x.has_old) == 3)
+			v[n++] = x;
+		else
+			strcat(strcat(rest, t), ",");
+	}
+	free(a);
+	return n;
+}
+
 static bool same_but_dtv(const char *u, const char *p)
 {
-	char *a = strdup(u), *b = strdup(p), *sa, *sb, *ta, *tb;
-	unsigned long long ua[4096], pb[4096];
-	size_t nu = 0, np = 0;
+	static struct sized ua[4096], pb[4096];
 	char *ra = malloc(strlen(u) + 1), *rb = malloc(strlen(p) + 1);
-	bool ok = true;
+	size_t nu, np;
+	bool ok;
 
-	if (!a || !b || !ra || !rb)
-		abort();
-	ra[0] = rb[0] = 0;
-	for (ta = strtok_r(a, ",", &sa); ta; ta = strtok_r(NULL, ",", &sa)) {
-		if (!strncmp(ta, "2:", 2) && nu < 4096)
-			ua[nu++] = strtoull(ta + 2, NULL, 10);
-		else
-			strcat(strcat(ra, ta), ",");
+	if (!ra || !rb) {
+		free(ra);
+		free(rb);
+		return false;
 	}
-	for (tb = strtok_r(b, ",", &sb); tb; tb = strtok_r(NULL, ",", &sb)) {
-		if (!strncmp(tb, "2:", 2) && np < 4096)
-			pb[np++] = strtoull(tb + 2, NULL, 10);
-		else
-			strcat(strcat(rb, tb), ",");
-	}
+	nu = split_sized(u, ra, ua, 4096);
+	np = split_sized(p, rb, pb, 4096);
 	ok = !strcmp(ra, rb) && nu == np;
 	for (size_t i = 0; ok && i < np; i++) {
 		bool found = false;
 
 		for (size_t j = 0; j < nu && !found; j++) {
-			if (ua[j] == pb[i] || (ua[j] + 16 == pb[i] && ua[j] % 16 == 0)) {
-				ua[j] = ~0ull;
+			const struct sized *x = &ua[j];
+
+			if (x->type != pb[i].type || x->has_old != pb[i].has_old)
+				continue;
+			if (x->size == pb[i].size ||
+			    (x->size + 16 == pb[i].size && (x->type == 3 || x->size % 16 == 0))) {
+				ua[j].type = 0;
 				found = true;
 			}
 		}
 		ok = found;
 	}
-	free(a);
-	free(b);
 	free(ra);
 	free(rb);
 	return ok;
+}
+
+bool mt_modes_same(const char *uprobe, const char *preload)
+{
+	return !strcmp(uprobe, preload) || same_but_dtv(uprobe, preload);
 }
 
 void mt_modes_free(struct mt_proc_ms *v, size_t n)
@@ -186,9 +214,4 @@ void mt_modes_free(struct mt_proc_ms *v, size_t n)
 	for (size_t i = 0; i < n; i++)
 		free(v[i].s);
 	free(v);
-}
-
-bool mt_modes_same(const char *uprobe, const char *preload)
-{
-	return !strcmp(uprobe, preload) || same_but_dtv(uprobe, preload);
 }

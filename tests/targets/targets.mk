@@ -3,6 +3,7 @@ TARGET_LDLIBS_alloc_jemalloc := -ljemalloc
 TARGET_LDLIBS_alloc_mimalloc := -lmimalloc
 TARGET_LDLIBS_alloc_tcmalloc := -ltcmalloc
 TARGET_LDLIBS_alloc_static   := -static
+TARGET_LDLIBS_alloc_jemalloc_exe := -Wl,-Bstatic -ljemalloc -Wl,-Bdynamic -lstdc++ -lm -ldl
 # --stacks (stacks.c): no frame pointers, a linked and a dlopen'ed library caller beside it
 STACKS_CFLAGS := -O2 -g -fomit-frame-pointer
 TARGET_CFLAGS_stacks := $(STACKS_CFLAGS)
@@ -20,6 +21,7 @@ $(BUILD)/targets/libstacks_dl.so: tests/targets/lib/stacks_lib.c | $(BUILD)
 $(patsubst tests/targets/%.c,$(BUILD)/targets/%,$(wildcard tests/targets/*.c)) \
 $(patsubst tests/targets/%.cc,$(BUILD)/targets/%,$(wildcard tests/targets/*.cc)): \
 	tests/targets/expect.h
+$(BUILD)/targets/alloc_jemalloc_exe: tests/targets/alloc_jemalloc.c
 # The windowed target includes the installed header from the tree.
 TARGET_LDLIBS_windowed := -Iinclude
 $(BUILD)/targets/windowed: include/memtrack.h
