@@ -477,7 +477,8 @@ static void test_other_pid_ns_keeps_shm(void **state)
 		 "%s 64 12345; s=$?; rm -rf %s; exit $s",
 		 mt_memtrack(), dir, mt_target("alloc_fixed"), dir);
 	assert_int_equal(mt_track(r, &o, NULL), 0);
-	MT_CHECK(r, r->status == 0, "memtrack status %d", r->status);
+	/* no status check: the inner memtrack's own processes carry its MEMTRACK_PRELOAD_SHM, so
+	 * our interposer in them cannot record once it closed its file (drops.unserved, 123) */
 	n = mt_count(r, &f);
 	MT_CHECK(r, n == 64, "%zu Mallocs of 12345 bytes after the other memtrack ran, want 64", n);
 }
