@@ -11,14 +11,21 @@
 # Both the storm and the tracked `sleep` load a private copy of libc (LD_LIBRARY_PATH): other
 # memtrack runs on this machine probe the system's libc, and would trap the storm in both
 # phases; memtrack's own probes on the copy are what this measures.
+# NEIGHBOUR=dlopen times PAIRS rounds of dlopen/dlsym/dlclose of libz (targets/dlopen_loop)
+# instead of the storm: under uprobe mode glibc's dlopen has memtrack's return probe.
 # Needs root and a built tree.
-# Usage: [MODE=auto|preload|uprobe] scripts/neighbour-cost.sh [BUILD] [ROUNDS] [PAIRS]
+# Usage: [MODE=auto|preload|uprobe] [NEIGHBOUR=storm|dlopen] scripts/neighbour-cost.sh [BUILD]
+#        [ROUNDS] [PAIRS]
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-5}
 pairs=${3:-200000}
 mode=${MODE:-auto}
-storm=$build/targets/alloc_storm
+case ${NEIGHBOUR:-storm} in
+storm) storm=$build/targets/alloc_storm ;;
+dlopen) storm=$build/targets/dlopen_loop ;;
+*) echo "NEIGHBOUR is storm or dlopen" >&2; exit 2 ;;
+esac
 out=$(mktemp -d)
 mt=
 trap '[ -n "$mt" ] && kill "$mt" 2>/dev/null; rm -rf "$out"' EXIT
@@ -54,5 +61,5 @@ done > "$out/rounds"
 alone=$(awk '{ print $1 / 1000 }' "$out/rounds" | median)
 during=$(awk '{ print $2 / 1000 }' "$out/rounds" | median)
 ratio=$(awk '{ print $2 / $1 }' "$out/rounds" | median)
-echo "alloc_storm $pairs (untracked): alone $alone ms, while memtrack ($mode) runs $during ms," \
+echo "$(basename "$storm") $pairs (untracked): alone $alone ms, while memtrack ($mode) runs $during ms," \
 	"ratio $ratio (median of $rounds interleaved rounds)"

@@ -76,6 +76,12 @@ static int attach__link_create(int prog_fd, const char *path, const uint64_t *of
 	return attach__link_create_ref(prog_fd, path, offs, NULL, cookies, cnt, ret);
 }
 
+int attach__multi_link(int prog_fd, const char *path, const uint64_t *offs, const uint64_t *cookies,
+		       uint32_t cnt)
+{
+	return attach__link_create(prog_fd, path, offs, cookies, cnt, false);
+}
+
 bool attach__probe_uprobe_multi(void)
 {
 	struct bpf_insn insns[] = {

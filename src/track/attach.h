@@ -4,6 +4,7 @@
 #define MEMTRACK_ATTACH_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include "track/alloc_table.h"
 #include "track/usdt.h"
 
@@ -20,6 +21,10 @@ struct attach_set; /* every link made, for detach */
 bool attach__probe_uprobe_multi(void);
 /* The attach type the multi programs must be loaded with (BPF_TRACE_UPROBE_MULTI). */
 int attach__uprobe_multi_type(void);
+/* One uprobe_multi link of an entry program on cnt offsets of path, with their cookies.
+ * Returns its fd or -errno. */
+int attach__multi_link(int prog_fd, const char *path, const uint64_t *offs, const uint64_t *cookies,
+		       uint32_t cnt);
 
 int attach_set__new(struct attach_set **s, enum attach_mech mech, struct bpf_program *entry,
 		    struct bpf_program *ret);

@@ -174,23 +174,6 @@ static int libs__keep(struct alloc_site **dst, int have, const struct alloc_site
 	return 0;
 }
 
-/* Auto mode: glibc's dlopen sites first (attached at once: a process the interposer serves
- * needs its dlopen stops too), its allocator sites after them. Returns how many go first. */
-static int libs__dlopen_first(struct alloc_site *sites, int n)
-{
-	int first = 0;
-
-	for (int i = 0; i < n; i++) {
-		if (sites[i].spec & MT_SPEC_DLOPEN) {
-			struct alloc_site tmp = sites[first];
-
-			sites[first++] = sites[i];
-			sites[i] = tmp;
-		}
-	}
-	return first;
-}
-
 /* Preload mode: what is left to probe in a file (see libs__preload). */
 static int libs__preload_filter(const struct lib_entry *e, struct alloc_site *sites, int n)
 {
@@ -275,16 +258,14 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 	if (libs__glibc_family(e->kind) || e->kind == ALLOC_STATIC || served_family)
 		for (int i = 0; i < n; i++)
 			sites[i].spec |= MT_SPEC_PL;
+	/* dlopen included: a served process announces its dlopens itself (preload_dl.c) */
 	if (l->defer && !l->glibc_on && libs__glibc_family(e->kind)) {
-		int now = libs__dlopen_first(sites, n);
-
-		err = libs__keep(&e->later, 0, sites + now, n - now);
+		err = libs__keep(&e->later, 0, sites, n);
 		if (err)
 			return err;
-		e->nr_later = n - now;
-		e->sites = n = now;
-		if (!n)
-			return 0;
+		e->nr_later = n;
+		e->sites = 0;
+		return 0;
 	}
 	if (!l->set) {
 		err = libs__keep(&e->pending, 0, sites, n);

@@ -15,7 +15,8 @@ int libs__new(struct libs **l, struct attach_set *set);
 /* The interposer (dev, ino) serves glibc's and libstdc++'s entry points; it is never probed
  * itself. Preload mode (defer false): those libraries get no allocator probes (libc keeps its
  * dlopen stop). Auto mode (defer true): their sites, dlopen included, wait until a process
- * that the interposer cannot serve needs them (libs__attach_glibc). */
+ * that the interposer cannot serve needs them (libs__attach_glibc); the interposer announces
+ * a served process's dlopens itself (src/preload/preload_dl.c). */
 void libs__preload(struct libs *l, dev_t dev, ino_t ino, bool defer);
 /* Attaches the glibc and libstdc++ sites kept back so far, and every later one at once.
  * Returns the number of libraries attached, or -errno. */

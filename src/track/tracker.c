@@ -46,7 +46,8 @@ static int tracker__exit_status(const struct tracker *t)
 
 int tracker__run(const struct tracker_opts *o)
 {
-	struct tracker t = {.o = o, .epfd = -1, .sigfd = -1, .btf.memfd = -1, .out.fd = -1};
+	struct tracker t = {
+	    .o = o, .epfd = -1, .sigfd = -1, .btf.memfd = -1, .out.fd = -1, .ctl_fd = -1};
 	char name[32];
 	uint64_t t_start = now_ns(CLOCK_MONOTONIC), t0, root_attach_ns = 0;
 	int ret = MT_EXIT_FAILED, err, status, art_fd = -1;

@@ -234,10 +234,13 @@ static void tracker__detach(struct tracker *t)
 		return;
 	attach_set__free(t->set);
 	t->set = NULL;
-	bpf_link__destroy(t->served_link);
-	t->served_link = NULL;
-	bpf_link__destroy(t->unserved_link);
-	t->unserved_link = NULL;
+	for (int i = 0; i < 3; i++) { /* ctl_links */
+		bpf_link__destroy(t->ctl_links[i]);
+		t->ctl_links[i] = NULL;
+	}
+	if (t->ctl_fd >= 0)
+		close(t->ctl_fd);
+	t->ctl_fd = -1;
 	for (size_t i = 0; i < sizeof(t->tp_links) / sizeof(t->tp_links[0]); i++) {
 		bpf_link__destroy(t->tp_links[i]);
 		t->tp_links[i] = NULL;

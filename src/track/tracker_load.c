@@ -278,6 +278,11 @@ static int tracker__open_load(struct tracker *t, struct ring_prep *ring)
 	if (t->o->stacks && t->o->ring_bytes / 8 > s->rodata->mt_wakeup_bytes)
 		s->rodata->mt_wakeup_bytes = t->o->ring_bytes / 8;
 	tracker__alloc_autoload(s, t->multi, eager);
+	bpf_program__set_autoload(s->progs.mt_preload_ctl_multi, t->pre.on && t->multi);
+	bpf_program__set_autoload(s->progs.mt_preload_ctl_perf, t->pre.on && !t->multi);
+	if (t->multi)
+		bpf_program__set_expected_attach_type(s->progs.mt_preload_ctl_multi,
+						      attach__uprobe_multi_type());
 	/* the USDT marker programs (include/memtrack.h) are small: always with the first instance */
 	bpf_program__set_autoload(s->progs.mt_marker_multi, t->multi);
 	bpf_program__set_autoload(s->progs.mt_marker_perf, !t->multi);

@@ -38,8 +38,9 @@ struct tracker {
 	struct bpf_program *alloc_entry, *alloc_ret;
 	bool multi; /* uprobe_multi links, else perf-event uprobes */
 	struct bpf_link *tp_links[8];
-	struct bpf_link *served_link; /* the interposer's registration (served.bpf.c) */
-	struct bpf_link *unserved_link; /* ... and its failure to record */
+	/* the interposer's control points (served.bpf.c): one uprobe_multi link, or two perf */
+	int ctl_fd;
+	struct bpf_link *ctl_links[3]; /* one per MT_PRELOAD_CTL_* (bpf/proc.h) */
 	struct bpf_link *rmap_links[RMAP_FN_NR + 1]; /* fentry rmap backend */
 	struct rmap_choice rmap;
 	struct btf_cache btf;

@@ -207,24 +207,49 @@ int tracker__attach_root(struct tracker *t)
 	return err;
 }
 
+/* The interposer's two control points (served.bpf.c), uprobes on its file only: its
+ * registration and its dlopen announcement (src/preload/preload_dl.c). One uprobe_multi link
+ * for both (one detach, ~25-40 ms, where two perf uprobes cost ~90 ms each and hold up the next
+ * run's attach meanwhile), else two perf uprobes. */
 int tracker__attach_served(struct tracker *t)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, uo, .func_name = "__memtrack_preload_served");
-	LIBBPF_OPTS(bpf_uprobe_opts, uu, .func_name = "__memtrack_preload_unserved");
-	int err;
+	static const char *const fn[MT_PRELOAD_CTL_NR] = {
+	    "__memtrack_preload_served", "__memtrack_preload_dlopen", "__memtrack_preload_unserved"};
+	uint64_t offs[MT_PRELOAD_CTL_NR],
+	    cookies[MT_PRELOAD_CTL_NR] = {MT_PRELOAD_CTL_SERVED, MT_PRELOAD_CTL_DLOPEN,
+					  MT_PRELOAD_CTL_UNSERVED};
+	struct elf_info info;
+	int err = 0;
 
+	_Static_assert(sizeof(t->ctl_links) / sizeof(t->ctl_links[0]) == MT_PRELOAD_CTL_NR,
+		       "a perf link per control point");
 	if (!t->pre.on)
 		return 0;
-	t->served_link = bpf_program__attach_uprobe_opts(t->skel->progs.mt_preload_served, -1,
-							 t->pre.lib, 0, &uo);
-	if (t->served_link)
-		t->unserved_link = bpf_program__attach_uprobe_opts(
-		    t->skel->progs.mt_preload_unserved, -1, t->pre.lib, 0, &uu);
-	if (t->served_link && t->unserved_link)
-		return 0;
-	err = -errno;
-	log__error("cannot attach to the interposer '%s': %s. Use --alloc-hooks uprobe or preload",
-		   t->pre.lib, strerror(-err));
+	err = elf_info__load(t->pre.lib, &info);
+	if (!err) {
+		for (int i = 0; i < MT_PRELOAD_CTL_NR; i++)
+			if (!(offs[i] = elf_info__find(&info, fn[i])))
+				err = -ENOENT;
+		elf_info__free(&info);
+	}
+	if (!err && t->multi) {
+		t->ctl_fd = attach__multi_link(bpf_program__fd(t->skel->progs.mt_preload_ctl_multi),
+					       t->pre.lib, offs, cookies,
+					       MT_PRELOAD_CTL_NR);
+		err = t->ctl_fd < 0 ? t->ctl_fd : 0;
+	}
+	for (int i = 0; i < MT_PRELOAD_CTL_NR && !err && !t->multi; i++) {
+		LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = cookies[i]);
+
+		t->ctl_links[i] = bpf_program__attach_uprobe_opts(
+		    t->skel->progs.mt_preload_ctl_perf, -1, t->pre.lib, offs[i], &uo);
+		if (!t->ctl_links[i])
+			err = -errno;
+	}
+	if (err)
+		log__error("cannot attach to the interposer '%s': %s. Use --alloc-hooks uprobe or "
+			   "preload",
+			   t->pre.lib, strerror(-err));
 	return err;
 }
 

@@ -50,14 +50,29 @@ static void test_auto_static(void **state)
 	check_when(track_target(state, opts, "alloc_static"), "at first attach");
 }
 
-/* jemalloc dlopen'ed at run time in auto mode: attached at the dlopen stop, after the first
- * attach loaded the programs (libc's dlopen stop, or the dlopen itself). */
+/* jemalloc dlopen'ed at run time in auto mode: the interposer announces the new library at the
+ * next dlsym (no probe on libc: jemalloc is the only library attached), and its attach loads
+ * the programs. */
 static void test_auto_dlopen(void **state)
 {
 	static const char *const opts[] = {"--alloc-hooks", "auto", NULL};
+	struct mt_run *r;
+	json_t *libs, *l;
+	size_t i;
 
 	MT_REQUIRE_ROOT();
-	check_when(track_target(state, opts, "alloc_dlopen"), "at first attach");
+	r = track_target(state, opts, "alloc_dlopen");
+	check_when(r, "at first attach");
+	libs = mt_json(r, "libraries");
+	MT_CHECK(r, json_array_size(libs) == 1, "%zu libraries attached, not jemalloc alone",
+		 json_array_size(libs));
+	json_array_foreach(libs, i, l)
+	{
+		const char *kind = json_string_value(json_object_get(l, "kind"));
+
+		MT_CHECK(r, kind && !strcmp(kind, "jemalloc"), "a %s library attached",
+			 kind ? kind : "(no kind)");
+	}
 }
 
 /* uprobe mode: loaded with the others (no second instance), the same exact events. */

@@ -3,9 +3,9 @@
  * `stop_hold exec|dlopen`: a process tree that meets a memtrack stop when told to. Reports its
  * pid ("pid"), waits for one byte on stdin (the test stops memtrack first), then forks a child
  * that either execs build/targets/exit_code (beside this binary, an executable memtrack has not
- * inspected: an exec stop) or dlopens libz (a dlopen stop). Reports the child's pid ("fork",
- * SIZE = child pid), waits for it and reports "reaped" (SIZE = the child's wait status); exits
- * 0 when the child exited 0.
+ * inspected: an exec stop) or dlopens libz and looks a symbol up (a dlopen stop). Reports the
+ * child's pid ("fork", SIZE = child pid), waits for it and reports "reaped" (SIZE = the
+ * child's wait status); exits 0 when the child exited 0.
  */
 #include <dlfcn.h>
 #include <limits.h>
@@ -18,6 +18,7 @@ int main(int argc, char **argv)
 	char self[PATH_MAX], *slash;
 	ssize_t n;
 	pid_t child;
+	void *h;
 	int status;
 	char c;
 
@@ -43,7 +44,9 @@ int main(int argc, char **argv)
 			execl(self, "exit_code", "0", (char *)NULL);
 			_exit(126);
 		}
-		_exit(dlopen("libz.so.1", RTLD_NOW) ? 0 : 127);
+		/* the uprobe path stops at dlopen's return, the interposer's at the dlsym */
+		h = dlopen("libz.so.1", RTLD_NOW);
+		_exit(h && dlsym(h, "zlibVersion") ? 0 : 127);
 	}
 	mt_say_fact("fork", (uint64_t)child);
 	if (waitpid(child, &status, 0) != child)

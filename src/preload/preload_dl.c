@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Libraries loaded after start (dlopen, dlmopen), announced to memtrack without a probe on
+ * glibc. memtrack must look at a new library before the program uses it when it holds
+ * allocator entry points the interposer does not serve (jemalloc, mimalloc, tcmalloc) or
+ * memtrack's USDT probes (include/memtrack.h). A uprobe on glibc's dlopen would trap every
+ * process on the machine that calls it (and registering it walks every process mapping libc);
+ * a dlopen wrapper would call glibc's from here, and glibc resolves a relative name, $ORIGIN
+ * and the namespace from its caller's object: the interposer's, not the program's.
+ *
+ * Instead dlsym, the way a program reaches what a dlopen'ed library defines, checks first:
+ * when the loader's count of objects added (dl_iterate_phdr's dlpi_adds) moved since the last
+ * look, it calls __memtrack_preload_dlopen, on which memtrack has a uprobe (on this file only:
+ * src/bpf/served.bpf.c); the BPF side stops the process there and memtrack inspects its
+ * mappings, attaches, and resumes it, before dlsym returns the first address into the new
+ * library. The stub jumps to glibc's dlsym with the caller's return address in place, so
+ * RTLD_NEXT and the caller's namespace mean what they did. A count that did not move costs one
+ * dl_iterate_phdr callback (~0.1 us) per dlsym.
+ */
+#include <dlfcn.h>
+#include <link.h>
+#include <stdint.h>
+#include "preload/preload.h"
+
+/* The loader's dlpi_adds when last looked at (startup objects: the constructor below). */
+static unsigned long long pl_dl_adds;
+/* glibc's dlsym (resolved at the first call through the stub) */
+static void *pl_dl_next;
+
+__attribute__((visibility("default"), noinline, used)) void __memtrack_preload_dlopen(void)
+{
+	/* a body the compiler can neither drop nor merge with another function */
+	__asm__ volatile("" ::: "memory");
+}
+
+static int pl_dl_adds_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	if (size >= offsetof(struct dl_phdr_info, dlpi_subs))
+		*(unsigned long long *)arg = info->dlpi_adds;
+	return 1; /* one object is enough: the count is the loader's, the same in each */
+}
+
+static unsigned long long pl_dl_count(void)
+{
+	unsigned long long adds = 0;
+
+	dl_iterate_phdr(pl_dl_adds_cb, &adds);
+	return adds;
+}
+
+__attribute__((constructor)) static void pl_dl_ctor(void)
+{
+	__atomic_store_n(&pl_dl_adds, pl_dl_count(), __ATOMIC_RELAXED);
+}
+
+/* Called by the dlsym stub below with its arguments saved; returns glibc's dlsym. */
+PL_HIDDEN void *pl_dl_check(void)
+{
+	void *next = __atomic_load_n(&pl_dl_next, __ATOMIC_ACQUIRE);
+	int s = __atomic_load_n(&pl.state, __ATOMIC_ACQUIRE);
+
+	if (!next) {
+		/* dlvsym is not interposed: its RTLD_NEXT is the one after this file */
+		next = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+		if (!next)
+			next = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+		__atomic_store_n(&pl_dl_next, next, __ATOMIC_RELEASE);
+	}
+	/* only once the shared memory is mapped (memtrack runs), never while initialising */
+	if ((s == PL_ON || s == PL_PASS) && pl.hdr) {
+		unsigned long long now = pl_dl_count();
+
+		if (__atomic_exchange_n(&pl_dl_adds, now, __ATOMIC_RELAXED) != now)
+			__memtrack_preload_dlopen();
+	}
+	return next;
+}
+
+#if defined(__x86_64__)
+/*
+ * dlsym(handle, name): the arguments saved around the check, then a jump, so that glibc's
+ * dlsym sees the caller's return address as its own caller. Three pushes over the return
+ * address keep the stack 16-byte aligned at the call.
+ */
+__asm__(".text\n"
+	".globl dlsym\n"
+	".type dlsym, @function\n"
+	"dlsym:\n"
+	"	push %rdi\n"
+	"	push %rsi\n"
+	"	push %rdx\n"
+	"	call pl_dl_check\n"
+	"	pop %rdx\n"
+	"	pop %rsi\n"
+	"	pop %rdi\n"
+	"	test %rax, %rax\n"
+	"	jz 1f\n"
+	"	jmp *%rax\n"
+	"1:	xor %eax, %eax\n" /* no glibc dlsym: as a failed lookup */
+	"	ret\n"
+	".size dlsym, .-dlsym\n");
+#endif
