@@ -189,7 +189,7 @@ static void test_dynamic_tree_preload_only(void **state)
 	la = links_of(fa);
 	lp = links_of(fp);
 	mt_tmpdir_remove(dir);
-	snprintf(want, sizeof(want), "%s 2\n",
+	snprintf(want, sizeof(want), "%s 3\n", /* the control points: MT_PRELOAD_CTL_NR */
 		 json_string_value(mt_json(a, "mechanisms.preload_lib")));
 	MT_CHECK(a, !strcmp(la, want), "uprobe links in auto mode:\n%s\nnot only:\n%s", la, want);
 	/* the same control points in preload mode, and glibc's dlopen sites there */
