@@ -599,7 +599,10 @@ static int get_drop_reasons(json_t *o, const struct field *f, struct manifest *m
 
 	(void)f;
 	for (int i = 0; i < DROP_NR; i++)
-		m->drops[i] = get_u64(o, records__drops[i].key, &err);
+		if (i != MT_DROP_UNSERVED || json_object_get(o, records__drops[i].key))
+			m->drops[i] = get_u64(o, records__drops[i].key, &err);
+		else
+			m->drops[i] = 0; /* added later: older manifests lack it */
 	return err;
 }
 

@@ -156,6 +156,9 @@ enum mt_drop_reason {
 	MT_DROP_PROC_MAP, /* tracked-process map full: a child could not be tracked */
 	MT_DROP_UNMATCHED_RET, /* a return probe without its entry (attached mid-call, or nesting lost) */
 	MT_DROP_NEST_OVERFLOW, /* nesting deeper than MT_MAX_DEPTH */
+	/* processes (images) that loaded the interposer but could not record (the shared memory
+	 * in their environment could not be mapped): their allocator calls may be missing */
+	MT_DROP_UNSERVED,
 	MT_DROP_NR,
 };
 

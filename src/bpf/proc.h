@@ -53,6 +53,10 @@ static inline mt_u32 mt_kernel_dev(mt_u32 major, mt_u32 minor)
 enum mt_preload_ctl {
 	MT_PRELOAD_CTL_SERVED = 0, /* __memtrack_preload_served: mark the process served */
 	MT_PRELOAD_CTL_DLOPEN = 1, /* __memtrack_preload_dlopen: objects were added, stop */
+	/* __memtrack_preload_unserved: loaded in a tracked process, cannot record there: counted
+	 * (drops.unserved, the run incomplete), never a silent loss */
+	MT_PRELOAD_CTL_UNSERVED = 2,
+	MT_PRELOAD_CTL_NR,
 };
 
 #endif

@@ -30,6 +30,10 @@ static __always_inline int mt_preload_ctl(struct pt_regs *ctx)
 		p->served = 1;
 		return 0;
 	}
+	if (bpf_get_attach_cookie(ctx) == MT_PRELOAD_CTL_UNSERVED) {
+		mt_drop(MT_DROP_UNSERVED); /* glibc's uprobes, if attached, still record it */
+		return 0;
+	}
 	e = mt_reserve(MT_EV_CTL_DLOPEN_STOPPED, tgid, (__u32)id);
 	if (e)
 		mt_stop_submit(e);

@@ -99,6 +99,7 @@ int pl_room(struct pl_thread *t) PL_HIDDEN;
 uint64_t pl_now(void) PL_HIDDEN;
 /* Marks this image served for the BPF side (preload_ctl.c); before the first recorded call. */
 void pl_ctl_served(void) PL_HIDDEN;
+void pl_ctl_unserved(void) PL_HIDDEN;
 
 #if defined(__x86_64__)
 #define PL_HAVE_TSC  1

@@ -16,7 +16,20 @@ __attribute__((visibility("default"), noinline, used)) void __memtrack_preload_s
 	__asm__ volatile("" ::: "memory");
 }
 
+/* The opposite message: the interposer was loaded in a tracked process (memtrack named its
+ * shared memory in the environment) and cannot record there. memtrack counts it as a drop
+ * (drops.unserved): a process is never left untracked silently. */
+__attribute__((visibility("default"), noinline, used)) void __memtrack_preload_unserved(void)
+{
+	__asm__ volatile("" ::: "memory");
+}
+
 void pl_ctl_served(void)
 {
 	__memtrack_preload_served();
+}
+
+void pl_ctl_unserved(void)
+{
+	__memtrack_preload_unserved();
 }

@@ -188,7 +188,12 @@ static int pl_init(void)
 	 * may not serve) is then the same whether memtrack runs or not */
 	mine = pl_next_is_libc() ? MT_SHM_PROC_LIBC | MT_SHM_PROC_CXX : pl_fam_serve();
 	pl.flags = MT_SHM_PROC_OFF;
-	if (pl.next.malloc && pl.next.free && pl_map() == 0) {
+	if (!pl.next.malloc || !pl.next.free || pl_map()) {
+		const char *shm = getenv(MT_SHM_ENV);
+
+		if (shm && *shm) /* memtrack expects this process: it must hear of it */
+			pl_ctl_unserved();
+	} else {
 		pl.wipe = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (pl.wipe != MAP_FAILED && !madvise(pl.wipe, 4096, MADV_WIPEONFORK) &&
 		    !pthread_key_create(&pl_key, pl_release)) {
@@ -199,6 +204,8 @@ static int pl_init(void)
 			}
 			pl.gen_counter = 1;
 			*pl.wipe = 1;
+		} else if (mine) {
+			pl_ctl_unserved(); /* could serve it, cannot: say so */
 		}
 		pl_register();
 	}

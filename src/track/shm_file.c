@@ -1,20 +1,25 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <unistd.h>
 #include "track/shm_file.h"
 
 int shm_file__create(char *path, size_t cap, const char *tag, size_t size, uid_t uid, gid_t gid,
-		     void **map)
+		     void **map, int *lock_fd)
 {
 	uint64_t rnd = 0;
 	int fd, err;
 
 	*map = NULL;
+	*lock_fd = -1;
 	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
 		rnd ^= (uint64_t)(uintptr_t)map ^ (uint64_t)getpid() << 32;
 	snprintf(path, cap, "/dev/shm/memtrack-%d-%s%016llx", (int)getpid(), tag,
@@ -27,7 +32,9 @@ int shm_file__create(char *path, size_t cap, const char *tag, size_t size, uid_t
 		path[0] = 0;
 		return err;
 	}
-	if ((uid != (uid_t)-1 && fchown(fd, uid, gid)) || ftruncate(fd, (off_t)size)) {
+	/* held until the caller closes fd (or memtrack dies): in use (shm_file__sweep) */
+	if (flock(fd, LOCK_SH | LOCK_NB) || (uid != (uid_t)-1 && fchown(fd, uid, gid)) ||
+	    ftruncate(fd, (off_t)size)) {
 		err = -errno;
 		goto fail;
 	}
@@ -37,11 +44,45 @@ int shm_file__create(char *path, size_t cap, const char *tag, size_t size, uid_t
 		err = -errno;
 		goto fail;
 	}
-	close(fd);
+	*lock_fd = fd;
 	return 0;
 fail:
 	close(fd);
 	unlink(path);
 	path[0] = 0;
 	return err;
+}
+
+/*
+ * A file is stale when no memtrack holds its lock any more and, in our pid namespace, the pid
+ * in its name is gone. The pid alone is not enough: a memtrack in another pid namespace (a
+ * container, `unshare -p`) names its files with pids we cannot see, and removing a running
+ * memtrack's file makes every process of its tree that starts later pass through untracked.
+ * The pid check keeps the files of memtracks that do not lock (older versions), and covers the
+ * instant between a file's creation and its lock.
+ */
+void shm_file__sweep(void)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		char path[300];
+		int pid, fd;
+		bool free_;
+
+		if (sscanf(de->d_name, "memtrack-%d-", &pid) != 1 || pid <= 0 ||
+		    !(kill(pid, 0) && errno == ESRCH))
+			continue;
+		snprintf(path, sizeof(path), "/dev/shm/%s", de->d_name);
+		fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+		if (fd < 0)
+			continue;
+		free_ = !flock(fd, LOCK_EX | LOCK_NB);
+		close(fd);
+		if (free_)
+			unlink(path);
+	}
+	if (d)
+		closedir(d);
 }

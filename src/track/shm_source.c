@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: MIT
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <fcntl.h>
@@ -27,6 +26,8 @@ struct shm_source {
 	struct event_source src;
 	const struct event_source *ring;
 	char path[96];
+	/* the file, locked while we use it (shm_file.h) */
+	int lock_fd;
 	void *map;
 	size_t map_len;
 	struct mt_shm_hdr *hdr;
@@ -322,6 +323,8 @@ static void shm__destroy(struct event_source *src)
 		munmap(s->map, s->map_len);
 	if (s->bell_fd >= 0)
 		close(s->bell_fd);
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
 	free(s->heap);
 	free(s);
 }
@@ -390,26 +393,6 @@ struct event_source *shm_source__src(struct shm_source *s)
 	return &s->src;
 }
 
-/* Files of runs whose memtrack was killed (it removes its own at the end): their pid is gone. */
-static void shm__sweep_stale(void)
-{
-	DIR *d = opendir("/dev/shm");
-	struct dirent *de;
-
-	while (d && (de = readdir(d))) {
-		char path[300];
-		int pid;
-
-		if (sscanf(de->d_name, "memtrack-%d-", &pid) != 1 || pid <= 0 ||
-		    !(kill(pid, 0) && errno == ESRCH))
-			continue;
-		snprintf(path, sizeof(path), "/dev/shm/%s", de->d_name);
-		unlink(path);
-	}
-	if (d)
-		closedir(d);
-}
-
 /*
  * The interposer's TSC stamps (src/preload/preload_clock.c) need the kernel's clocksource to be
  * the TSC: CLOCK_MONOTONIC is then the TSC scaled, and the kernel has found it synchronised
@@ -471,10 +454,11 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 
 	if (!nr_slots || !slot_records || (slot_records & (slot_records - 1)))
 		return -EINVAL;
-	shm__sweep_stale();
+	shm_file__sweep();
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	s->lock_fd = -1;
 	s->bell_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->bell_fd < 0) {
 		err = -errno;
@@ -488,7 +472,7 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 	slots_off = (procs_off + MT_SHM_MAX_PROCS * sizeof(struct mt_shm_proc) + 4095) & ~4095ul;
 	data_off = (slots_off + nr_slots * sizeof(struct mt_shm_slot) + 4095) & ~4095ul;
 	size = data_off + (size_t)nr_slots * slot_records * sizeof(struct mt_event);
-	err = shm_file__create(s->path, sizeof(s->path), "", size, uid, gid, &s->map);
+	err = shm_file__create(s->path, sizeof(s->path), "", size, uid, gid, &s->map, &s->lock_fd);
 	if (err)
 		goto fail;
 	s->map_len = size;
@@ -523,6 +507,8 @@ fail:
 		munmap(s->map, size);
 	if (s->bell_fd >= 0)
 		close(s->bell_fd);
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
 	free(s->heap);
 	free(s);
 	return err;

@@ -16,6 +16,8 @@
 
 struct stack_shm {
 	char path[96];
+	/* the file, locked while we use it (shm_file.h) */
+	int lock_fd;
 	void *map;
 	size_t len;
 	struct mt_stk_hdr *hdr;
@@ -33,7 +35,8 @@ int stack_shm__new(struct stack_shm **out, uid_t uid, gid_t gid)
 	if (!s)
 		return -ENOMEM;
 	s->len = STACK_DATA_OFF + STACK_AREA_BYTES;
-	err = shm_file__create(s->path, sizeof(s->path), "stacks-", s->len, uid, gid, &s->map);
+	err = shm_file__create(s->path, sizeof(s->path), "stacks-", s->len, uid, gid, &s->map,
+			       &s->lock_fd);
 	if (err)
 		goto fail;
 	s->hdr = s->map;
@@ -155,5 +158,7 @@ void stack_shm__free(struct stack_shm *s)
 		unlink(s->path);
 	if (s->map)
 		munmap(s->map, s->len);
+	if (s->lock_fd >= 0)
+		close(s->lock_fd);
 	free(s);
 }

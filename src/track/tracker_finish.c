@@ -234,7 +234,7 @@ static void tracker__detach(struct tracker *t)
 		return;
 	attach_set__free(t->set);
 	t->set = NULL;
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 3; i++) { /* ctl_links */
 		bpf_link__destroy(t->ctl_links[i]);
 		t->ctl_links[i] = NULL;
 	}

@@ -40,7 +40,7 @@ struct tracker {
 	struct bpf_link *tp_links[8];
 	/* the interposer's control points (served.bpf.c): one uprobe_multi link, or two perf */
 	int ctl_fd;
-	struct bpf_link *ctl_links[2];
+	struct bpf_link *ctl_links[3]; /* one per MT_PRELOAD_CTL_* (bpf/proc.h) */
 	struct bpf_link *rmap_links[RMAP_FN_NR + 1]; /* fentry rmap backend */
 	struct rmap_choice rmap;
 	struct btf_cache btf;

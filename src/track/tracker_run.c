@@ -213,26 +213,32 @@ int tracker__attach_root(struct tracker *t)
  * run's attach meanwhile), else two perf uprobes. */
 int tracker__attach_served(struct tracker *t)
 {
-	static const char *const fn[2] = {"__memtrack_preload_served", "__memtrack_preload_dlopen"};
-	uint64_t offs[2], cookies[2] = {MT_PRELOAD_CTL_SERVED, MT_PRELOAD_CTL_DLOPEN};
+	static const char *const fn[MT_PRELOAD_CTL_NR] = {
+	    "__memtrack_preload_served", "__memtrack_preload_dlopen", "__memtrack_preload_unserved"};
+	uint64_t offs[MT_PRELOAD_CTL_NR],
+	    cookies[MT_PRELOAD_CTL_NR] = {MT_PRELOAD_CTL_SERVED, MT_PRELOAD_CTL_DLOPEN,
+					  MT_PRELOAD_CTL_UNSERVED};
 	struct elf_info info;
 	int err = 0;
 
+	_Static_assert(sizeof(t->ctl_links) / sizeof(t->ctl_links[0]) == MT_PRELOAD_CTL_NR,
+		       "a perf link per control point");
 	if (!t->pre.on)
 		return 0;
 	err = elf_info__load(t->pre.lib, &info);
 	if (!err) {
-		for (int i = 0; i < 2; i++)
+		for (int i = 0; i < MT_PRELOAD_CTL_NR; i++)
 			if (!(offs[i] = elf_info__find(&info, fn[i])))
 				err = -ENOENT;
 		elf_info__free(&info);
 	}
 	if (!err && t->multi) {
 		t->ctl_fd = attach__multi_link(bpf_program__fd(t->skel->progs.mt_preload_ctl_multi),
-					       t->pre.lib, offs, cookies, 2);
+					       t->pre.lib, offs, cookies,
+					       MT_PRELOAD_CTL_NR);
 		err = t->ctl_fd < 0 ? t->ctl_fd : 0;
 	}
-	for (int i = 0; i < 2 && !err && !t->multi; i++) {
+	for (int i = 0; i < MT_PRELOAD_CTL_NR && !err && !t->multi; i++) {
 		LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = cookies[i]);
 
 		t->ctl_links[i] = bpf_program__attach_uprobe_opts(

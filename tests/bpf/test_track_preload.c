@@ -479,6 +479,56 @@ static void test_memtrack_killed(void **state)
 	rmdir(dir);
 }
 
+/* Another memtrack starting meanwhile in another pid namespace (a container) does not take
+ * our shared memory away: it cannot see our pid, and it used to remove our file as a killed
+ * run's, so every process of our tree exec'd after that passed through untracked, with the
+ * run complete and no drop counted. The second memtrack runs inside the tracked tree (so it
+ * surely starts while we run); the program after it must still be recorded. (memtrack cannot
+ * track in a pid namespace yet: it registers the command by its pid there, which BPF does not
+ * see, and waits; it is killed once it has long since made its shared memory.) */
+static void test_other_pid_ns_keeps_shm(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	char cmd[1024], dir[] = "/tmp/mt_pidns.XXXXXX";
+	struct mt_run_opts o = {.track_opts = preload_opts, .shell = cmd, .no_expect_fd = true};
+	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 12345};
+	size_t n;
+
+	MT_REQUIRE_ROOT();
+	mt_need_file("/usr/bin/unshare");
+	assert_non_null(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd),
+		 "timeout -s KILL 5 unshare -p -f --kill-child %s track -q -o %s -- /bin/true; "
+		 "%s 64 12345; s=$?; rm -rf %s; exit $s",
+		 mt_memtrack(), dir, mt_target("alloc_fixed"), dir);
+	assert_int_equal(mt_track(r, &o, NULL), 0);
+	/* no status check: the inner memtrack's own processes carry its MEMTRACK_PRELOAD_SHM, so
+	 * our interposer in them cannot record once it closed its file (drops.unserved, 123) */
+	n = mt_count(r, &f);
+	MT_CHECK(r, n == 64, "%zu Mallocs of 12345 bytes after the other memtrack ran, want 64", n);
+}
+
+/* A process that loads the interposer but cannot record (here: the shared memory its
+ * environment names cannot be opened) is counted (drops.unserved), and the run is incomplete:
+ * it used to pass through untracked with the run complete. */
+static void test_unserved_counted(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	char cmd[512];
+	struct mt_run_opts o = {.track_opts = preload_opts, .shell = cmd, .no_expect_fd = true};
+	json_t *complete;
+
+	MT_REQUIRE_ROOT();
+	snprintf(cmd, sizeof(cmd), "MEMTRACK_PRELOAD_SHM=/dev/shm/memtrack-none %s 64 12345",
+		 mt_target("alloc_fixed"));
+	assert_int_equal(mt_track(r, &o, NULL), 0);
+	MT_CHECK(r, r->status == 123, "memtrack status %d, want 123 (events lost)", r->status);
+	MT_CHECK(r, mt_need_u64(r, "drops.unserved") == 1, "drops.unserved %llu, want 1",
+		 (unsigned long long)mt_need_u64(r, "drops.unserved"));
+	complete = json_object_get(r->manifest, "complete");
+	MT_CHECK(r, json_is_false(complete), "the manifest says complete");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -505,9 +555,13 @@ int main(void)
 	    cmocka_unit_test_teardown(test_interleave_clock_gettime, mt_teardown),
 	    cmocka_unit_test_teardown(test_thousands_of_threads, mt_teardown),
 	    cmocka_unit_test_teardown(test_abort_keeps_records, mt_teardown),
+	    cmocka_unit_test_teardown(test_other_pid_ns_keeps_shm, mt_teardown),
+	    cmocka_unit_test_teardown(test_unserved_counted, mt_teardown),
 	    cmocka_unit_test_teardown(test_shm_private_and_removed, mt_teardown),
 	    cmocka_unit_test_teardown(test_memtrack_killed, mt_teardown),
 	};
 
+	if (getenv("MT_TEST_FILTER")) /* one test by name (a glob), e.g. to repeat it */
+		cmocka_set_test_filter(getenv("MT_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
