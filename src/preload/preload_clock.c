@@ -29,12 +29,25 @@
 #define PL_TSC_CAL_NS  10000000ull /* the least time between the anchors that give mult (ns) */
 #define PL_TSC_PAIR_NS 500ull	   /* the widest clock reads around an anchor's TSC pair (ns) */
 
+/* A stamp past this (146 years of uptime) is a wild read, never a time: a record stamped with
+ * one would wait forever for the consumer's "older than now" (seen once in a 6.12 guest as
+ * 2^64 - 96, i.e. {tv_sec -1, tv_nsec 999999904}; its source is not found yet). */
+#define PL_NS_WILD (1ull << 62)
+
 uint64_t pl_now(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts); /* the vDSO */
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	for (int i = 0; i < 3; i++) {
+		uint64_t ns;
+
+		if (clock_gettime(CLOCK_MONOTONIC, &ts)) /* the vDSO */
+			continue;
+		ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+		if (ts.tv_sec >= 0 && ns < PL_NS_WILD)
+			return ns;
+	}
+	return 0; /* no sane read: the caller's floor (a thread's last stamp) stands */
 }
 
 #if PL_HAVE_TSC
@@ -119,6 +132,8 @@ uint64_t pl_stamp_slow(struct pl_thread *t)
 	t->ns_a = ns;
 	t->tsc_span = pl.tsc_span;
 out:
+	if (ns >= PL_NS_WILD)
+		ns = t->ts_floor; /* a wild extrapolation must not become the thread's floor */
 	if (ns < t->ts_floor)
 		ns = t->ts_floor;
 	t->ts_floor = ns;
