@@ -191,10 +191,17 @@ static void test_dynamic_tree_preload_only(void **state)
 	mt_tmpdir_remove(dir);
 	snprintf(want, sizeof(want), "%s 3\n", /* the control points: MT_PRELOAD_CTL_NR */
 		 json_string_value(mt_json(a, "mechanisms.preload_lib")));
-	MT_CHECK(a, !strcmp(la, want), "uprobe links in auto mode:\n%s\nnot only:\n%s", la, want);
-	/* the same control points in preload mode, and glibc's dlopen sites there */
-	MT_CHECK(&p, strstr(lp, want) && strstr(lp, "libc.so"), "uprobe links in preload mode:\n%s",
-		 lp);
+	if (!strcmp(json_string_value(mt_json(a, "mechanisms.uprobe")), "uprobe_multi")) {
+		MT_CHECK(a, !strcmp(la, want), "uprobe links in auto mode:\n%s\nnot only:\n%s", la,
+			 want);
+		/* the same control points in preload mode, and glibc's dlopen sites there */
+		MT_CHECK(&p, strstr(lp, want) && strstr(lp, "libc.so"),
+			 "uprobe links in preload mode:\n%s", lp);
+	} else {
+		/* perf uprobes (kernels before 6.6): their fdinfo names no file; the manifest's
+		 * libraries and alloc_programs below still say nothing was attached to a library */
+		fprintf(stderr, "skip the link check: this kernel has no uprobe_multi links\n");
+	}
 	MT_CHECK(a, json_array_size(mt_json(a, "libraries")) == 0,
 		 "libraries attached in auto mode: %zu", json_array_size(mt_json(a, "libraries")));
 	MT_CHECK(a,
