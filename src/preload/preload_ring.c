@@ -137,36 +137,49 @@ static void pl_register(void)
 	__atomic_store_n(&procs[i].pid, (int32_t)getpid(), __ATOMIC_RELEASE);
 }
 
+/* Maps a shared file of memtrack's read-write, whole; NULL unless it is at least min bytes (its
+ * size in *size). Used for the rings here and the stack area (preload_stack.c). */
+void *pl_map_file(const char *path, size_t min, size_t *size)
+{
+	struct stat st;
+	void *m;
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) || (size_t)st.st_size < min) {
+		close(fd);
+		return NULL;
+	}
+	m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return NULL;
+	*size = (size_t)st.st_size;
+	return m;
+}
+
 /* Maps the shared file named in the environment. 0, or -1 when there is none to use. */
 static int pl_map(void)
 {
 	const char *path = getenv(MT_SHM_ENV);
 	struct mt_shm_hdr *h;
-	struct stat st;
+	size_t size;
 	void *m;
-	int fd;
 
 	if (!path || !*path)
 		return -1;
-	fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return -1;
-	if (fstat(fd, &st) || (size_t)st.st_size < sizeof(*h)) {
-		close(fd);
-		return -1;
-	}
-	m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	if (m == MAP_FAILED)
+	m = pl_map_file(path, sizeof(*h), &size);
+	if (!m)
 		return -1;
 	h = m;
 	if (h->magic != MT_SHM_MAGIC || h->version != MT_SHM_VERSION ||
-	    h->file_size != (uint64_t)st.st_size || !h->nr_slots || !h->slot_records ||
+	    h->file_size != (uint64_t)size || !h->nr_slots || !h->slot_records ||
 	    (h->slot_records & (h->slot_records - 1)) ||
 	    h->data_off + (uint64_t)h->nr_slots * h->slot_records * sizeof(struct mt_event) >
 		    h->file_size ||
 	    __atomic_load_n(&h->closed, __ATOMIC_ACQUIRE)) {
-		munmap(m, (size_t)st.st_size);
+		munmap(m, size);
 		return -1;
 	}
 	pl.hdr = h;

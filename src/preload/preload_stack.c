@@ -361,25 +361,16 @@ static int pl_self_cb(struct dl_phdr_info *info, size_t size, void *arg)
 static int pl_stk_map(const char *path)
 {
 	struct mt_stk_hdr *h;
-	struct stat st;
-	void *m;
-	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	size_t size;
+	void *m = pl_map_file(path, sizeof(*h), &size);
 
-	if (fd < 0)
-		return -1;
-	if (fstat(fd, &st) || (size_t)st.st_size < sizeof(*h)) {
-		close(fd);
-		return -1;
-	}
-	m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	if (m == MAP_FAILED)
+	if (!m)
 		return -1;
 	h = m;
 	if (h->magic != MT_STK_MAGIC || h->version != MT_STK_VERSION ||
-	    h->file_size != (uint64_t)st.st_size || h->max_frames != MT_STK_MAX_FRAMES ||
+	    h->file_size != (uint64_t)size || h->max_frames != MT_STK_MAX_FRAMES ||
 	    h->data_off + h->data_size > h->file_size || (h->data_off & 7)) {
-		munmap(m, (size_t)st.st_size);
+		munmap(m, size);
 		return -1;
 	}
 	ps.hdr = h;
