@@ -98,6 +98,8 @@ void *pl_map_file(const char *path, size_t min, size_t *size) PL_HIDDEN;
 int pl_thread_prepare(struct pl_thread *t) PL_HIDDEN;
 int pl_room(struct pl_thread *t) PL_HIDDEN;
 uint64_t pl_now(void) PL_HIDDEN;
+/* pl_now, read twice when far past floor (a thread's last stamp, or 0): preload_clock.c */
+uint64_t pl_clock(uint64_t floor) PL_HIDDEN;
 /* Marks this image served for the BPF side (preload_ctl.c); before the first recorded call. */
 void pl_ctl_served(void) PL_HIDDEN;
 void pl_ctl_unserved(void) PL_HIDDEN;
@@ -133,8 +135,12 @@ static inline uint64_t pl_stamp(struct pl_thread *t)
 #define PL_HAVE_TSC 0
 static inline uint64_t pl_stamp(struct pl_thread *t)
 {
-	(void)t;
-	return pl_now();
+	uint64_t ns = pl_clock(t->ts_floor);
+
+	if (ns < t->ts_floor)
+		ns = t->ts_floor;
+	t->ts_floor = ns;
+	return ns;
 }
 #endif
 
