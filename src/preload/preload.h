@@ -98,15 +98,17 @@ void *pl_map_file(const char *path, size_t min, size_t *size) PL_HIDDEN;
 int pl_thread_prepare(struct pl_thread *t) PL_HIDDEN;
 int pl_room(struct pl_thread *t) PL_HIDDEN;
 uint64_t pl_now(void) PL_HIDDEN;
+/* pl_now, read twice when far past floor (a thread's last stamp, or 0): preload_clock.c */
+uint64_t pl_clock(uint64_t floor) PL_HIDDEN;
 /* Marks this image served for the BPF side (preload_ctl.c); before the first recorded call. */
 void pl_ctl_served(void) PL_HIDDEN;
 void pl_ctl_unserved(void) PL_HIDDEN;
 
-/* CLOCK_MONOTONIC through the vDSO, never below the thread's last stamp (pl_now gives 0 when
- * it had no sane read) */
+/* CLOCK_MONOTONIC through the vDSO (pl_clock: read twice after an idle millisecond), never
+ * below the thread's last stamp (pl_now gives 0 when it had no sane read) */
 static inline uint64_t pl_stamp_clock(struct pl_thread *t)
 {
-	uint64_t ns = pl_now();
+	uint64_t ns = pl_clock(t->ts_floor);
 
 	if (ns < t->ts_floor)
 		ns = t->ts_floor;
