@@ -104,6 +104,18 @@ uint64_t pl_clock(uint64_t floor) PL_HIDDEN;
 void pl_ctl_served(void) PL_HIDDEN;
 void pl_ctl_unserved(void) PL_HIDDEN;
 
+/* CLOCK_MONOTONIC through the vDSO (pl_clock: read twice after an idle millisecond), never
+ * below the thread's last stamp (pl_now gives 0 when it had no sane read) */
+static inline uint64_t pl_stamp_clock(struct pl_thread *t)
+{
+	uint64_t ns = pl_clock(t->ts_floor);
+
+	if (ns < t->ts_floor)
+		ns = t->ts_floor;
+	t->ts_floor = ns;
+	return ns;
+}
+
 #if defined(__x86_64__)
 #define PL_HAVE_TSC  1
 #define PL_TSC_SHIFT 32
@@ -121,11 +133,17 @@ static inline uint64_t pl_rdtsc_ordered(void)
 }
 
 /* A record's timestamp, CLOCK_MONOTONIC ns (preload_clock.c): the TSC extrapolated from the
- * thread's anchor while it lasts (an unsigned compare: a TSC behind the anchor renews it too) */
+ * thread's anchor while it lasts (an unsigned compare: a TSC behind the anchor renews it too).
+ * Once the process knows it cannot use the TSC (memtrack offered no anchor), the
+ * clock alone: no TSC read, which cost as much again as the clock's own (a storm's records
+ * read both before). */
 static inline uint64_t pl_stamp(struct pl_thread *t)
 {
-	uint64_t d = pl_rdtsc() - t->tsc_a, ns;
+	uint64_t d, ns;
 
+	if (pl.tsc_off)
+		return pl_stamp_clock(t);
+	d = pl_rdtsc() - t->tsc_a;
 	if (pl_unlikely(d >= t->tsc_span))
 		return pl_stamp_slow(t);
 	ns = t->ns_a + ((d * pl.tsc_mult) >> PL_TSC_SHIFT);
@@ -135,12 +153,7 @@ static inline uint64_t pl_stamp(struct pl_thread *t)
 #define PL_HAVE_TSC 0
 static inline uint64_t pl_stamp(struct pl_thread *t)
 {
-	uint64_t ns = pl_clock(t->ts_floor);
-
-	if (ns < t->ts_floor)
-		ns = t->ts_floor;
-	t->ts_floor = ns;
-	return ns;
+	return pl_stamp_clock(t);
 }
 #endif
 

@@ -166,7 +166,7 @@ static int shm__deliver(struct shm_source *s, struct consumer *c, int32_t pid, u
 				cp.aux = s->stacks.fn(s->stacks.ctx, ev);
 				consumer__dispatch(c, &cp);
 			} else {
-				consumer__dispatch(c, ev);
+				consumer__dispatch_fast(c, ev);
 			}
 			tail++;
 			delivered++;
