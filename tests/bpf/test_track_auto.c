@@ -145,6 +145,30 @@ static char *links_of(const char *file)
 	return out;
 }
 
+/* Nothing attached to any library in auto run a, links (links_of) dumped while it ran: its only
+ * uprobe_multi link is the interposer's control points (want: that line), no library in the
+ * manifest, the allocator programs never loaded. False when this kernel has no uprobe_multi
+ * links (perf uprobes: their fdinfo names no file; the manifest still says it). */
+static bool only_control_points(struct mt_run *a, const char *links, char *want, size_t cap)
+{
+	bool multi = !strcmp(json_string_value(mt_json(a, "mechanisms.uprobe")), "uprobe_multi");
+
+	snprintf(want, cap, "%s 3\n", /* the control points: MT_PRELOAD_CTL_NR */
+		 json_string_value(mt_json(a, "mechanisms.preload_lib")));
+	if (multi)
+		MT_CHECK(a, !strcmp(links, want), "uprobe links in auto mode:\n%s\nnot only:\n%s",
+			 links, want);
+	else
+		fprintf(stderr, "skip the link check: this kernel has no uprobe_multi links\n");
+	MT_CHECK(a, json_array_size(mt_json(a, "libraries")) == 0,
+		 "libraries attached in auto mode: %zu", json_array_size(mt_json(a, "libraries")));
+	MT_CHECK(a,
+		 !strcmp(json_string_value(mt_json(a, "mechanisms.alloc_programs")), "not loaded"),
+		 "mechanisms.alloc_programs is %s",
+		 json_string_value(mt_json(a, "mechanisms.alloc_programs")));
+	return multi;
+}
+
 /* A dynamically linked tree: every process served by the interposer, and no uprobe on any
  * shared library: memtrack's only uprobe_multi link is on the interposer's two control points
  * (preload mode has glibc's dlopen stops besides), checked in the kernel's own account of
@@ -177,25 +201,10 @@ static void test_dynamic_tree_preload_only(void **state)
 	la = links_of(fa);
 	lp = links_of(fp);
 	mt_tmpdir_remove(dir);
-	snprintf(want, sizeof(want), "%s 3\n", /* the control points: MT_PRELOAD_CTL_NR */
-		 json_string_value(mt_json(a, "mechanisms.preload_lib")));
-	if (!strcmp(json_string_value(mt_json(a, "mechanisms.uprobe")), "uprobe_multi")) {
-		MT_CHECK(a, !strcmp(la, want), "uprobe links in auto mode:\n%s\nnot only:\n%s", la,
-			 want);
-		/* the same control points in preload mode, and glibc's dlopen sites there */
+	/* the same control points in preload mode, and glibc's dlopen sites there */
+	if (only_control_points(a, la, want, sizeof(want)))
 		MT_CHECK(&p, strstr(lp, want) && strstr(lp, "libc.so"),
 			 "uprobe links in preload mode:\n%s", lp);
-	} else {
-		/* perf uprobes (kernels before 6.6): their fdinfo names no file; the manifest's
-		 * libraries and alloc_programs below still say nothing was attached to a library */
-		fprintf(stderr, "skip the link check: this kernel has no uprobe_multi links\n");
-	}
-	MT_CHECK(a, json_array_size(mt_json(a, "libraries")) == 0,
-		 "libraries attached in auto mode: %zu", json_array_size(mt_json(a, "libraries")));
-	MT_CHECK(a,
-		 !strcmp(json_string_value(mt_json(a, "mechanisms.alloc_programs")), "not loaded"),
-		 "mechanisms.alloc_programs is %s",
-		 json_string_value(mt_json(a, "mechanisms.alloc_programs")));
 	MT_CHECK(a, !strcmp(json_string_value(mt_json(a, "mechanisms.alloc_hooks")), "auto"),
 		 "mechanisms.alloc_hooks is not auto");
 	{
@@ -319,19 +328,7 @@ static void test_allocators_preload_only(void **state)
 		MT_CHECK(a, n == 1, "%s: %zu processes with libc and %s served by preload, want 1",
 			 names[i], n, fams[i]);
 	}
-	snprintf(want, sizeof(want), "%s 3\n", /* the control points: MT_PRELOAD_CTL_NR */
-		 json_string_value(mt_json(a, "mechanisms.preload_lib")));
-	if (!strcmp(json_string_value(mt_json(a, "mechanisms.uprobe")), "uprobe_multi"))
-		MT_CHECK(a, !strcmp(la, want), "uprobe links in auto mode:\n%s\nnot only:\n%s", la,
-			 want);
-	else
-		fprintf(stderr, "skip the link check: this kernel has no uprobe_multi links\n");
-	MT_CHECK(a, json_array_size(mt_json(a, "libraries")) == 0,
-		 "libraries attached in auto mode: %zu", json_array_size(mt_json(a, "libraries")));
-	MT_CHECK(a,
-		 !strcmp(json_string_value(mt_json(a, "mechanisms.alloc_programs")), "not loaded"),
-		 "mechanisms.alloc_programs is %s",
-		 json_string_value(mt_json(a, "mechanisms.alloc_programs")));
+	only_control_points(a, la, want, sizeof(want));
 	same_events(&u, a, names, 3);
 	free(la);
 	mt_run_free(&u);
