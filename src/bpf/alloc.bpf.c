@@ -110,14 +110,37 @@ static __always_inline void mt_ustack_rets(struct mt_ustack_rec *r, __u64 sp)
 }
 
 /*
+ * --stacks: stops the process at its image's first allocation with a stack, so that user space
+ * reads its maps while it is alive (MT_EV_CTL_MAPS_STOPPED): the stacks are unwound when their
+ * records are consumed, and a short-lived process is gone by then. Its linked libraries are
+ * mapped by now (the loader's own allocator is not the one probed); later ones come with a
+ * dlopen stop. One stop per image: the first thread to get here takes it. A stop that cannot
+ * be written is tried again at the next allocation.
+ */
+static __always_inline void mt_maps_stop(struct mt_proc *p, __u32 tgid, __u32 tid)
+{
+	struct mt_event *e;
+
+	if (p->maps_stop || __sync_fetch_and_add(&p->maps_stop, 1))
+		return;
+	e = mt_reserve(MT_EV_CTL_MAPS_STOPPED, tgid, tid);
+	if (!e) {
+		p->maps_stop = 0;
+		return;
+	}
+	mt_stop_submit(e);
+}
+
+/*
  * Writes an allocation record, with the caller's stack when --stacks asked for one. Called at
  * the return of the outermost call: ip is the return address into the caller (the kernel puts
  * it back before the return probes run), sp points just above it, and the callee-saved
  * registers are the caller's again, which is what unwinding from the caller's frame needs. A
  * stack taken here cannot belong to another record: it is written with its own.
  */
-static __always_inline void mt_emit_alloc(struct pt_regs *ctx, __u32 type, __u32 tgid, __u32 tid,
-					  __u64 addr, __u64 size, __u64 old_addr)
+static __always_inline void mt_emit_alloc(struct pt_regs *ctx, struct mt_proc *p, __u32 type,
+					  __u32 tgid, __u32 tid, __u64 addr, __u64 size,
+					  __u64 old_addr)
 {
 	struct mt_ustack_rec *r;
 	__u32 zero = 0, got;
@@ -127,6 +150,7 @@ static __always_inline void mt_emit_alloc(struct pt_regs *ctx, __u32 type, __u32
 		mt_emit(type, tgid, tid, addr, size, old_addr);
 		return;
 	}
+	mt_maps_stop(p, tgid, tid);
 	sp = PT_REGS_SP(ctx);
 	/* The main thread's outermost frame (_start) is just below where the kernel put argc:
 	 * what lies above (argv, the environment, the auxiliary vector) is no frame's, and
@@ -324,7 +348,7 @@ static __always_inline int mt_alloc_return(struct pt_regs *ctx)
 		/* posix_memalign: 0 on success, and only then is *memptr the block */
 		if ((int)ret != 0 || bpf_probe_read_user(&addr, sizeof(addr), (void *)t->a0) || !addr)
 			return 0;
-		mt_emit_alloc(ctx, MT_SPEC_TYPE(spec), tgid, tid, addr, t->a1, 0);
+		mt_emit_alloc(ctx, p, MT_SPEC_TYPE(spec), tgid, tid, addr, t->a1, 0);
 		return 0;
 	}
 	if (spec & MT_SPEC_OLD) {
@@ -334,11 +358,11 @@ static __always_inline int mt_alloc_return(struct pt_regs *ctx)
 				mt_emit(MT_EV_FREE, tgid, tid, t->a0, 0, 0);
 			return 0;
 		}
-		mt_emit_alloc(ctx, MT_EV_REALLOC, tgid, tid, ret, t->a1, t->a0);
+		mt_emit_alloc(ctx, p, MT_EV_REALLOC, tgid, tid, ret, t->a1, t->a0);
 		return 0;
 	}
 	if (ret)
-		mt_emit_alloc(ctx, MT_SPEC_TYPE(spec), tgid, tid, ret, t->a1, 0);
+		mt_emit_alloc(ctx, p, MT_SPEC_TYPE(spec), tgid, tid, ret, t->a1, 0);
 	return 0;
 }
 

@@ -58,6 +58,10 @@ enum mt_event_type {
 	/* the process' name (the kernel's comm) after its Fork or Exec record: 16 bytes,
 	 * NUL-padded, in addr then size (contiguous) */
 	MT_EV_CTL_COMM = 66,
+	/* --stacks: a tracked task stopped at its image's first allocation with a stack (the
+	 * loader has mapped the linked libraries by then): read its maps, then SIGCONT. The
+	 * stacks are unwound later, when the process may be gone (src/stacks/unwind_dwfl.h). */
+	MT_EV_CTL_MAPS_STOPPED = 67,
 	MT_EV_TYPE_MAX,
 };
 

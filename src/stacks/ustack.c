@@ -91,7 +91,7 @@ void ustack__record(void *ctx, struct mt_event *ev, const void *payload, size_t 
 	u->st.unwind_ns += ustack__now() - t0;
 }
 
-void ustack__dlopen(struct ustack *u, pid_t pid)
+void ustack__read_maps(struct ustack *u, pid_t pid)
 {
 	if (u)
 		unwind_dwfl__refresh(u->uw, pid);
