@@ -22,7 +22,10 @@ struct uw_proc {
 	pid_t pid;
 	char *maps; /* the text of /proc/PID/maps at its last reading (or the parent's) */
 	size_t maps_len;
-	bool own;  /* maps read from pid itself, not inherited at fork */
+	/* maps are this image's as it was when its stacks were taken: read while it was stopped
+	 * (unwind_dwfl__refresh), or inherited at fork from such a parent. Never replaced by a
+	 * reading when a stack is unwound: the process may be in a later image by then. */
+	bool exact;
 	bool gone; /* its maps could not be read any more: keep what we have */
 	uint64_t read_ns;
 	Dwfl *dwfl; /* built from maps when first needed; NULL after a change */
@@ -267,7 +270,6 @@ static int uw_read_maps(struct unwind_dwfl *u, struct uw_proc *p)
 	p->maps = buf;
 	p->maps_len = len;
 	buf = NULL;
-	p->own = true;
 	p->read_ns = uw_now();
 	u->st.maps_reads++;
 	uw_drop_dwfl(p);
@@ -597,8 +599,10 @@ int unwind_dwfl__unwind(struct unwind_dwfl *u, pid_t pid, pid_t tid, const struc
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	if (!p->own && !p->gone && uw_read_maps(u, p))
-		p->gone = true; /* keep what the parent had, if anything */
+	/* no stop read its maps (stops not allowed, the stop's record lost): read them now,
+	 * which is right while the process lives in the image the stack is from */
+	if (!p->maps && !p->gone && uw_read_maps(u, p))
+		p->gone = true;
 	p->tid = tid;
 	p->us = us;
 	p->stack = stack;
@@ -612,8 +616,9 @@ int unwind_dwfl__unwind(struct unwind_dwfl *u, pid_t pid, pid_t tid, const struc
 		goto cleanup;
 	}
 	err = uw_walk(u, p, res);
-	/* an address outside the maps we have: a library loaded since, if the process lives */
-	if (err == -ENOENT && !p->gone && t0 - p->read_ns > UW_REREAD_NS) {
+	/* an address outside the maps we have: a library loaded since, if the process lives
+	 * (exact maps are kept up to date by the dlopen stops) */
+	if (err == -ENOENT && !p->exact && !p->gone && t0 - p->read_ns > UW_REREAD_NS) {
 		if (uw_read_maps(u, p))
 			p->gone = true;
 		else
@@ -637,8 +642,10 @@ void unwind_dwfl__refresh(struct unwind_dwfl *u, pid_t pid)
 {
 	struct uw_proc *p = uw_proc(u, pid, true);
 
-	if (p && uw_read_maps(u, p) == 0)
+	if (p && uw_read_maps(u, p) == 0) {
 		p->gone = false;
+		p->exact = true;
+	}
 }
 
 void unwind_dwfl__fork(struct unwind_dwfl *u, pid_t parent, pid_t child)
@@ -652,7 +659,7 @@ void unwind_dwfl__fork(struct unwind_dwfl *u, pid_t parent, pid_t child)
 		return;
 	memcpy(c->maps, pp->maps, pp->maps_len);
 	c->maps_len = pp->maps_len;
-	c->own = false;
+	c->exact = pp->exact;
 }
 
 void unwind_dwfl__exec(struct unwind_dwfl *u, pid_t pid)

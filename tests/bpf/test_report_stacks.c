@@ -172,13 +172,15 @@ static void test_report_stacks_uprobe(void **state)
 
 /*
  * Short-lived processes in the uprobe path: stacks_short's ten children are reaped before
- * memtrack consumes their records; each was stopped at its first allocation for its maps to be
- * read (MT_EV_CTL_MAPS_STOPPED), so every stack unwinds, to the exact folded lines.
+ * memtrack consumes their records; each image was stopped at its first allocation for its maps
+ * to be read (MT_EV_CTL_MAPS_STOPPED), and each fork child allocates with its parent's maps
+ * before it execs, so every stack unwinds with its own image's maps, to the exact folded lines.
  */
 static void test_report_stacks_short_lived(void **state)
 {
 	static const char *const opts[] = {"--alloc-hooks", "uprobe", "--stacks", NULL};
-	static const char *const want[] = {";main;sa;sb 40000", ";main;sc 60000"};
+	static const char *const want[] = {";main;sa;sb 40000", ";main;sc 60000", ";main;sp 200",
+					   ";main;sf 7000"};
 	struct mt_run_opts o = {.track_opts = opts};
 	struct mt_run *r;
 

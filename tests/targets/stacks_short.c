@@ -2,11 +2,12 @@
 /*
  * Short-lived processes for --stacks (built -O2 -fomit-frame-pointer, like stacks.c): the parent
  * runs itself as "child" CHILDREN times (fork, exec, wait), one at a time; each child allocates
- * along two known paths and exits at once, gone (reaped) long before memtrack consumes its
- * records, so its stacks can only be unwound with maps read while it lived:
- *   main -> sa -> sb   4 x malloc(1000)
- *   main -> sc         2 x calloc(1, 3000)
- * The parent allocates nothing itself.
+ * along known paths and exits at once, gone (reaped) long before memtrack consumes its records,
+ * so its stacks can only be unwound with maps read while it lived, image by image:
+ *   main -> sp         1 x malloc(200)      the parent, first
+ *   main -> sf         1 x malloc(700)      each fork child, before its exec (the parent's image)
+ *   main -> sa -> sb   4 x malloc(1000)     each exec'd child
+ *   main -> sc         2 x calloc(1, 3000)  each exec'd child
  */
 #include <string.h>
 #include <sys/wait.h>
@@ -31,6 +32,18 @@ NOIPA void sa(void)
 	sink++;
 }
 
+NOIPA void sp(void)
+{
+	keep[6] = malloc(200);
+	sink++;
+}
+
+NOIPA void sf(void)
+{
+	keep[7] = malloc(700);
+	sink++;
+}
+
 NOIPA void sc(void)
 {
 	for (int i = 0; i < 2; i++)
@@ -45,11 +58,13 @@ int main(int argc, char **argv)
 		sc();
 		return 0;
 	}
+	sp();
 	for (int i = 0; i < CHILDREN; i++) {
 		int status;
 		pid_t pid = fork();
 
 		if (pid == 0) {
+			sf();
 			execl("/proc/self/exe", argv[0], "child", (char *)NULL);
 			_exit(127);
 		}
