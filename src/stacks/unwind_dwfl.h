@@ -38,6 +38,11 @@ struct unwind_frame {
 struct unwind_result {
 	uint32_t nr;
 	bool truncated; /* the copied slice ended, or STACKFILE_MAX_FRAMES, before the root */
+	/* The caller's id for these frames (e.g. the stack sink's), kept with the remembered
+	 * unwind they came from or went into: 0 until the caller sets it, then handed back with
+	 * every stack that unwinds the same way (no need to intern the frames again). NULL when
+	 * not remembered. Valid until the next unwind. */
+	uint32_t *id;
 	struct unwind_frame frames[STACKFILE_MAX_FRAMES];
 };
 
@@ -50,7 +55,6 @@ struct unwind_stats {
 	uint64_t remembered; /* served by a remembered unwind of the same place (no walk) */
 	uint64_t fast;	     /* walked with cached CFI rules (unwind_step.h), not by libdwfl */
 	uint64_t maps_reads;
-	uint64_t ns; /* time spent unwinding */
 };
 
 struct unwind_dwfl;
