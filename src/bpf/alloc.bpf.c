@@ -235,8 +235,7 @@ __noinline int mt_emit_ustack(struct pt_regs *ctx, __u32 type, __u64 addr, __u64
 	hdr.us.size = got;
 	hdr.us.flags = got == mt_ustack_bytes ? MT_USTACK_CUT : 0;
 	__builtin_memcpy(h, &hdr, sizeof(hdr));
-	bpf_ringbuf_submit(h, pending + len >= mt_wakeup_bytes ? BPF_RB_FORCE_WAKEUP
-							       : BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(h, mt_wakeup(pending, pending + len + MT_RINGBUF_HDR));
 	return 0;
 }
 
