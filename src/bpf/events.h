@@ -112,7 +112,8 @@ _Static_assert(sizeof(struct mt_event) == 48, "struct mt_event is the 48-byte re
  * after the call: ip is the return address into the function that called the allocator (the
  * leaf frame), and the callee-saved registers hold the caller's values again. `size` bytes
  * follow, copied from sp upwards (the caller's frames, then theirs, up to MT_USTACK_MAX or the
- * end of the mapping). Registers are in DWARF order for x86-64 where it matters to CFI.
+ * end of the mapping); the record may be longer (its stack part comes in size classes, the
+ * rest is slack). Registers are in DWARF order for x86-64 where it matters to CFI.
  */
 enum mt_ustack_reg {
 	MT_UREG_IP,
