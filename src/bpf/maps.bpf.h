@@ -153,28 +153,13 @@ static __always_inline struct mt_thread *mt_thread_create(void)
  * faster than that lost records. */
 extern const volatile __u64 mt_wakeup_bytes;
 
-/*
- * Whether the record that took the pending data from before to after is to wake the consumer:
- * when it crosses a multiple of mt_wakeup_bytes. Once per multiple, not with every record past
- * the threshold: while the consumer is being scheduled, each forced wake-up was an irq_work and
- * an IPI for nothing (3% of sqlite3's time with --stacks). None is lost: the consumer's epoll is
- * level-triggered (a drain that misses a record is woken again by the data still pending), and
- * a consumer slower to wake is woken again at the next multiple.
- */
-static __always_inline __u64 mt_wakeup(__u64 before, __u64 after)
-{
-	return before / mt_wakeup_bytes != after / mt_wakeup_bytes ? BPF_RB_FORCE_WAKEUP
-								   : BPF_RB_NO_WAKEUP;
-}
-
-#define MT_RINGBUF_HDR 8 /* bytes the ring puts before each record (BPF_RINGBUF_HDR_SZ) */
-
 static __always_inline void mt_submit(struct mt_event *e, bool urgent)
 {
-	__u64 pending = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA); /* e included */
+	__u64 flags = BPF_RB_NO_WAKEUP;
 
-	bpf_ringbuf_submit(e, urgent ? BPF_RB_FORCE_WAKEUP
-				     : mt_wakeup(pending - sizeof(*e) - MT_RINGBUF_HDR, pending));
+	if (urgent || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= mt_wakeup_bytes)
+		flags = BPF_RB_FORCE_WAKEUP;
+	bpf_ringbuf_submit(e, flags);
 }
 
 static __always_inline struct mt_event *mt_reserve(__u32 type, __u32 pid, __u32 tid)
