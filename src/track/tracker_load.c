@@ -261,6 +261,7 @@ static int tracker__open_load(struct tracker *t, struct ring_prep *ring)
 	s = t->skel = memtrack_bpf__open_opts(&oo);
 	if (!s)
 		return -errno;
+	tracker__mark(t, "load: object opened");
 	s->rodata->mt_nr_cpus = tracker__nr_cpus();
 	s->rodata->mt_page_shift = __builtin_ctz(sysconf(_SC_PAGESIZE));
 	s->rodata->mt_rss_step = t->o->rss_step;
@@ -290,8 +291,10 @@ static int tracker__open_load(struct tracker *t, struct ring_prep *ring)
 		bpf_program__set_expected_attach_type(s->progs.mt_marker_multi,
 						      attach__uprobe_multi_type());
 	err = ring_prep__join(ring) >= 0 ? bpf_map__reuse_fd(s->maps.events, ring->fd) : 0;
+	tracker__mark(t, "load: ring joined");
 	if (!err)
 		err = memtrack_bpf__load(s);
+	tracker__mark(t, "load: object loaded");
 	if (!err)
 		err = tracker__fill_tail(s);
 	if (!err && eager)
@@ -361,7 +364,6 @@ int tracker__load(struct tracker *t)
 	}
 	ring_prep__start(&try.ring, t->o->ring_bytes);
 	try.chosen = t->rmap;
-	t->multi = attach__probe_uprobe_multi();
 	if (manifest__set_str(&t->m.uprobe_mechanism, t->multi ? "uprobe_multi" : "perf_uprobe") ||
 	    manifest__set_str(&t->m.tracepoint_mechanism, "raw_tracepoint")) {
 		ring_prep__close(&try.ring);
@@ -370,6 +372,7 @@ int tracker__load(struct tracker *t)
 	/* CO-RE against a minimal BTF for this kernel: no parse of the whole vmlinux BTF. */
 	obj = memtrack_bpf__elf_bytes(&obj_sz);
 	btf_cache__prepare(&t->btf, obj, obj_sz);
+	tracker__mark(t, "load: BTF prepared");
 	err = btf_cache__load(&t->btf, tracker__load_try, &try);
 	ring_prep__close(&try.ring); /* the object holds its own descriptor of the map */
 	if (err)

@@ -15,9 +15,11 @@
 #include "artifact/artifact.h"
 #include "artifact/manifest.h"
 #include "artifact/outdir.h"
+#include "common/log.h"
 #include "track/attach.h"
 #include "track/btf_cache.h"
 #include "track/consumer.h"
+#include "track/early_links.h"
 #include "track/libs.h"
 #include "track/preload_setup.h"
 #include "track/rmap_backend.h"
@@ -38,6 +40,10 @@ struct tracker {
 	struct bpf_program *alloc_entry, *alloc_ret;
 	bool multi; /* uprobe_multi links, else perf-event uprobes */
 	struct bpf_link *tp_links[8];
+	/* the tracepoints and the interposer's control points, linked while the programs load;
+	 * early_ok: every one of them serves (else tp_links and ctl_* do, attached after) */
+	struct early_links early;
+	bool early_ok;
 	/* the interposer's control points (served.bpf.c): one uprobe_multi link, or two perf */
 	int ctl_fd;
 	struct bpf_link *ctl_links[3]; /* one per MT_PRELOAD_CTL_* (bpf/proc.h) */
@@ -62,6 +68,7 @@ struct tracker {
 	struct root_prep root;	  /* the root executable, inspected while the programs load */
 	struct preload_setup pre; /* --alloc-hooks preload: the interposer's source */
 	bool pre_added;		  /* its source belongs to the consumer (destroyed with it) */
+	uint64_t t_start; /* CLOCK_MONOTONIC ns at tracker__run's start: tracker__mark's zero */
 	struct stack_sink *stk_sink; /* --stacks: the stacks file (tracker_stacks.c) */
 	struct stack_shm *stk_shm;   /* --stacks with preload: the interposer's stack area */
 	struct ustack *ustk;	     /* --stacks: the uprobe path's stacks (stacks/ustack.h) */
@@ -75,6 +82,14 @@ static inline uint64_t now_ns(clockid_t clk)
 	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
+/* -v: "<ms since the run began> <what>" on stderr, the phases' fine structure */
+static inline void tracker__mark(const struct tracker *t, const char *what)
+{
+	if (log__level >= LOG_VERBOSE)
+		log__debug(LOG_VERBOSE, "%7.2f ms %s", (now_ns(CLOCK_MONOTONIC) - t->t_start) / 1e6,
+			   what);
+}
+
 /* load: BTF, skeleton open and load (rmap backend fallback), the allocator attach set */
 int tracker__load(struct tracker *t);
 /* Closes the fentry links and the skeletons; idempotent. */
@@ -85,6 +100,8 @@ int tracker__alloc_ensure(struct tracker *t);
 
 /* run: tracepoints, the root executable, the event loop, the command */
 int tracker__set_stops(struct tracker *t, bool on);
+/* After the load: the loaded programs into the early links' slots (early_links.h). */
+void tracker__fill_early(struct tracker *t);
 int tracker__attach_tracepoints(struct tracker *t);
 int tracker__attach_root(struct tracker *t);
 /* The interposer's registration probe (auto and preload modes); before the command runs. */

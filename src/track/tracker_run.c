@@ -145,6 +145,19 @@ int tracker__set_stops(struct tracker *t, bool on)
 	return 0;
 }
 
+void tracker__fill_early(struct tracker *t)
+{
+	const int tp[EARLY_TP_NR] = {
+	    [EARLY_FORK] = bpf_program__fd(t->skel->progs.mt_on_fork),
+	    [EARLY_EXEC] = bpf_program__fd(t->skel->progs.mt_on_exec),
+	    [EARLY_EXIT] = bpf_program__fd(t->skel->progs.mt_on_exit),
+	    [EARLY_RSS_STAT] = bpf_program__fd(t->skel->progs.mt_on_rss_stat),
+	};
+
+	t->early_ok =
+	    !early_links__fill(&t->early, tp, bpf_program__fd(t->skel->progs.mt_preload_ctl_multi));
+}
+
 int tracker__attach_tracepoints(struct tracker *t)
 {
 	struct {
@@ -161,11 +174,14 @@ int tracker__attach_tracepoints(struct tracker *t)
 	    {t->skel->progs.mt_on_sys_exit, "sys_exit", true},
 	    {t->skel->progs.mt_on_page_fault_kernel, "page_fault_kernel", true},
 	};
+	_Static_assert(EARLY_TP_NR == 4, "the early links are the first four");
 	_Static_assert(sizeof(tps) / sizeof(tps[0]) <= sizeof(t->tp_links) / sizeof(t->tp_links[0]),
 		       "a link slot per tracepoint");
 
 	for (size_t i = 0; i < sizeof(tps) / sizeof(tps[0]); i++) {
 		if (tps[i].rmap_tp && t->rmap.backend != MT_RMAP_TRACEPOINT)
+			continue;
+		if (i < EARLY_TP_NR && t->early_ok)
 			continue;
 		t->tp_links[i] = bpf_program__attach_raw_tracepoint(tps[i].prog, tps[i].tp);
 		if (!t->tp_links[i]) {
@@ -223,7 +239,7 @@ int tracker__attach_served(struct tracker *t)
 
 	_Static_assert(sizeof(t->ctl_links) / sizeof(t->ctl_links[0]) == MT_PRELOAD_CTL_NR,
 		       "a perf link per control point");
-	if (!t->pre.on)
+	if (!t->pre.on || (t->early_ok && early_links__has_ctl(&t->early)))
 		return 0;
 	err = elf_info__load(t->pre.lib, &info);
 	if (!err) {

@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: MIT
+/* Links made on a thread while the real programs load (see early_links.h). */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/bpf.h>
+#include <bpf/bpf.h>
+#include "bpf/proc.h"
+#include "common/log.h"
+#include "track/attach.h"
+#include "track/early_links.h"
+#include "track/elf_syms.h"
+
+static const char *const early_tp_names[EARLY_TP_NR] = {
+    [EARLY_FORK] = "sched_process_fork",
+    [EARLY_EXEC] = "sched_process_exec",
+    [EARLY_EXIT] = "sched_process_exit",
+    [EARLY_RSS_STAT] = "rss_stat",
+};
+
+/* The interposer's control points, by cookie (bpf/proc.h, served.bpf.c) */
+static const char *const early_ctl_fns[MT_PRELOAD_CTL_NR] = {
+    [MT_PRELOAD_CTL_SERVED] = "__memtrack_preload_served",
+    [MT_PRELOAD_CTL_DLOPEN] = "__memtrack_preload_dlopen",
+    [MT_PRELOAD_CTL_UNSERVED] = "__memtrack_preload_unserved",
+};
+
+static unsigned long long early__ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* Records the first failure; returns err. */
+static int early__fail(struct early_links *e, int err, const char *what)
+{
+	if (!e->err) {
+		e->err = err;
+		e->failed = what;
+	}
+	return err;
+}
+
+/*
+ * "tail-call slot `slot` of `map` with this program's context; else return 0": r1 holds the
+ * context at entry and is what bpf_tail_call takes first. The program type and expected attach
+ * type are those of the programs put into the slots: the kernel allows a tail call only
+ * between programs of the same kind.
+ */
+static int early__trampoline(enum bpf_prog_type type, enum bpf_attach_type expected, int map,
+			     int slot)
+{
+	struct bpf_insn insns[] = {
+	    {.code = BPF_LD | BPF_DW | BPF_IMM,
+	     .dst_reg = BPF_REG_2,
+	     .src_reg = BPF_PSEUDO_MAP_FD,
+	     .imm = map},
+	    {0}, /* the upper half of the 64-bit immediate */
+	    {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_3, .imm = slot},
+	    {.code = BPF_JMP | BPF_CALL, .imm = BPF_FUNC_tail_call},
+	    {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
+	    {.code = BPF_JMP | BPF_EXIT},
+	};
+	LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = expected);
+	int fd = bpf_prog_load(type, "mt_early", "Dual MIT/GPL", insns,
+			       sizeof(insns) / sizeof(insns[0]), &opts);
+
+	return fd < 0 ? -errno : fd;
+}
+
+static int early__ctl(struct early_links *e)
+{
+	uint64_t offs[MT_PRELOAD_CTL_NR], cookies[MT_PRELOAD_CTL_NR];
+	struct elf_info info;
+	int err;
+
+	err = elf_info__load(e->lib, &info);
+	if (err)
+		return early__fail(e, err, "the interposer's symbols");
+	for (int i = 0; i < MT_PRELOAD_CTL_NR; i++) {
+		cookies[i] = (uint64_t)i;
+		if (!(offs[i] = elf_info__find(&info, early_ctl_fns[i])))
+			err = -ENOENT;
+	}
+	elf_info__free(&info);
+	if (err)
+		return early__fail(e, err, "the interposer's control points");
+	e->ctl_map = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, "mt_early_ctl", 4, 4, 1, NULL);
+	if (e->ctl_map < 0)
+		return early__fail(e, -errno, "a program array");
+	e->ctl_prog = early__trampoline(BPF_PROG_TYPE_KPROBE, attach__uprobe_multi_type(),
+					e->ctl_map, 0);
+	if (e->ctl_prog < 0)
+		return early__fail(e, e->ctl_prog, "the uprobe trampoline");
+	e->ctl_link =
+	    attach__multi_link(e->ctl_prog, e->lib, offs, cookies, MT_PRELOAD_CTL_NR);
+	if (e->ctl_link < 0)
+		return early__fail(e, e->ctl_link, "the interposer's control points");
+	return 0;
+}
+
+static void *early__run(void *arg)
+{
+	struct early_links *e = arg;
+	unsigned long long t0 = early__ns();
+
+	e->tp_map = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, "mt_early_tp", 4, 4, EARLY_TP_NR, NULL);
+	if (e->tp_map < 0) {
+		early__fail(e, -errno, "a program array");
+		goto out;
+	}
+	/* the interposer's link first: its grace period is the longest wait */
+	if (e->lib && e->multi && early__ctl(e))
+		goto out;
+	for (int i = 0; i < EARLY_TP_NR; i++) {
+		e->tp_prog[i] = early__trampoline(BPF_PROG_TYPE_RAW_TRACEPOINT, 0, e->tp_map, i);
+		if (e->tp_prog[i] < 0) {
+			early__fail(e, e->tp_prog[i], "a tracepoint trampoline");
+			goto out;
+		}
+		e->tp_link[i] = bpf_raw_tracepoint_open(early_tp_names[i], e->tp_prog[i]);
+		if (e->tp_link[i] < 0) {
+			early__fail(e, -errno, early_tp_names[i]);
+			goto out;
+		}
+	}
+out:
+	e->wait_ns = early__ns() - t0;
+	return NULL;
+}
+
+void early_links__start(struct early_links *e, const char *lib, bool multi)
+{
+	memset(e, 0, sizeof(*e));
+	e->tp_map = e->ctl_map = e->ctl_prog = e->ctl_link = -1;
+	for (int i = 0; i < EARLY_TP_NR; i++)
+		e->tp_prog[i] = e->tp_link[i] = -1;
+	e->inited = true;
+	e->lib = lib;
+	e->multi = multi;
+	if (getenv("MEMTRACK_TEST_NO_EARLY_LINKS")) { /* the fallback path, for the tests */
+		early__fail(e, -ECANCELED, "MEMTRACK_TEST_NO_EARLY_LINKS");
+		return;
+	}
+	e->started = !pthread_create(&e->thread, NULL, early__run, e);
+	if (!e->started)
+		early__run(e);
+}
+
+static void early__join(struct early_links *e)
+{
+	if (e->started)
+		pthread_join(e->thread, NULL);
+	e->started = false;
+}
+
+int early_links__fill(struct early_links *e, const int tp[EARLY_TP_NR], int ctl)
+{
+	uint32_t zero = 0;
+
+	early__join(e);
+	for (uint32_t i = 0; i < EARLY_TP_NR && !e->err; i++)
+		if (bpf_map_update_elem(e->tp_map, &i, &tp[i], BPF_ANY))
+			early__fail(e, -errno, "a tracepoint program's slot");
+	if (!e->err && e->ctl_link >= 0 && bpf_map_update_elem(e->ctl_map, &zero, &ctl, BPF_ANY))
+		early__fail(e, -errno, "the interposer program's slot");
+	if (!e->err) {
+		log__debug(LOG_VERBOSE, "links made early, on a thread, in %.2f ms",
+			   e->wait_ns / 1e6);
+		return 0;
+	}
+	log__debug(LOG_VERBOSE, "cannot link early (%s: %s): attaching after the load",
+		   e->failed, strerror(-e->err));
+	early_links__close(e);
+	return e->err;
+}
+
+bool early_links__has_ctl(const struct early_links *e)
+{
+	return e->ctl_link >= 0;
+}
+
+static void early__close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+void early_links__close(struct early_links *e)
+{
+	if (!e->inited)
+		return;
+	early__join(e);
+	early__close_fd(&e->ctl_link);
+	for (int i = 0; i < EARLY_TP_NR; i++)
+		early__close_fd(&e->tp_link[i]);
+	early__close_fd(&e->ctl_prog);
+	for (int i = 0; i < EARLY_TP_NR; i++)
+		early__close_fd(&e->tp_prog[i]);
+	early__close_fd(&e->ctl_map);
+	early__close_fd(&e->tp_map);
+}
