@@ -91,10 +91,6 @@ int tracker__run(const struct tracker_opts *o)
 	}
 	t.m.root_pid = t.sp.pid;
 	tracker__mark(&t, "command forked, held");
-	/* the links wait for the kernel (early_links.h) while this thread loads the programs */
-	t.multi = attach__probe_uprobe_multi();
-	early_links__start(&t.early, t.pre.on ? t.pre.lib : NULL, t.multi);
-	tracker__mark(&t, "early links started");
 	/* Both names are claimed while the command is still held: a refusal runs nothing. */
 	snprintf(name, sizeof(name), "%d%s", t.sp.pid, ARTIFACT_SUFFIX);
 	snprintf(t.manifest_name, sizeof(t.manifest_name), "%d%s", t.sp.pid, MANIFEST_SUFFIX);
@@ -111,6 +107,10 @@ int tracker__run(const struct tracker_opts *o)
 		goto cleanup;
 	}
 	tracker__mark(&t, "watchdog started");
+	/* after the watchdog's fork (one thread then): the links wait for the kernel (early_links.h) while this thread loads the programs */
+	t.multi = attach__probe_uprobe_multi();
+	early_links__start(&t.early, t.pre.on ? t.pre.lib : NULL, t.multi);
+	tracker__mark(&t, "early links started");
 	if (libs__new(&t.libs, NULL))
 		goto cleanup;
 	if (t.pre.on)

@@ -154,6 +154,10 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 		shm_source__close(t->pre.shm);
 		shm_source__drops(t->pre.shm, &t->m.drops[DROP_PRELOAD]);
 	}
+	/* With the stops ended and the whole tree gone, every stop record has been read and
+	 * answered by the drain above: the watchdog has nothing left to guard. */
+	if (!t->m.nr_running)
+		watchdog__done(&t->wd);
 	t->m.t_drain = now_ns(CLOCK_MONOTONIC) - t0;
 	tracker__mark(t, "drained");
 	artifact_writer__flush(t->writer);
@@ -252,6 +256,9 @@ static void tracker__detach(struct tracker *t)
 	}
 	early_links__close(&t->early);
 	consumer__destroy(&t->cons);
+	if (t->ring_src) /* mapped, never handed to the consumer (a failed set-up) */
+		t->ring_src->destroy(t->ring_src);
+	t->ring_src = NULL;
 	tracker__unload(t);
 	t->m.t_detach = now_ns(CLOCK_MONOTONIC) - t0;
 	log__debug(LOG_VERBOSE, "detach: %.1f ms", t->m.t_detach / 1e6);

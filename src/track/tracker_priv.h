@@ -37,6 +37,9 @@ struct tracker {
 	/* the allocator programs, in skel (uprobe mode) or in alloc_skel, a second instance
 	 * loaded on first need (tracker__alloc_ensure); NULL until loaded */
 	struct memtrack_bpf *alloc_skel;
+	/* the USDT marker program, a third instance loaded at the first library with memtrack's
+	 * probes; NULL until then */
+	struct memtrack_bpf *marker_skel;
 	struct bpf_program *alloc_entry, *alloc_ret;
 	bool multi; /* uprobe_multi links, else perf-event uprobes */
 	struct bpf_link *tp_links[8];
@@ -55,6 +58,7 @@ struct tracker {
 	struct artifact_writer *writer;
 	struct heap_acct *acct;
 	struct consumer cons;
+	struct event_source *ring_src; /* the ring, mapped during the load; the consumer's then */
 	struct record_sinks sinks; /* the writer and acct above, behind the consumer */
 	struct spawn sp;
 	struct watchdog wd; /* resumes the stopped tasks if we die (watchdog.c) */
