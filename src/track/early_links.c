@@ -39,10 +39,12 @@ static unsigned long long early__ns(void)
 /* Records the first failure; returns err. */
 static int early__fail(struct early_links *e, int err, const char *what)
 {
-	if (!e->err) {
-		e->err = err;
+	int none = 0;
+
+	/* two threads may fail: the first one's reason stays */
+	if (__atomic_compare_exchange_n(&e->err, &none, err, false, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE))
 		e->failed = what;
-	}
 	return err;
 }
 
@@ -104,19 +106,27 @@ static int early__ctl(struct early_links *e)
 	return 0;
 }
 
+/* The interposer's control points, on a thread of their own: its grace period (uprobe
+ * registration) and the tracepoints' (a 0->1 transition after another run's detach) are
+ * waited for at once. */
+static void *early__ctl_run(void *arg)
+{
+	early__ctl(arg);
+	return NULL;
+}
+
 static void *early__run(void *arg)
 {
 	struct early_links *e = arg;
 	unsigned long long t0 = early__ns();
 
+	if (e->lib && e->multi)
+		e->ctl_started = !pthread_create(&e->ctl_thread, NULL, early__ctl_run, e);
 	e->tp_map = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, "mt_early_tp", 4, 4, EARLY_TP_NR, NULL);
 	if (e->tp_map < 0) {
 		early__fail(e, -errno, "a program array");
 		goto out;
 	}
-	/* the interposer's link first: its grace period is the longest wait */
-	if (e->lib && e->multi && early__ctl(e))
-		goto out;
 	for (int i = 0; i < EARLY_TP_NR; i++) {
 		e->tp_prog[i] = early__trampoline(BPF_PROG_TYPE_RAW_TRACEPOINT, 0, e->tp_map, i);
 		if (e->tp_prog[i] < 0) {
@@ -130,6 +140,11 @@ static void *early__run(void *arg)
 		}
 	}
 out:
+	if (e->lib && e->multi && !e->ctl_started)
+		early__ctl(e); /* no thread for it */
+	if (e->ctl_started)
+		pthread_join(e->ctl_thread, NULL);
+	e->ctl_started = false;
 	e->wait_ns = early__ns() - t0;
 	return NULL;
 }

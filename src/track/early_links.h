@@ -27,6 +27,8 @@ struct early_links {
 	pthread_t thread;
 	bool inited;  /* by early_links__start: the fds below are valid or -1 */
 	bool started; /* the thread runs or has not been joined */
+	pthread_t ctl_thread; /* the control points' link, joined by the thread above */
+	bool ctl_started;
 	bool multi;	 /* uprobe_multi links: the interposer's control points too */
 	const char *lib; /* the interposer, or NULL */
 	int tp_map, ctl_map; /* program arrays (raw_tp, uprobe_multi) */

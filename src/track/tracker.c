@@ -53,6 +53,7 @@ int tracker__run(const struct tracker_opts *o)
 	int ret = MT_EXIT_FAILED, err, status, art_fd = -1;
 
 	t.sp.go_fd = t.sp.err_fd = t.sp.pidfd = -1;
+	t.ring.fd = -EBADF;
 	t.wd.sock = -1;
 	t.m.start_unix_ns = now_ns(CLOCK_REALTIME);
 	t.m.start_mono_ns = t.t_start = t_start;
@@ -72,6 +73,14 @@ int tracker__run(const struct tracker_opts *o)
 	    heap_acct__new(&t.acct))
 		goto cleanup;
 	tracker__mark(&t, "output folder");
+	/* Forked first, while memtrack is one small thread: then the ring, on a thread */
+	err = watchdog__start(&t.wd);
+	if (err) {
+		log__error("cannot start the watchdog process: %s", strerror(-err));
+		goto cleanup;
+	}
+	tracker__mark(&t, "watchdog started");
+	tracker__ring_start(&t);
 	/* before the fork: the command inherits LD_PRELOAD and the shared memory's name */
 	if (preload_setup__start(&t.pre, (enum alloc_hooks)o->alloc_hooks) ||
 	    tracker__stacks_start(&t))
@@ -82,8 +91,9 @@ int tracker__run(const struct tracker_opts *o)
 		log__error("out of memory");
 		goto cleanup;
 	}
-	/* The command is forked first, held before its exec: from a small process (no BPF maps
-	 * or ring mapped yet) the fork copies little, and its exec has little to tear down. */
+	/* The command is forked early, held before its exec: from a small process (no programs
+	 * loaded; the ring's thread just started, its ~3 ms of page zeroing ahead of it) the fork
+	 * copies little, and its exec has little to tear down. */
 	err = spawn__start(&t.sp, o->argv, true);
 	if (err) {
 		log__error("cannot start '%s': %s", o->argv[0], strerror(-err));
@@ -101,13 +111,7 @@ int tracker__run(const struct tracker_opts *o)
 	if (art_fd < 0 || tracker__stacks_open(&t))
 		goto cleanup;
 	tracker__mark(&t, "output files created");
-	err = watchdog__start(&t.wd);
-	if (err) {
-		log__error("cannot start the watchdog process: %s", strerror(-err));
-		goto cleanup;
-	}
-	tracker__mark(&t, "watchdog started");
-	/* after the watchdog's fork (one thread then): the links wait for the kernel (early_links.h) while this thread loads the programs */
+	/* the links wait for the kernel (early_links.h) while this thread loads the programs */
 	t.multi = attach__probe_uprobe_multi();
 	early_links__start(&t.early, t.pre.on ? t.pre.lib : NULL, t.multi);
 	tracker__mark(&t, "early links started");
@@ -135,7 +139,10 @@ int tracker__run(const struct tracker_opts *o)
 	}
 	tracker__mark(&t, "watchdog armed, stops on");
 	t0 = now_ns(CLOCK_MONOTONIC);
-	tracker__fill_early(&t); /* waits for the early links: the attach phase's start */
+	if (tracker__fill_early(&t)) { /* waits for the early links: the attach phase's start */
+		log__error("out of memory");
+		goto cleanup;
+	}
 	tracker__mark(&t, "early links filled");
 	if (tracker__attach_tracepoints(&t))
 		goto cleanup;

@@ -286,6 +286,7 @@ void tracker__destroy(struct tracker *t)
 	if (t->handed_off)
 		return; /* the detacher's exit frees everything at once, off our critical path */
 	tracker__detach(t);
+	tracker__ring_close(t);
 	if (!t->pre_added && t->pre.shm)
 		shm_source__src(t->pre.shm)->destroy(shm_source__src(t->pre.shm));
 	artifact_writer__close(t->writer);

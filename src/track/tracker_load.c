@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,13 +240,6 @@ static int tracker__fill_tail(struct memtrack_bpf *s)
  * libbpf with bpf_map__reuse_fd; if it could not be created, libbpf creates the map as usual
  * (and tracker__setup_loop maps it).
  */
-struct ring_prep {
-	pthread_t thread;
-	uint64_t bytes;
-	int fd; /* or -errno */
-	struct event_source *src; /* the consumer's mapping of it, or NULL */
-	bool started;
-};
 
 static void *ring_prep__run(void *arg)
 {
@@ -259,11 +253,18 @@ static void *ring_prep__run(void *arg)
 	return NULL;
 }
 
-static void ring_prep__start(struct ring_prep *r, uint64_t bytes)
+void tracker__ring_start(struct tracker *t)
 {
-	r->bytes = bytes;
+	struct ring_prep *r = &t->ring;
+	sigset_t all, old;
+
+	r->bytes = t->o->ring_bytes;
 	r->fd = -EAGAIN;
+	r->src = NULL;
+	sigfillset(&all); /* memtrack's signals are for its signalfd, later */
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	r->started = !pthread_create(&r->thread, NULL, ring_prep__run, r);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* The ring's fd (-errno: none); idempotent. */
@@ -276,9 +277,11 @@ static int ring_prep__join(struct ring_prep *r)
 }
 
 /* Closes its descriptor (the object and the mapping hold the map) and, unless taken, the
- * mapping. */
-static void ring_prep__close(struct ring_prep *r)
+ * mapping. Idempotent. */
+void tracker__ring_close(struct tracker *t)
 {
+	struct ring_prep *r = &t->ring;
+
 	if (ring_prep__join(r) >= 0)
 		close(r->fd);
 	r->fd = -EBADF;
@@ -385,7 +388,6 @@ static int tracker__load_backend(struct tracker *t, struct ring_prep *ring)
 struct load_try {
 	struct tracker *t;
 	struct rmap_choice chosen;
-	struct ring_prep ring;
 };
 
 static int tracker__load_try(void *ctx)
@@ -393,7 +395,7 @@ static int tracker__load_try(void *ctx)
 	struct load_try *l = ctx;
 
 	l->t->rmap = l->chosen; /* an earlier try's fentry fallback may have been the BTF's fault */
-	return tracker__load_backend(l->t, &l->ring);
+	return tracker__load_backend(l->t, &l->t->ring);
 }
 
 /* Loads the programs: the BTF they relocate against, the rmap backend, the uprobe mechanism,
@@ -418,11 +420,9 @@ int tracker__load(struct tracker *t)
 		if (err)
 			return err;
 	}
-	ring_prep__start(&try.ring, t->o->ring_bytes);
 	try.chosen = t->rmap;
 	if (manifest__set_str(&t->m.uprobe_mechanism, t->multi ? "uprobe_multi" : "perf_uprobe") ||
 	    manifest__set_str(&t->m.tracepoint_mechanism, "raw_tracepoint")) {
-		ring_prep__close(&try.ring);
 		return tracker__no_memory();
 	}
 	/* CO-RE against a minimal BTF for this kernel: no parse of the whole vmlinux BTF. */
@@ -431,12 +431,12 @@ int tracker__load(struct tracker *t)
 	tracker__mark(t, "load: BTF prepared");
 	err = btf_cache__load(&t->btf, tracker__load_try, &try);
 	/* the object holds its own descriptor of the map; the mapping polls on that one */
-	if (!err && try.ring.src && ring_prep__join(&try.ring) >= 0) {
-		t->ring_src = try.ring.src;
+	if (!err && t->ring.src && ring_prep__join(&t->ring) >= 0) {
+		t->ring_src = t->ring.src;
 		t->ring_src->fd = bpf_map__fd(t->skel->maps.events);
-		try.ring.src = NULL;
+		t->ring.src = NULL;
 	}
-	ring_prep__close(&try.ring);
+	tracker__ring_close(t);
 	if (err)
 		return tracker__explain_load_error(err);
 	if (manifest__set_str(&t->m.btf_source, t->btf.source) ||

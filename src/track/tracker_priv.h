@@ -7,6 +7,7 @@
 #ifndef MEMTRACK_TRACKER_PRIV_H
 #define MEMTRACK_TRACKER_PRIV_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
@@ -30,6 +31,15 @@
 #include "track/stack_shm.h"
 #include "track/tracker.h"
 #include "track/watchdog.h"
+
+/* The ring buffer map, created and mapped on a thread from the run's start (tracker_load.c) */
+struct ring_prep {
+	pthread_t thread;
+	uint64_t bytes;
+	int fd;			  /* or -errno */
+	struct event_source *src; /* the consumer's mapping of it, or NULL */
+	bool started;
+};
 
 struct tracker {
 	const struct tracker_opts *o;
@@ -58,6 +68,7 @@ struct tracker {
 	struct artifact_writer *writer;
 	struct heap_acct *acct;
 	struct consumer cons;
+	struct ring_prep ring;
 	struct event_source *ring_src; /* the ring, mapped during the load; the consumer's then */
 	struct record_sinks sinks; /* the writer and acct above, behind the consumer */
 	struct spawn sp;
@@ -94,6 +105,10 @@ static inline void tracker__mark(const struct tracker *t, const char *what)
 			   what);
 }
 
+/* Starts creating the ring buffer map on a thread (ring_bytes); the load takes it. */
+void tracker__ring_start(struct tracker *t);
+/* Ends its thread and closes what the load did not take; idempotent. */
+void tracker__ring_close(struct tracker *t);
 /* load: BTF, skeleton open and load (rmap backend fallback), the allocator attach set */
 int tracker__load(struct tracker *t);
 /* Closes the fentry links and the skeletons; idempotent. */
@@ -104,8 +119,9 @@ int tracker__alloc_ensure(struct tracker *t);
 
 /* run: tracepoints, the root executable, the event loop, the command */
 int tracker__set_stops(struct tracker *t, bool on);
-/* After the load: the loaded programs into the early links' slots (early_links.h). */
-void tracker__fill_early(struct tracker *t);
+/* After the load: the loaded programs into the early links' slots (early_links.h); those
+ * that could not be made are attached after (tracker__attach_*). 0 or -ENOMEM. */
+int tracker__fill_early(struct tracker *t);
 int tracker__attach_tracepoints(struct tracker *t);
 int tracker__attach_root(struct tracker *t);
 /* The interposer's registration probe (auto and preload modes); before the command runs. */

@@ -145,7 +145,7 @@ int tracker__set_stops(struct tracker *t, bool on)
 	return 0;
 }
 
-void tracker__fill_early(struct tracker *t)
+int tracker__fill_early(struct tracker *t)
 {
 	const int tp[EARLY_TP_NR] = {
 	    [EARLY_FORK] = bpf_program__fd(t->skel->progs.mt_on_fork),
@@ -156,6 +156,7 @@ void tracker__fill_early(struct tracker *t)
 
 	t->early_ok =
 	    !early_links__fill(&t->early, tp, bpf_program__fd(t->skel->progs.mt_preload_ctl_multi));
+	return manifest__set_str(&t->m.hook_links, t->early_ok ? "while loading" : "after loading");
 }
 
 int tracker__attach_tracepoints(struct tracker *t)
