@@ -22,7 +22,7 @@ for a in "$@"; do
 	if [ "$a" = "--" ]; then side=root; continue; fi
 	if [ $side = unit ]; then unit+=("$a"); else root+=("$a"); fi
 done
-passed=0; failed=0; skipped=0; broken=()
+passed=0; failed=0; skipped=0; broken=(); failing=()
 # quiet=1 (repeat rounds): a binary's line and output only when it fails, and the names of
 # skipped tests in the first round
 run_one() {
@@ -46,6 +46,7 @@ run_one() {
 		broken+=("$bin")
 		last_failed=$(printf '%s\n' "$out" | grep -E '^\[  FAILED  \] [^0-9]' | sort -u |
 			sed 's/^\[  FAILED  \] //' | paste -sd ' ')
+		failing+=("$(basename "$bin") (${last_failed:-exit status $rc})")
 		printf '%s\n' "$out" | sed 's/^/    /' | tail -40
 	fi
 }
@@ -82,6 +83,7 @@ else
 	done
 fi
 echo
-[ ${#broken[@]} -gt 0 ] && echo "failing: ${broken[*]}"
+# one line naming each failed binary and its failed tests: check-vm's summary repeats it
+[ ${#failing[@]} -gt 0 ] && echo "failing: ${failing[*]}"
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

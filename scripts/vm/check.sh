@@ -60,6 +60,7 @@ for k in "${kernels[@]}"; do
 		line="${summary:-failed} (status $rc)"
 	fi
 	echo "check-vm $k: $line"
+	grep -E '^failing: ' "$log" 2>/dev/null | tail -n1 | sed "s/^/check-vm $k: /" || true
 	[ "$rc" -eq 0 ] || failed=1
 done
 echo "check-vm: $(($(date +%s) - start)) s"
