@@ -73,14 +73,6 @@ int tracker__run(const struct tracker_opts *o)
 	    heap_acct__new(&t.acct))
 		goto cleanup;
 	tracker__mark(&t, "output folder");
-	/* Forked first, while memtrack is one small thread: then the ring, on a thread */
-	err = watchdog__start(&t.wd);
-	if (err) {
-		log__error("cannot start the watchdog process: %s", strerror(-err));
-		goto cleanup;
-	}
-	tracker__mark(&t, "watchdog started");
-	tracker__ring_start(&t);
 	/* before the fork: the command inherits LD_PRELOAD and the shared memory's name */
 	if (preload_setup__start(&t.pre, (enum alloc_hooks)o->alloc_hooks) ||
 	    tracker__stacks_start(&t))
@@ -91,9 +83,8 @@ int tracker__run(const struct tracker_opts *o)
 		log__error("out of memory");
 		goto cleanup;
 	}
-	/* The command is forked early, held before its exec: from a small process (no programs
-	 * loaded; the ring's thread just started, its ~3 ms of page zeroing ahead of it) the fork
-	 * copies little, and its exec has little to tear down. */
+	/* The command is forked first, held before its exec: from a small process (no BPF maps
+	 * or ring mapped yet) the fork copies little, and its exec has little to tear down. */
 	err = spawn__start(&t.sp, o->argv, true);
 	if (err) {
 		log__error("cannot start '%s': %s", o->argv[0], strerror(-err));
@@ -101,6 +92,16 @@ int tracker__run(const struct tracker_opts *o)
 	}
 	t.m.root_pid = t.sp.pid;
 	tracker__mark(&t, "command forked, held");
+	/* The command is memtrack's first child: in a new pid namespace it is pid 2 (memtrack
+	 * pid 1), as test_track_outputs expects. Then the watchdog, while memtrack is one small
+	 * thread, and the ring on a thread. */
+	err = watchdog__start(&t.wd);
+	if (err) {
+		log__error("cannot start the watchdog process: %s", strerror(-err));
+		goto cleanup;
+	}
+	tracker__mark(&t, "watchdog started");
+	tracker__ring_start(&t);
 	/* Both names are claimed while the command is still held: a refusal runs nothing. */
 	snprintf(name, sizeof(name), "%d%s", t.sp.pid, ARTIFACT_SUFFIX);
 	snprintf(t.manifest_name, sizeof(t.manifest_name), "%d%s", t.sp.pid, MANIFEST_SUFFIX);
