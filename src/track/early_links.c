@@ -106,19 +106,43 @@ static int early__ctl(struct early_links *e)
 	return 0;
 }
 
-/* The interposer's control points, on a thread of their own: its grace period (uprobe
- * registration) and the tracepoints' (a 0->1 transition after another run's detach) are
- * waited for at once. */
+/* The interposer's control points, on a thread of their own: each link waits for its grace
+ * period at the same time as the others. */
 static void *early__ctl_run(void *arg)
 {
 	early__ctl(arg);
 	return NULL;
 }
 
+struct early_tp_job {
+	struct early_links *e;
+	int i;
+};
+
+static void *early__tp_run(void *arg)
+{
+	struct early_tp_job *j = arg;
+	struct early_links *e = j->e;
+
+	e->tp_link[j->i] = bpf_raw_tracepoint_open(early_tp_names[j->i], e->tp_prog[j->i]);
+	if (e->tp_link[j->i] < 0)
+		early__fail(e, -errno, early_tp_names[j->i]);
+	return NULL;
+}
+
+/*
+ * The trampolines first (no waiting), then every link on a thread of its own: a raw
+ * tracepoint's first probe waits for a grace period after any tracepoint lost its last one
+ * (another run's detach: tracepoint_add_func), a uprobe for one too (dup_mmap_sem), and
+ * one after the other they cost up to 60 ms here, at once one.
+ */
 static void *early__run(void *arg)
 {
 	struct early_links *e = arg;
 	unsigned long long t0 = early__ns();
+	struct early_tp_job jobs[EARLY_TP_NR];
+	pthread_t threads[EARLY_TP_NR];
+	bool started[EARLY_TP_NR] = {false};
 
 	if (e->lib && e->multi)
 		e->ctl_started = !pthread_create(&e->ctl_thread, NULL, early__ctl_run, e);
@@ -133,12 +157,17 @@ static void *early__run(void *arg)
 			early__fail(e, e->tp_prog[i], "a tracepoint trampoline");
 			goto out;
 		}
-		e->tp_link[i] = bpf_raw_tracepoint_open(early_tp_names[i], e->tp_prog[i]);
-		if (e->tp_link[i] < 0) {
-			early__fail(e, -errno, early_tp_names[i]);
-			goto out;
-		}
 	}
+	for (int i = 0; i < EARLY_TP_NR; i++) {
+		jobs[i] = (struct early_tp_job){.e = e, .i = i};
+		started[i] = i > 0 && !pthread_create(&threads[i], NULL, early__tp_run, &jobs[i]);
+		if (!started[i] && i > 0)
+			early__tp_run(&jobs[i]);
+	}
+	early__tp_run(&jobs[0]);
+	for (int i = 1; i < EARLY_TP_NR; i++)
+		if (started[i])
+			pthread_join(threads[i], NULL);
 out:
 	if (e->lib && e->multi && !e->ctl_started)
 		early__ctl(e); /* no thread for it */
