@@ -256,9 +256,6 @@ static void tracker__detach(struct tracker *t)
 	}
 	early_links__close(&t->early);
 	consumer__destroy(&t->cons);
-	if (t->ring_src) /* mapped, never handed to the consumer (a failed set-up) */
-		t->ring_src->destroy(t->ring_src);
-	t->ring_src = NULL;
 	tracker__unload(t);
 	t->m.t_detach = now_ns(CLOCK_MONOTONIC) - t0;
 	log__debug(LOG_VERBOSE, "detach: %.1f ms", t->m.t_detach / 1e6);

@@ -234,11 +234,12 @@ static int tracker__fill_tail(struct memtrack_bpf *s)
 }
 
 /*
- * The ring buffer map, created on a thread while the kernel is probed, the BTF prepared and the
- * object opened: allocating and zeroing an 8 MiB ring takes ~1.7 ms here, and mapping it for
- * the consumer (every page inserted) ~1 ms, which the load would otherwise wait for. Given to
- * libbpf with bpf_map__reuse_fd; if it could not be created, libbpf creates the map as usual
- * (and tracker__setup_loop maps it).
+ * The ring buffer map, created on a thread from the run's start: allocating and zeroing an
+ * 8 MiB ring takes ~3 ms here, which the load would otherwise wait for. Given to libbpf with
+ * bpf_map__reuse_fd; if it could not be created, libbpf creates the map as usual. It is mapped
+ * for the consumer later, on the main thread (tracker__setup_loop): mapped on this thread it
+ * cost more CPU than it saved wall time (the main thread's page faults spin on mmap_lock
+ * while ~2,000 pages are inserted, each an rss_stat hit).
  */
 
 static void *ring_prep__run(void *arg)
@@ -248,8 +249,6 @@ static void *ring_prep__run(void *arg)
 	r->fd = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "events", 0, 0, r->bytes, NULL);
 	if (r->fd < 0)
 		r->fd = -errno;
-	else if (ringbuf_source__new(&r->src, r->fd))
-		r->src = NULL;
 	return NULL;
 }
 
@@ -260,7 +259,6 @@ void tracker__ring_start(struct tracker *t)
 
 	r->bytes = t->o->ring_bytes;
 	r->fd = -EAGAIN;
-	r->src = NULL;
 	sigfillset(&all); /* memtrack's signals are for its signalfd, later */
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	r->started = !pthread_create(&r->thread, NULL, ring_prep__run, r);
@@ -276,8 +274,7 @@ static int ring_prep__join(struct ring_prep *r)
 	return r->fd;
 }
 
-/* Closes its descriptor (the object and the mapping hold the map) and, unless taken, the
- * mapping. Idempotent. */
+/* Closes its descriptor (the object holds the map). Idempotent. */
 void tracker__ring_close(struct tracker *t)
 {
 	struct ring_prep *r = &t->ring;
@@ -285,9 +282,6 @@ void tracker__ring_close(struct tracker *t)
 	if (ring_prep__join(r) >= 0)
 		close(r->fd);
 	r->fd = -EBADF;
-	if (r->src)
-		r->src->destroy(r->src);
-	r->src = NULL;
 }
 
 /*
@@ -430,13 +424,7 @@ int tracker__load(struct tracker *t)
 	btf_cache__prepare(&t->btf, obj, obj_sz);
 	tracker__mark(t, "load: BTF prepared");
 	err = btf_cache__load(&t->btf, tracker__load_try, &try);
-	/* the object holds its own descriptor of the map; the mapping polls on that one */
-	if (!err && t->ring.src && ring_prep__join(&t->ring) >= 0) {
-		t->ring_src = t->ring.src;
-		t->ring_src->fd = bpf_map__fd(t->skel->maps.events);
-		t->ring.src = NULL;
-	}
-	tracker__ring_close(t);
+	tracker__ring_close(t); /* the object holds its own descriptor of the map */
 	if (err)
 		return tracker__explain_load_error(err);
 	if (manifest__set_str(&t->m.btf_source, t->btf.source) ||

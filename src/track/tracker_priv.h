@@ -32,12 +32,11 @@
 #include "track/tracker.h"
 #include "track/watchdog.h"
 
-/* The ring buffer map, created and mapped on a thread from the run's start (tracker_load.c) */
+/* The ring buffer map, created on a thread from the run's start (tracker_load.c) */
 struct ring_prep {
 	pthread_t thread;
 	uint64_t bytes;
-	int fd;			  /* or -errno */
-	struct event_source *src; /* the consumer's mapping of it, or NULL */
+	int fd; /* or -errno */
 	bool started;
 };
 
@@ -69,7 +68,6 @@ struct tracker {
 	struct heap_acct *acct;
 	struct consumer cons;
 	struct ring_prep ring;
-	struct event_source *ring_src; /* the ring, mapped during the load; the consumer's then */
 	struct record_sinks sinks; /* the writer and acct above, behind the consumer */
 	struct spawn sp;
 	struct watchdog wd; /* resumes the stopped tasks if we die (watchdog.c) */

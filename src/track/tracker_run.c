@@ -295,9 +295,7 @@ int tracker__setup_loop(struct tracker *t)
 	int err;
 
 	consumer__init(&t->cons);
-	src = t->ring_src; /* mapped while the programs loaded (tracker_load.c) */
-	t->ring_src = NULL;
-	err = src ? 0 : ringbuf_source__new(&src, bpf_map__fd(t->skel->maps.events));
+	err = ringbuf_source__new(&src, bpf_map__fd(t->skel->maps.events));
 	if (!err)
 		err = consumer__add_source(&t->cons, src);
 	if (err)
