@@ -21,8 +21,7 @@ static const char *const early_tp_names[EARLY_TP_NR] = {
     [EARLY_RSS_STAT] = "rss_stat",
 };
 
-/* The interposer's control points, by cookie (bpf/proc.h, served.bpf.c) */
-static const char *const early_ctl_fns[MT_PRELOAD_CTL_NR] = {
+const char *const early_ctl_fns[MT_PRELOAD_CTL_NR] = {
     [MT_PRELOAD_CTL_SERVED] = "__memtrack_preload_served",
     [MT_PRELOAD_CTL_DLOPEN] = "__memtrack_preload_dlopen",
     [MT_PRELOAD_CTL_UNSERVED] = "__memtrack_preload_unserved",

@@ -23,6 +23,9 @@ enum early_tp {
 	EARLY_TP_NR,
 };
 
+/* The interposer's control points, by cookie (MT_PRELOAD_CTL_*, bpf/proc.h; served.bpf.c) */
+extern const char *const early_ctl_fns[];
+
 struct early_links {
 	pthread_t thread;
 	bool inited;  /* by early_links__start: the fds below are valid or -1 */

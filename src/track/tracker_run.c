@@ -224,14 +224,13 @@ int tracker__attach_root(struct tracker *t)
 	return err;
 }
 
-/* The interposer's two control points (served.bpf.c), uprobes on its file only: its
- * registration and its dlopen announcement (src/preload/preload_dl.c). One uprobe_multi link
- * for both (one detach, ~25-40 ms, where two perf uprobes cost ~90 ms each and hold up the next
- * run's attach meanwhile), else two perf uprobes. */
+/* The interposer's control points (served.bpf.c), uprobes on its file only: its
+ * registration, its dlopen announcement (src/preload/preload_dl.c), its refusal. One
+ * uprobe_multi link for all (one detach, ~25-40 ms, where perf uprobes cost ~90 ms each and
+ * hold up the next run's attach meanwhile), made while loading (early_links.c) unless that
+ * failed; else a perf uprobe each. */
 int tracker__attach_served(struct tracker *t)
 {
-	static const char *const fn[MT_PRELOAD_CTL_NR] = {
-	    "__memtrack_preload_served", "__memtrack_preload_dlopen", "__memtrack_preload_unserved"};
 	uint64_t offs[MT_PRELOAD_CTL_NR],
 	    cookies[MT_PRELOAD_CTL_NR] = {MT_PRELOAD_CTL_SERVED, MT_PRELOAD_CTL_DLOPEN,
 					  MT_PRELOAD_CTL_UNSERVED};
@@ -245,7 +244,7 @@ int tracker__attach_served(struct tracker *t)
 	err = elf_info__load(t->pre.lib, &info);
 	if (!err) {
 		for (int i = 0; i < MT_PRELOAD_CTL_NR; i++)
-			if (!(offs[i] = elf_info__find(&info, fn[i])))
+			if (!(offs[i] = elf_info__find(&info, early_ctl_fns[i])))
 				err = -ENOENT;
 		elf_info__free(&info);
 	}
