@@ -50,7 +50,9 @@ elif [ ! -x "$BUILD/memtrack-floor" ]; then
 fi
 if [ "$config" = benchmarks/memtrack.yml ] && [ ! -x "$BUILD/targets/alloc_storm" ]; then
 	echo "memtrack-bench: $BUILD/targets/alloc_storm is missing; skipping the alloc_storm rows" >&2
-	args+=(--skip bare-alloc-storm --skip track-alloc-storm --skip floor-alloc-storm --skip track-storm-2x2-10s)
+	args+=(--skip bare-alloc-storm --skip track-alloc-storm --skip floor-alloc-storm --skip track-storm-2x2-10s
+		--skip bare-alloc-storm-2m --skip track-alloc-storm-2m --skip track-alloc-storm-2m-preload
+		--skip track-alloc-storm-2m-auto)
 fi
 if [ "${BENCH_SMOKE:-0}" = 1 ]; then
 	args+=(--warmup-time 0 --max-time 200ms --min-time 0 --min-rounds 2 --max-rounds 5)

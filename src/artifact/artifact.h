@@ -15,7 +15,10 @@
 #include "bpf/events.h"
 
 #define ARTIFACT_SUFFIX ".MemtrackArtifact.msgpack"
-#define ARTIFACT_DEFAULT_LEVEL (-5) /* zstd level their writer uses */
+/* zstd level. Their writer uses -5; any level decodes the same (independent frames). -3 costs
+ * the same CPU per byte here (within +-10% on a storm's, sqlite3's and python3's records) and
+ * writes 30-37% fewer bytes (README: "The user side alone"). */
+#define ARTIFACT_DEFAULT_LEVEL (-3)
 #define ARTIFACT_DEFAULT_FRAME_EVENTS 65536
 
 /* "Malloc", "Rss", ...; NULL for control records and unknown types. */

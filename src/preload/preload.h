@@ -98,9 +98,23 @@ void *pl_map_file(const char *path, size_t min, size_t *size) PL_HIDDEN;
 int pl_thread_prepare(struct pl_thread *t) PL_HIDDEN;
 int pl_room(struct pl_thread *t) PL_HIDDEN;
 uint64_t pl_now(void) PL_HIDDEN;
+/* pl_now, read twice when far past floor (a thread's last stamp, or 0): preload_clock.c */
+uint64_t pl_clock(uint64_t floor) PL_HIDDEN;
 /* Marks this image served for the BPF side (preload_ctl.c); before the first recorded call. */
 void pl_ctl_served(void) PL_HIDDEN;
 void pl_ctl_unserved(void) PL_HIDDEN;
+
+/* CLOCK_MONOTONIC through the vDSO (pl_clock: read twice after an idle millisecond), never
+ * below the thread's last stamp (pl_now gives 0 when it had no sane read) */
+static inline uint64_t pl_stamp_clock(struct pl_thread *t)
+{
+	uint64_t ns = pl_clock(t->ts_floor);
+
+	if (ns < t->ts_floor)
+		ns = t->ts_floor;
+	t->ts_floor = ns;
+	return ns;
+}
 
 #if defined(__x86_64__)
 #define PL_HAVE_TSC  1
@@ -119,11 +133,17 @@ static inline uint64_t pl_rdtsc_ordered(void)
 }
 
 /* A record's timestamp, CLOCK_MONOTONIC ns (preload_clock.c): the TSC extrapolated from the
- * thread's anchor while it lasts (an unsigned compare: a TSC behind the anchor renews it too) */
+ * thread's anchor while it lasts (an unsigned compare: a TSC behind the anchor renews it too).
+ * Once the process knows it cannot use the TSC (memtrack offered no anchor), the
+ * clock alone: no TSC read, which cost as much again as the clock's own (a storm's records
+ * read both before). */
 static inline uint64_t pl_stamp(struct pl_thread *t)
 {
-	uint64_t d = pl_rdtsc() - t->tsc_a, ns;
+	uint64_t d, ns;
 
+	if (pl.tsc_off)
+		return pl_stamp_clock(t);
+	d = pl_rdtsc() - t->tsc_a;
 	if (pl_unlikely(d >= t->tsc_span))
 		return pl_stamp_slow(t);
 	ns = t->ns_a + ((d * pl.tsc_mult) >> PL_TSC_SHIFT);
@@ -133,8 +153,7 @@ static inline uint64_t pl_stamp(struct pl_thread *t)
 #define PL_HAVE_TSC 0
 static inline uint64_t pl_stamp(struct pl_thread *t)
 {
-	(void)t;
-	return pl_now();
+	return pl_stamp_clock(t);
 }
 #endif
 

@@ -27,7 +27,10 @@
 
 #define PL_TSC_SPAN_NS 250000ull   /* a thread renews its anchor this often (ns) */
 #define PL_TSC_CAL_NS  10000000ull /* the least time between the anchors that give mult (ns) */
-#define PL_TSC_PAIR_NS 500ull	   /* the widest clock reads around an anchor's TSC pair (ns) */
+#ifndef PL_TSC_PAIR_NS /* tests/unit/test_preload_clock.c sets 0: every pair fails */
+#define PL_TSC_PAIR_NS 500ull /* the widest clock reads around an anchor's TSC pair (ns) */
+#endif
+#define PL_RECHECK_NS  1000000ull  /* a read this far past a thread's last stamp is read twice */
 
 /* A stamp past this (146 years of uptime) is a wild read, never a time: a record stamped with
  * one would wait forever for the consumer's "older than now" (seen once in a 6.12 guest as
@@ -50,6 +53,27 @@ uint64_t pl_now(void)
 	return 0; /* no sane read: the caller's floor (a thread's last stamp) stands */
 }
 
+/*
+ * A clock read to stamp with when the last stamp was `floor` (0: none yet): pl_now, read again
+ * when it is more than PL_RECHECK_NS past floor, and the lower of the two kept. In a 6.12 qemu
+ * TCG guest one vDSO read in some millions came back ~39 hours ahead (tv_sec 140544 at an
+ * uptime of 41 s), once a thread's floor it stamped every later record of the thread there,
+ * outside the process's life. A second read cannot be ahead of true time the way a wild one
+ * is, and a true time is never above a later read: the minimum is right either way. A thread
+ * allocating at least every PL_RECHECK_NS never reads twice.
+ */
+uint64_t pl_clock(uint64_t floor)
+{
+	uint64_t ns = pl_now(), again;
+
+	if (ns > floor + PL_RECHECK_NS) {
+		again = pl_now();
+		if (again && again < ns)
+			ns = again;
+	}
+	return ns;
+}
+
 #if PL_HAVE_TSC
 /*
  * A TSC value and CLOCK_MONOTONIC at the same instant: TSC reads (ordered: lfence) just before
@@ -63,7 +87,8 @@ static int pl_tsc_pair(uint64_t *tsc, uint64_t *ns)
 		uint64_t n0 = pl_now(), c0 = pl_rdtsc_ordered(), n = pl_now(),
 			 c1 = pl_rdtsc_ordered(), n1 = pl_now();
 
-		if (n1 - n0 > PL_TSC_PAIR_NS || c1 < c0)
+		/* n between n0 and n1: a wild middle read (pl_clock) is not an anchor */
+		if (n1 - n0 > PL_TSC_PAIR_NS || c1 < c0 || n < n0 || n > n1)
 			continue;
 		*tsc = c0 + (c1 - c0) / 2;
 		*ns = n;
@@ -112,7 +137,7 @@ uint64_t pl_stamp_slow(struct pl_thread *t)
 	uint64_t c0, ns, d;
 
 	if (pl_tsc_calibrate()) {
-		ns = pl_now();
+		ns = pl_clock(t->ts_floor);
 		goto out;
 	}
 	/* the most the old anchor can have given: its extrapolation now, or at its span's end */
@@ -126,6 +151,7 @@ uint64_t pl_stamp_slow(struct pl_thread *t)
 	}
 	if (pl_tsc_pair(&c0, &ns)) {
 		t->tsc_span = 0; /* no anchor: clock_gettime, and try again next time */
+		ns = pl_clock(t->ts_floor);
 		goto out;
 	}
 	t->tsc_a = c0;

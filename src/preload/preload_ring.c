@@ -133,7 +133,7 @@ static void pl_register(void)
 	if (i >= MT_SHM_MAX_PROCS)
 		return;
 	procs[i].flags = pl.flags;
-	procs[i].ts = pl_now();
+	procs[i].ts = pl_clock(0); /* read twice: a wild time here would mislabel it */
 	__atomic_store_n(&procs[i].pid, (int32_t)getpid(), __ATOMIC_RELEASE);
 }
 
@@ -297,7 +297,7 @@ int pl_thread_prepare(struct pl_thread *t)
 		t->check = t->head; /* the first record looks at the ring */
 		t->ring = pl.data + (size_t)idx * pl.nrec;
 		t->gen = gen;
-		s->claim_ns = pl_now();
+		s->claim_ns = pl_clock(0); /* read twice: compared with its Exit/Exec */
 		s->tid = t->tid;
 		__atomic_store_n(&s->pid, t->pid, __ATOMIC_RELEASE);
 		hwm = __atomic_load_n(&pl.hdr->next_slot, __ATOMIC_RELAXED);

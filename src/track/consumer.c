@@ -184,7 +184,7 @@ static int ringbuf_source__drain(struct event_source *src, struct consumer *c)
 				c->rejected++;
 			} else if (off + len <= p->size) {
 				if (len == sizeof(struct mt_event))
-					consumer__dispatch(
+					consumer__dispatch_fast(
 					    c, (const struct mt_event *)(p->data + off));
 				else
 					consumer__dispatch_var(c, p->data + off, len);

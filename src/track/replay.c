@@ -17,7 +17,7 @@ static int replay_source__drain(struct event_source *src, struct consumer *c)
 	int n = (int)(end - p->next);
 
 	for (; p->next < end; p->next++)
-		consumer__dispatch(c, &p->ev[p->next]);
+		consumer__dispatch_fast(c, &p->ev[p->next]);
 	return n;
 }
 

@@ -166,7 +166,7 @@ static int shm__deliver(struct shm_source *s, struct consumer *c, int32_t pid, u
 				cp.aux = s->stacks.fn(s->stacks.ctx, ev);
 				consumer__dispatch(c, &cp);
 			} else {
-				consumer__dispatch(c, ev);
+				consumer__dispatch_fast(c, ev);
 			}
 			tail++;
 			delivered++;
@@ -417,10 +417,8 @@ static void shm__tsc_anchor(struct mt_shm_hdr *h)
 	ssize_t n;
 	int fd;
 
-	/* Opt-in (MEMTRACK_PRELOAD_TSC=1) until the loss seen with TSC stamps in a qemu TCG guest
-	 * (6.12, clocksource tsc: records missing from the artifact in 2 of 4 runs of
-	 * test_track_fork, none in 4 with clock_gettime) is understood. */
-	if (!env || strcmp(env, "1"))
+	/* MEMTRACK_PRELOAD_TSC=0: clock_gettime for every stamp (slower; for comparison) */
+	if (env && !strcmp(env, "0"))
 		return;
 	fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
 		  O_RDONLY | O_CLOEXEC);

@@ -285,14 +285,14 @@ static bool task_rss_cache(void)
  * counter changes (task_rss_cache: 6.1), an Rss rise is the fold of that cache, written at
  * whichever fault of the task folds it, so its time says nothing about the touch: rises are
  * then only counted, their times not checked (falls, the zap inside free, count at once).
- * `tsc`: the TSC path (MEMTRACK_PRELOAD_TSC=1, where the clocksource is tsc) or clock_gettime
- * (the default).
+ * `tsc`: the TSC path (the default, where the clocksource is tsc) or clock_gettime
+ * (MEMTRACK_PRELOAD_TSC=0).
  */
 static void check_interleave(void **state, bool tsc)
 {
-	static const char *const use_tsc[] = {"MEMTRACK_PRELOAD_TSC=1", NULL};
+	static const char *const no_tsc[] = {"MEMTRACK_PRELOAD_TSC=0", NULL};
 	struct mt_run *r = mt_new_run(state);
-	struct mt_run_opts o = {.track_opts = preload_opts, .env = tsc ? use_tsc : NULL};
+	struct mt_run_opts o = {.track_opts = preload_opts, .env = tsc ? NULL : no_tsc};
 	const struct mt_expect *fk;
 	const struct mt_event *fork_ev = NULL, *exit_ev = NULL, *m;
 	int32_t pid, kid;

@@ -725,6 +725,18 @@ int mt_check_window_exp(const struct mt_run *r, const struct mt_expect *exp, siz
 				i < nw && i < ng && mt_event_matches(got[i], want[i]) ? ' ' : '!',
 				l1, l2);
 		}
+		/* the thread's heap events over the whole run, timed from the window's begin:
+		 * a missing one may be there with a timestamp outside it */
+		fprintf(stderr, "---- tid %d's heap events, ns from the window's begin (end at +%lld)\n",
+			tid, (long long)(e->ts - b->ts));
+		f.t0 = 0;
+		f.t1 = UINT64_MAX;
+		free(got);
+		ng = mt_select(r, &f, &got);
+		for (i = 0; i < ng && i < 24; i++) {
+			fmt_event(l2, sizeof(l2), got[i]);
+			fprintf(stderr, "  %+lld %s\n", (long long)(got[i]->ts - b->ts), l2);
+		}
 	}
 	free(want);
 	free(got);
