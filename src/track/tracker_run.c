@@ -91,12 +91,19 @@ static void control_inspect_maps(struct tracker *t, const struct mt_event *ev)
 {
 	int err;
 
-	ustack__dlopen(t->ustk, ev->pid); /* stopped: its maps are complete */
+	ustack__read_maps(t->ustk, ev->pid); /* stopped: its maps are complete */
 	err = libs__inspect_maps(t->libs, ev->pid);
 
 	if (err < 0 && err != -ENOENT && err != -ESRCH)
 		log__warn("process %d: cannot inspect its mappings after dlopen: %s", ev->pid,
 			  strerror(-err));
+}
+
+/* --stacks: pid stopped at its image's first allocation with a stack; its stacks are unwound
+ * with these maps, even once it has exited. */
+static void control_read_maps(struct tracker *t, const struct mt_event *ev)
+{
+	ustack__read_maps(t->ustk, ev->pid);
 }
 
 static void control_name(struct tracker *t, const struct mt_event *ev)
@@ -112,6 +119,7 @@ static void control_name(struct tracker *t, const struct mt_event *ev)
 static void (*const control_actions[RA_NR])(struct tracker *t, const struct mt_event *ev) = {
     [RA_INSPECT_EXE] = control_inspect_exe,
     [RA_INSPECT_MAPS] = control_inspect_maps,
+    [RA_READ_MAPS] = control_read_maps,
     [RA_NAME] = control_name,
 };
 
