@@ -279,14 +279,16 @@ struct artifact_writer {
 	struct frame_pipe *pipe; /* compresses and writes frames, in order */
 };
 
-/* Hands the current frame to the pipe, which gives the next buffer. */
-static int flush_frame(struct artifact_writer *w)
+/* Hands the current frame to the pipe, which gives the next buffer. last: the caller waits
+ * for it (a flush): with no worker started yet, it is compressed here and none starts. */
+static int flush_frame(struct artifact_writer *w, bool last)
 {
 	int rc;
 
 	if (w->err)
 		return w->err;
-	rc = frame_pipe__submit(w->pipe, w->fd, w->len, w->in_frame);
+	rc = last ? frame_pipe__submit_last(w->pipe, w->fd, w->len, w->in_frame)
+		  : frame_pipe__submit(w->pipe, w->fd, w->len, w->in_frame);
 	w->frames++;
 	w->buf = frame_pipe__buf(w->pipe);
 	w->len = 0;
@@ -362,7 +364,7 @@ int artifact_writer__write(struct artifact_writer *w, const struct mt_event *ev)
 	w->len += (size_t)n;
 	w->events++;
 	if (++w->in_frame == w->frame_events)
-		return flush_frame(w);
+		return flush_frame(w, false);
 	return 0;
 }
 
@@ -391,7 +393,7 @@ size_t artifact_writer__write_many(struct artifact_writer *w, const struct mt_ev
 		}
 		w->events += w->in_frame - start;
 		if (w->in_frame == w->frame_events) {
-			int rc = flush_frame(w);
+			int rc = flush_frame(w, false);
 
 			if (rc && !*err) {
 				*err = rc;
@@ -456,7 +458,7 @@ int artifact_writer__flush(struct artifact_writer *w)
 	/* The last partial frame; an empty artifact still gets one (empty) frame. Then every
 	 * frame in flight is written: events_written and bytes are final. */
 	if (w->fd >= 0 && (w->in_frame || !w->frames))
-		flush_frame(w);
+		flush_frame(w, true);
 	if (w->pipe) {
 		rc = frame_pipe__sync(w->pipe);
 		if (rc && !w->err)

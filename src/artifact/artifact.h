@@ -46,7 +46,9 @@ size_t artifact_writer__write_many(struct artifact_writer *w, const struct mt_ev
 				   size_t n, int *err);
 /* Compress frames on `workers` threads while the caller encodes the next one (0: on the
  * caller's thread, the default). Frames are written in order either way; the caller waits when
- * workers + 1 frames are in flight. Only before the first write; -EBUSY after. */
+ * workers + 1 frames are in flight. The threads start at the first full frame (frame_pipe.h):
+ * a run that never fills one (events < frame_events) starts none, its one frame is compressed
+ * at close on the caller's thread. Only before the first write; -EBUSY after. */
 int artifact_writer__set_workers(struct artifact_writer *w, unsigned workers);
 /* What `memtrack track` gives set_workers: one per online CPU (0 on a single CPU). */
 unsigned artifact__default_workers(void);

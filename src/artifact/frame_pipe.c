@@ -42,6 +42,7 @@ struct frame_pipe {
 	struct slot *cur; /* SLOT_FILLING */
 	ZSTD_CCtx *cctx; /* no workers: the caller compresses */
 	struct worker *workers;
+	unsigned nstarted; /* threads running: 0 until the first frame worth handing off */
 	pthread_mutex_t mu;
 	pthread_cond_t work; /* a slot was queued, or stop */
 	pthread_cond_t freed; /* a slot was written (or dropped) and freed */
@@ -202,7 +203,6 @@ static ZSTD_CCtx *new_cctx(int level)
 int frame_pipe__new(struct frame_pipe **pp, int level, size_t frame_cap, unsigned workers)
 {
 	struct frame_pipe *p;
-	sigset_t all, old;
 	int rc = 0;
 
 	*pp = NULL;
@@ -252,17 +252,7 @@ int frame_pipe__new(struct frame_pipe **pp, int level, size_t frame_cap, unsigne
 	}
 	p->cur = &p->slots[0];
 	p->cur->state = SLOT_FILLING;
-	/* Workers take no signals: the tracker reads its own from a signalfd. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	for (unsigned i = 0; i < workers && !rc; i++) {
-		rc = -pthread_create(&p->workers[i].thread, NULL, worker_main, &p->workers[i]);
-		p->workers[i].started = !rc;
-	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc)
-		goto cleanup;
-	*pp = p;
+	*pp = p; /* no thread yet: start_workers, at the first frame handed off */
 	return 0;
 
 cleanup:
@@ -275,22 +265,63 @@ uint8_t *frame_pipe__buf(const struct frame_pipe *p)
 	return p->cur->buf;
 }
 
-int frame_pipe__submit(struct frame_pipe *p, int fd, size_t len, unsigned events)
+/*
+ * Starts the workers (with signals blocked: the tracker reads its own from a signalfd).
+ * Returns how many run; 0 when not one could start, and the caller compresses on its own.
+ */
+static unsigned start_workers(struct frame_pipe *p)
 {
-	struct slot *s = p->cur;
+	sigset_t all, old;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (unsigned i = 0; i < p->nworkers; i++) {
+		int rc = pthread_create(&p->workers[i].thread, NULL, worker_main, &p->workers[i]);
+
+		if (rc) {
+			log__debug(LOG_VERBOSE, "artifact: compression thread %u: %s", i,
+				   strerror(rc));
+			break;
+		}
+		p->workers[i].started = true;
+		p->nstarted++;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return p->nstarted;
+}
+
+/*
+ * No thread runs: s is compressed and written on the caller's thread. With workers asked for,
+ * the bookkeeping is the workers' (sequence numbers, stats under mu), so that a later frame
+ * handed off takes its turn after this one and frame_pipe__stats may read at any time.
+ */
+static int submit_inline(struct frame_pipe *p, struct slot *s)
+{
+	ZSTD_CCtx *cctx = p->nworkers ? p->workers[0].cctx : p->cctx; /* worker 0 not started */
 	int rc;
 
-	s->fd = fd;
-	s->len = len;
-	s->events = events;
+	if (!p->err)
+		compress_slot(cctx, s, p->zcap);
 	if (!p->nworkers) {
 		/* the historical path, without a lock: nobody else touches p */
-		if (!p->err) {
-			compress_slot(p->cctx, s, p->zcap);
+		if (!p->err)
 			write_slot(p, s, false);
-		}
 		return p->err;
 	}
+	pthread_mutex_lock(&p->mu);
+	s->seq = p->next_seq++;
+	write_slot(p, s, true);
+	p->write_seq++;
+	rc = p->err;
+	pthread_mutex_unlock(&p->mu);
+	return rc; /* s stays the caller's, FILLING: the next frame's buffer */
+}
+
+/* Hands s to the workers; the caller waits for a free buffer when all are in flight. */
+static int submit_queued(struct frame_pipe *p, struct slot *s)
+{
+	int rc;
+
 	pthread_mutex_lock(&p->mu);
 	s->seq = p->next_seq++;
 	s->state = SLOT_QUEUED;
@@ -311,6 +342,37 @@ int frame_pipe__submit(struct frame_pipe *p, int fd, size_t len, unsigned events
 	rc = p->err;
 	pthread_mutex_unlock(&p->mu);
 	return rc;
+}
+
+/*
+ * The workers start lazily: a short run (a few hundred records, one frame written at close)
+ * never pays a thread start and two hand-offs for a frame its caller waits for anyway. Before
+ * they run, a frame is compressed on the caller's thread when the caller waits for it (last),
+ * or when it is the first and small (FRAME_PIPE_INLINE_MAX: cheaper here than a hand-off).
+ * Any other frame starts them: a big frame, or a second one, means a stream worth the threads.
+ */
+static int submit(struct frame_pipe *p, int fd, size_t len, unsigned events, bool last)
+{
+	struct slot *s = p->cur;
+
+	s->fd = fd;
+	s->len = len;
+	s->events = events;
+	if (!p->nstarted &&
+	    (!p->nworkers || last || (!p->next_seq && len < FRAME_PIPE_INLINE_MAX) ||
+	     !start_workers(p)))
+		return submit_inline(p, s);
+	return submit_queued(p, s);
+}
+
+int frame_pipe__submit(struct frame_pipe *p, int fd, size_t len, unsigned events)
+{
+	return submit(p, fd, len, events, false);
+}
+
+int frame_pipe__submit_last(struct frame_pipe *p, int fd, size_t len, unsigned events)
+{
+	return submit(p, fd, len, events, true);
 }
 
 int frame_pipe__sync(struct frame_pipe *p)

@@ -181,13 +181,14 @@ int tracker__run(const struct tracker_opts *o)
 		log__error("cannot write '%s/%s': %s", o->outdir, t.m.artifact, strerror(-err));
 		goto cleanup;
 	}
-	/* frames are compressed on every CPU while this thread drains the ring */
+	/* frames are compressed on every CPU while this thread drains the ring; the threads start
+	 * at the first full frame (a short run's one frame is compressed at close, here) */
 	err = artifact_writer__set_workers(t.writer, artifact__default_workers());
 	if (err) {
-		log__error("cannot start the artifact's compression threads: %s", strerror(-err));
+		log__error("cannot set up the artifact's compression: %s", strerror(-err));
 		goto cleanup;
 	}
-	tracker__mark(&t, "compression threads started");
+	tracker__mark(&t, "compression set up");
 	t.sinks.writer = t.writer;
 	err = spawn__exec_result(&t.sp);
 	if (err)

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -19,6 +20,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <dirent.h>
 #include <cmocka.h>
 #include <zstd.h>
 #include "artifact/artifact.h"
@@ -86,8 +88,9 @@ static uint8_t *map_file(size_t *len)
 	return m;
 }
 
-/* The file must be exactly frames 0..n-1, each one zstd frame holding frame k's content. */
-static void check_file(unsigned n, size_t cap)
+/* The file must be exactly frames 0..n-1, each one zstd frame holding frame k's content, of
+ * lens[k] bytes (lens NULL: frame_len). */
+static void check_lens(unsigned n, size_t cap, const size_t *lens)
 {
 	size_t len, off = 0;
 	uint8_t *file = map_file(&len), *want = malloc(cap + 1), *got = malloc(cap + 1);
@@ -96,7 +99,7 @@ static void check_file(unsigned n, size_t cap)
 	assert_non_null(got);
 	for (unsigned k = 0; k < n; k++) {
 		size_t fs = ZSTD_findFrameCompressedSize(file + off, len - off);
-		size_t wl = frame_len(k, cap), gl;
+		size_t wl = lens ? lens[k] : frame_len(k, cap), gl;
 
 		assert_false(ZSTD_isError(fs));
 		assert_int_equal(ZSTD_getFrameContentSize(file + off, fs), wl);
@@ -111,6 +114,11 @@ static void check_file(unsigned n, size_t cap)
 	free(got);
 	free(want);
 	munmap(file, len ? len : 1);
+}
+
+static void check_file(unsigned n, size_t cap)
+{
+	check_lens(n, cap, NULL);
 }
 
 static void run_frames(unsigned workers, unsigned n, size_t cap, int level,
@@ -313,6 +321,117 @@ static void test_writer_short_file(void **state)
 	signal(SIGXFSZ, old_handler);
 }
 
+/* Threads of this process, as the kernel lists them (not the pipe's own count). */
+static unsigned nthreads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	unsigned n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+static size_t lazy_lens[40];
+
+/* Submits frame k (frame_fill's content) with length l (last: submit_last). */
+static void submit_k(struct frame_pipe *p, int fd, unsigned k, size_t l, bool last)
+{
+	lazy_lens[k] = l;
+	frame_fill(k, frame_pipe__buf(p), l);
+	if (last)
+		assert_int_equal(frame_pipe__submit_last(p, fd, l, 1), 0);
+	else
+		assert_int_equal(frame_pipe__submit(p, fd, l, 1), 0);
+}
+
+/*
+ * The workers start lazily: not at new, not for a frame the caller waits for (submit_last),
+ * not for a small first frame; a big first frame or a second frame starts all of them. The
+ * frames compressed on the caller's thread and those handed off come out in order.
+ */
+static void test_lazy_start(void **state)
+{
+	const size_t cap = 4 * FRAME_PIPE_INLINE_MAX, small = FRAME_PIPE_INLINE_MAX - 1;
+	unsigned base = nthreads();
+	struct frame_pipe_stats st;
+	struct frame_pipe *p;
+	int fd;
+
+	(void)state;
+	/* a short run: one frame, at close */
+	fd = open(path, O_WRONLY | O_TRUNC);
+	assert_true(fd >= 0);
+	assert_int_equal(frame_pipe__new(&p, ARTIFACT_DEFAULT_LEVEL, cap, 3), 0);
+	assert_int_equal(nthreads(), base);
+	submit_k(p, fd, 0, cap, true);
+	assert_int_equal(nthreads(), base);
+	assert_int_equal(frame_pipe__sync(p), 0);
+	frame_pipe__stats(p, &st);
+	assert_int_equal(st.frames, 1);
+	assert_int_equal(frame_pipe__finish(p), 0);
+	frame_pipe__free(p);
+	close(fd);
+	check_lens(1, cap, lazy_lens);
+
+	/* a small first frame stays here; the second starts the workers; the last goes to them */
+	fd = open(path, O_WRONLY | O_TRUNC);
+	assert_true(fd >= 0);
+	assert_int_equal(frame_pipe__new(&p, ARTIFACT_DEFAULT_LEVEL, cap, 3), 0);
+	submit_k(p, fd, 0, small, false);
+	assert_int_equal(nthreads(), base);
+	submit_k(p, fd, 1, 10, false);
+	assert_int_equal(nthreads(), base + 3);
+	for (unsigned k = 2; k < 40; k++)
+		submit_k(p, fd, k, k * 997 % cap, k == 39);
+	assert_int_equal(frame_pipe__finish(p), 0);
+	assert_int_equal(nthreads(), base);
+	frame_pipe__stats(p, &st);
+	assert_int_equal(st.frames, 40);
+	frame_pipe__free(p);
+	close(fd);
+	check_lens(40, cap, lazy_lens);
+
+	/* a big first frame starts them at once */
+	fd = open(path, O_WRONLY | O_TRUNC);
+	assert_true(fd >= 0);
+	assert_int_equal(frame_pipe__new(&p, ARTIFACT_DEFAULT_LEVEL, cap, 2), 0);
+	submit_k(p, fd, 0, FRAME_PIPE_INLINE_MAX, false);
+	assert_int_equal(nthreads(), base + 2);
+	frame_pipe__free(p); /* finishes: the frame is written */
+	assert_int_equal(nthreads(), base);
+	close(fd);
+	check_lens(1, cap, lazy_lens);
+
+	/* the writer: a run shorter than one frame starts no thread, its events are all there */
+	{
+		struct artifact_writer *w;
+		struct artifact_reader *r;
+		struct mt_event ev = {.type = MT_EV_MALLOC, .pid = 1, .tid = 1, .size = 8};
+		unsigned got = 0;
+
+		assert_int_equal(artifact_writer__open(&w, path, ARTIFACT_DEFAULT_LEVEL, 0), 0);
+		assert_int_equal(artifact_writer__set_workers(w, 2), 0);
+		for (unsigned i = 0; i < 500; i++) {
+			ev.ts = ev.addr = 1000 + i;
+			assert_int_equal(artifact_writer__write(w, &ev), 0);
+		}
+		assert_int_equal(artifact_writer__flush(w), 0);
+		assert_int_equal(nthreads(), base);
+		assert_int_equal(artifact_writer__events_written(w), 500);
+		assert_int_equal(artifact_writer__close(w), 0);
+		assert_int_equal(artifact_reader__open(&r, path), 0);
+		while (artifact_reader__next(r, &ev) == 1)
+			assert_int_equal(ev.ts, 1000 + got++);
+		assert_int_equal(got, 500);
+		assert_int_equal(artifact_reader__frames(r), 1);
+		artifact_reader__free(r);
+	}
+}
+
 static void check_empty_frame(void)
 {
 	size_t len;
@@ -353,6 +472,7 @@ int main(void)
 		cmocka_unit_test(test_enospc),
 		cmocka_unit_test(test_writer_short_file),
 		cmocka_unit_test(test_set_workers),
+		cmocka_unit_test(test_lazy_start),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
