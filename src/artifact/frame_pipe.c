@@ -189,6 +189,23 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/* Buffers for slots [0, n) that have none yet (each is mapped lazily by malloc: an untouched
+ * page costs no RSS, but each buffer is an mmap and a munmap). 0 or -ENOMEM. */
+static int alloc_slots(struct frame_pipe *p, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct slot *s = &p->slots[i];
+
+		if (!s->buf)
+			s->buf = malloc(p->cap);
+		if (!s->zbuf)
+			s->zbuf = malloc(p->zcap);
+		if (!s->buf || !s->zbuf)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 static ZSTD_CCtx *new_cctx(int level)
 {
 	ZSTD_CCtx *c = ZSTD_createCCtx();
@@ -225,15 +242,10 @@ int frame_pipe__new(struct frame_pipe **pp, int level, size_t frame_cap, unsigne
 		rc = -ENOMEM;
 		goto cleanup;
 	}
-	/* Untouched pages of these buffers cost no RSS: malloc maps them lazily. */
-	for (unsigned i = 0; i < p->nslots; i++) {
-		p->slots[i].buf = malloc(p->cap);
-		p->slots[i].zbuf = malloc(p->zcap);
-		if (!p->slots[i].buf || !p->slots[i].zbuf) {
-			rc = -ENOMEM;
-			goto cleanup;
-		}
-	}
+	/* the caller's buffer; the workers' ones come with them (start_workers) */
+	rc = alloc_slots(p, 1);
+	if (rc)
+		goto cleanup;
 	/* Level errors show here, before any thread exists. */
 	if (!workers) {
 		p->cctx = new_cctx(level);
@@ -273,6 +285,10 @@ static unsigned start_workers(struct frame_pipe *p)
 {
 	sigset_t all, old;
 
+	if (alloc_slots(p, p->nslots)) {
+		log__debug(LOG_VERBOSE, "artifact: no memory for the compression buffers");
+		return 0;
+	}
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	for (unsigned i = 0; i < p->nworkers; i++) {
