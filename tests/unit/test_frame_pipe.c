@@ -348,6 +348,33 @@ static void submit_k(struct frame_pipe *p, int fd, unsigned k, size_t l, bool la
 		assert_int_equal(frame_pipe__submit(p, fd, l, 1), 0);
 }
 
+#define LAZY_CAP (4 * FRAME_PIPE_INLINE_MAX)
+
+/* A pipe of LAZY_CAP frames on the test file; no thread starts. Returns the file's fd. */
+static int lazy_open(struct frame_pipe **p, unsigned workers, unsigned base)
+{
+	int fd = open(path, O_WRONLY | O_TRUNC);
+
+	assert_true(fd >= 0);
+	assert_int_equal(frame_pipe__new(p, ARTIFACT_DEFAULT_LEVEL, LAZY_CAP, workers), 0);
+	assert_int_equal(nthreads(), base);
+	return fd;
+}
+
+/* Finishes and frees p: n frames written, no thread left, each frame as submitted. */
+static void lazy_close(struct frame_pipe *p, int fd, unsigned n, unsigned base)
+{
+	struct frame_pipe_stats st;
+
+	assert_int_equal(frame_pipe__finish(p), 0);
+	assert_int_equal(nthreads(), base);
+	frame_pipe__stats(p, &st);
+	assert_int_equal(st.frames, n);
+	frame_pipe__free(p);
+	close(fd);
+	check_lens(n, LAZY_CAP, lazy_lens);
+}
+
 /*
  * The workers start lazily: not at new, not for a frame the caller waits for (submit_last),
  * not for a small first frame; a big first frame or a second frame starts all of them. The
@@ -355,56 +382,33 @@ static void submit_k(struct frame_pipe *p, int fd, unsigned k, size_t l, bool la
  */
 static void test_lazy_start(void **state)
 {
-	const size_t cap = 4 * FRAME_PIPE_INLINE_MAX, small = FRAME_PIPE_INLINE_MAX - 1;
 	unsigned base = nthreads();
-	struct frame_pipe_stats st;
 	struct frame_pipe *p;
 	int fd;
 
 	(void)state;
 	/* a short run: one frame, at close */
-	fd = open(path, O_WRONLY | O_TRUNC);
-	assert_true(fd >= 0);
-	assert_int_equal(frame_pipe__new(&p, ARTIFACT_DEFAULT_LEVEL, cap, 3), 0);
-	assert_int_equal(nthreads(), base);
-	submit_k(p, fd, 0, cap, true);
+	fd = lazy_open(&p, 3, base);
+	submit_k(p, fd, 0, LAZY_CAP, true);
 	assert_int_equal(nthreads(), base);
 	assert_int_equal(frame_pipe__sync(p), 0);
-	frame_pipe__stats(p, &st);
-	assert_int_equal(st.frames, 1);
-	assert_int_equal(frame_pipe__finish(p), 0);
-	frame_pipe__free(p);
-	close(fd);
-	check_lens(1, cap, lazy_lens);
+	lazy_close(p, fd, 1, base);
 
 	/* a small first frame stays here; the second starts the workers; the last goes to them */
-	fd = open(path, O_WRONLY | O_TRUNC);
-	assert_true(fd >= 0);
-	assert_int_equal(frame_pipe__new(&p, ARTIFACT_DEFAULT_LEVEL, cap, 3), 0);
-	submit_k(p, fd, 0, small, false);
+	fd = lazy_open(&p, 3, base);
+	submit_k(p, fd, 0, FRAME_PIPE_INLINE_MAX - 1, false);
 	assert_int_equal(nthreads(), base);
 	submit_k(p, fd, 1, 10, false);
 	assert_int_equal(nthreads(), base + 3);
 	for (unsigned k = 2; k < 40; k++)
-		submit_k(p, fd, k, k * 997 % cap, k == 39);
-	assert_int_equal(frame_pipe__finish(p), 0);
-	assert_int_equal(nthreads(), base);
-	frame_pipe__stats(p, &st);
-	assert_int_equal(st.frames, 40);
-	frame_pipe__free(p);
-	close(fd);
-	check_lens(40, cap, lazy_lens);
+		submit_k(p, fd, k, k * 997 % LAZY_CAP, k == 39);
+	lazy_close(p, fd, 40, base);
 
 	/* a big first frame starts them at once */
-	fd = open(path, O_WRONLY | O_TRUNC);
-	assert_true(fd >= 0);
-	assert_int_equal(frame_pipe__new(&p, ARTIFACT_DEFAULT_LEVEL, cap, 2), 0);
+	fd = lazy_open(&p, 2, base);
 	submit_k(p, fd, 0, FRAME_PIPE_INLINE_MAX, false);
 	assert_int_equal(nthreads(), base + 2);
-	frame_pipe__free(p); /* finishes: the frame is written */
-	assert_int_equal(nthreads(), base);
-	close(fd);
-	check_lens(1, cap, lazy_lens);
+	lazy_close(p, fd, 1, base);
 
 	/* the writer: a run shorter than one frame starts no thread, its events are all there */
 	{
