@@ -13,9 +13,11 @@
 # phases; memtrack's own probes on the copy are what this measures.
 # NEIGHBOUR=dlopen times PAIRS rounds of dlopen/dlsym/dlclose of libz (targets/dlopen_loop)
 # instead of the storm: under uprobe mode glibc's dlopen has memtrack's return probe.
+# TRACK=TARGET runs BUILD/targets/TARGET once in the tracked tree before its `sleep` (e.g.
+# alloc_jemalloc: a program linked with a shared jemalloc, which auto mode serves too).
 # Needs root and a built tree.
-# Usage: [MODE=auto|preload|uprobe] [NEIGHBOUR=storm|dlopen] scripts/neighbour-cost.sh [BUILD]
-#        [ROUNDS] [PAIRS]
+# Usage: [MODE=auto|preload|uprobe] [NEIGHBOUR=storm|dlopen] [TRACK=TARGET]
+#        scripts/neighbour-cost.sh [BUILD] [ROUNDS] [PAIRS]
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-5}
@@ -48,7 +50,7 @@ median() {
 for ((i = 0; i < rounds; i++)); do
 	a=$(storm_us)
 	LD_LIBRARY_PATH= "$build/memtrack" track -q --alloc-hooks "$mode" -o "$out/o" -- \
-		env LD_LIBRARY_PATH="$out/lib" sleep 3600 &
+		env LD_LIBRARY_PATH="$out/lib" sh -c "${TRACK:+$build/targets/$TRACK > /dev/null; }exec sleep 3600" &
 	mt=$!
 	sleep 1 # loaded and attached
 	d=$(storm_us)

@@ -190,6 +190,7 @@ void manifest__free(struct manifest *m)
 	free(m->rmap_backend);
 	free(m->rmap_reason);
 	free(m->alloc_programs);
+	free(m->hook_links);
 	free(m->btf_source);
 	free(m->alloc_hooks);
 	free(m->preload_lib);

@@ -102,6 +102,10 @@ struct manifest {
 	/* when the allocator uprobe programs were loaded: "at load" (with the others: uprobe and
 	 * preload modes), "at first attach" (auto: a library needed them), "not loaded" */
 	char *alloc_programs;
+	/* when the tracepoints and the interposer's control points were linked: "while loading"
+	 * (on a thread, through tail-call trampolines, src/track/early_links.h) or "after
+	 * loading" (the fallback) */
+	char *hook_links;
 	/* kernel BTF used for CO-RE: "cache" or "generated" (a minimal BTF, see
 	 * src/track/btf_cache.h), "vmlinux" (the whole kernel BTF) */
 	char *btf_source;

@@ -15,20 +15,21 @@
  */
 const volatile __u32 mt_ustack_bytes = 0;
 
-/* A record with its stack is built here, then copied into the ring with its real length:
- * bpf_ringbuf_reserve wants a constant size, bpf_ringbuf_output does not. */
-struct mt_ustack_rec {
+/*
+ * A record with its stack is written straight into the ring: the stack is read into the reserved
+ * record itself, not into a buffer first and then copied (bpf_ringbuf_output). Since
+ * bpf_ringbuf_reserve wants a size the verifier knows, a record's stack part comes in classes:
+ * the smallest multiple of MT_USTACK_STEP that holds the bytes wanted, each class its own
+ * reservation (mt_ustack_class); the record's struct mt_ustack says how many of them were
+ * copied. 1 KiB steps: ~512 B per record of slack on average (sqlite3's stacks are ~7 KiB).
+ */
+#define MT_USTACK_STEP 1024
+#define MT_USTACK_CHUNK 4096 /* bytes per read */
+
+struct mt_ustack_hdr {
 	struct mt_event ev;
 	struct mt_ustack us;
-	__u8 data[MT_USTACK_MAX + 4096]; /* + a page of slack: the verifier sees every copy fit */
 };
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct mt_ustack_rec);
-} ustack_scratch SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -46,42 +47,77 @@ static __always_inline void mt_ustack_lost(__u32 why)
 }
 
 /*
- * Copies the stack from sp upwards, a page at a time: a read that crosses into an unmapped page
- * fails whole, and the top of a stack is the end of its mapping. Returns the bytes copied.
+ * Copies want bytes of stack from sp into data, which holds cap (a constant: the class), in
+ * chunks at constant offsets (the verifier then sees each read fit). Every byte of [sp, sp +
+ * want) must be mapped (mt_ustack_want): a read that crosses into an unmapped page fails whole.
+ * Returns the bytes copied, fewer only when a page was not present.
  */
-static __always_inline __u32 mt_ustack_copy(struct mt_ustack_rec *r, __u64 sp, __u64 want)
+static __always_inline __u32 mt_ustack_copy(__u8 *data, const __u32 cap, __u64 sp, __u64 want)
 {
-	__u64 done = 0;
+	__u32 done = 0;
 
-	for (int i = 0; i < MT_USTACK_MAX / 4096 + 1; i++) {
-		__u64 n = 4096 - ((sp + done) & 4095), rest;
+	/* not unrolled (the classes would multiply the code): the verifier follows each pass with
+	 * off and cap known */
+	for (__u32 off = 0; off < cap; off += MT_USTACK_CHUNK) {
+		__u64 n;
 
-		if (done >= want || done > MT_USTACK_MAX)
+		if (off >= want)
 			break;
-		/*
-		 * For 6.1's verifier (6.12's needs none of this): it keeps a spilled scalar's
-		 * state, and so what a later test learns about it, only when the scalar has
-		 * some bound (unbounded ones are spilled as plain bytes until 6.8), and the
-		 * compiler spills n before testing it, then reloads it for the call: the read
-		 * was refused ("R2 min value is negative"). rest <= want <= MT_USTACK_MAX, so
-		 * the mask changes nothing but gives rest, and n, a bound; the barriers stop the
-		 * compiler from dropping the mask and the n > 4096 test, which it knows hold.
-		 */
-		rest = want - done;
-		barrier_var(rest);
-		rest &= 2 * MT_USTACK_MAX - 1;
-		if (n > rest)
-			n = rest;
-		if (n == 0)
-			break;
+		n = want - off;
+		if (n > MT_USTACK_CHUNK)
+			n = MT_USTACK_CHUNK;
+		if (n > cap - off)
+			n = cap - off;
 		barrier_var(n);
-		if (n > 4096)
+		if (n > MT_USTACK_CHUNK || bpf_probe_read_user(data + off, n, (void *)(sp + off)))
 			break;
-		if (bpf_probe_read_user(&r->data[done], n, (void *)(sp + done)))
-			break;
-		done += n;
+		done = off + (__u32)n;
 	}
 	return done;
+}
+
+/*
+ * The bytes of stack to copy from sp: mt_ustack_bytes, no further than the stack's mapping goes.
+ * The main thread's outermost frame (_start) is just below where the kernel put argc: what lies
+ * above (argv, the environment, the auxiliary vector) is no frame's, and copying it cost more
+ * than the frames themselves in a shallow program. Elsewhere (another thread's stack, a
+ * signal stack) the stack ends where its mapping does: at the first page above sp that cannot
+ * be read (a byte read per page).
+ */
+static __always_inline __u64 mt_ustack_want(__u32 tgid, __u32 tid, __u64 sp)
+{
+	__u64 want = mt_ustack_bytes, top, page = sp & ~4095ull;
+	__u8 b;
+
+	if (tgid == tid) {
+		top = BPF_CORE_READ(bpf_get_current_task_btf(), mm, start_stack);
+		if (top > sp && top - sp + 16 < want)
+			return (top - sp + 16 + 7) & ~7ull;
+	}
+#pragma unroll
+	for (__u64 i = 1; i <= MT_USTACK_MAX / 4096; i++) {
+		__u64 at = page + i * 4096;
+
+		if (at >= sp + want)
+			break;
+		if (bpf_probe_read_user(&b, 1, (void *)at))
+			return at - sp;
+	}
+	return want;
+}
+
+/*
+ * Reserves a record of stack class cap (a constant) and copies the stack into it; NULL when the
+ * ring has no room. *got: the bytes copied.
+ */
+static __always_inline struct mt_ustack_hdr *mt_ustack_class(const __u32 cap, __u64 sp,
+							     __u64 want, __u32 *got)
+{
+	struct mt_ustack_hdr *h = bpf_ringbuf_reserve(&events, sizeof(*h) + cap, 0);
+
+	if (h)
+		*got = mt_ustack_copy((__u8 *)(h + 1), cap, sp, want);
+	return h;
 }
 
 /*
@@ -89,7 +125,7 @@ static __always_inline __u32 mt_ustack_copy(struct mt_ustack_rec *r, __u64 sp, _
  * the originals in the task's return instances, newest first. The newest is the allocator's own
  * (its slot is below sp); the others are probed functions in progress further up (dlopen).
  */
-static __always_inline void mt_ustack_rets(struct mt_ustack_rec *r, __u64 sp)
+static __always_inline void mt_ustack_rets(struct mt_ustack *us, __u64 sp)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct return_instance *ri = BPF_CORE_READ(task, utask, return_instances);
@@ -99,86 +135,139 @@ static __always_inline void mt_ustack_rets(struct mt_ustack_rec *r, __u64 sp)
 		__u64 slot = BPF_CORE_READ(ri, stack);
 
 		if (slot >= sp) {
-			r->us.rets[n][0] = slot;
-			r->us.rets[n][1] = BPF_CORE_READ(ri, orig_ret_vaddr);
+			us->rets[n][0] = slot;
+			us->rets[n][1] = BPF_CORE_READ(ri, orig_ret_vaddr);
 			n++;
 		}
 		ri = BPF_CORE_READ(ri, next);
 	}
-	r->us.nr_rets = n;
-	r->us.pad = 0;
+	us->nr_rets = n;
+	us->pad = 0;
 }
 
 /*
- * Writes an allocation record, with the caller's stack when --stacks asked for one. Called at
- * the return of the outermost call: ip is the return address into the caller (the kernel puts
- * it back before the return probes run), sp points just above it, and the callee-saved
- * registers are the caller's again, which is what unwinding from the caller's frame needs. A
- * stack taken here cannot belong to another record: it is written with its own.
+ * --stacks: stops the process at its image's first allocation with a stack, so that user space
+ * reads its maps while it is alive (MT_EV_CTL_MAPS_STOPPED): the stacks are unwound when their
+ * records are consumed, and a short-lived process is gone by then. Its linked libraries are
+ * mapped by now (the loader's own allocator is not the one probed); later ones come with a
+ * dlopen stop. One stop per image: the first thread to get here takes it. A stop that cannot
+ * be written is tried again at the next allocation.
  */
-static __always_inline void mt_emit_alloc(struct pt_regs *ctx, __u32 type, __u32 tgid, __u32 tid,
-					  __u64 addr, __u64 size, __u64 old_addr)
+static __always_inline void mt_maps_stop(struct mt_proc *p, __u32 tgid, __u32 tid)
 {
-	struct mt_ustack_rec *r;
-	__u32 zero = 0, got;
-	__u64 sp, top, len, pending, want = mt_ustack_bytes, flags = BPF_RB_NO_WAKEUP;
+	struct mt_event *e;
 
-	if (!want || !(r = bpf_map_lookup_elem(&ustack_scratch, &zero))) {
-		mt_emit(type, tgid, tid, addr, size, old_addr);
+	if (p->maps_stop || __sync_fetch_and_add(&p->maps_stop, 1))
+		return;
+	e = mt_reserve(MT_EV_CTL_MAPS_STOPPED, tgid, tid);
+	if (!e) {
+		p->maps_stop = 0;
 		return;
 	}
-	sp = PT_REGS_SP(ctx);
-	/* The main thread's outermost frame (_start) is just below where the kernel put argc:
-	 * what lies above (argv, the environment, the auxiliary vector) is no frame's, and
-	 * copying it cost more than the frames themselves in a shallow program. */
-	if (tgid == tid) {
-		top = BPF_CORE_READ(bpf_get_current_task_btf(), mm, start_stack);
-		if (top > sp && top - sp + 16 < want)
-			want = (top - sp + 16 + 7) & ~7ull;
-	}
-	got = mt_ustack_copy(r, sp, want);
-	if (!got) {
-		mt_ustack_lost(MT_USTACK_LOST_COPY);
-		mt_emit(type, tgid, tid, addr, size, old_addr);
-		return;
-	}
-	r->ev.type = type;
-	r->ev.pid = tgid;
-	r->ev.tid = tid;
-	r->ev.aux = 0;
-	r->ev.ts = bpf_ktime_get_ns();
-	r->ev.addr = addr;
-	r->ev.size = size;
-	r->ev.old_addr = old_addr;
-	r->us.regs[MT_UREG_IP] = PT_REGS_IP(ctx);
-	r->us.regs[MT_UREG_SP] = sp;
-	r->us.regs[MT_UREG_BP] = PT_REGS_FP(ctx);
-	r->us.regs[MT_UREG_BX] = ctx->bx;
-	r->us.regs[MT_UREG_R12] = ctx->r12;
-	r->us.regs[MT_UREG_R13] = ctx->r13;
-	r->us.regs[MT_UREG_R14] = ctx->r14;
-	r->us.regs[MT_UREG_R15] = ctx->r15;
-	r->us.size = got;
-	r->us.flags = got == want ? MT_USTACK_CUT : 0;
-	mt_ustack_rets(r, sp);
-	len = sizeof(r->ev) + sizeof(r->us) + got;
-	if (len > sizeof(*r))
-		return; /* cannot happen: the copy is bounded; the verifier wants it said */
+	mt_stop_submit(e);
+}
+
+/*
+ * Whether a record with a stack, which took the pending data from before to after, wakes the
+ * consumer: past mt_wakeup_bytes, at each crossing of a sixteenth of it, not with every record
+ * as mt_submit does. Each forced wake-up is an irq_work and an IPI, for nothing while the
+ * consumer is already awake or waiting for a CPU (3% of sqlite3's time with --stacks, at 7 KiB
+ * a record); a wake-up only at each multiple of mt_wakeup_bytes let the consumer fall behind
+ * under load (the storm's records lost their stacks: 13-60k of 200k, against 0-6k).
+ */
+static __always_inline __u64 mt_ustack_wakeup(__u64 before, __u64 after)
+{
+	__u64 step = mt_wakeup_bytes / 16 + 1;
+
+	if (after < mt_wakeup_bytes)
+		return BPF_RB_NO_WAKEUP;
+	return before < mt_wakeup_bytes || before / step != after / step ? BPF_RB_FORCE_WAKEUP
+									 : BPF_RB_NO_WAKEUP;
+}
+
+/*
+ * Writes an allocation record with the caller's stack (--stacks). Called at the return of the
+ * outermost call: ip is the return address into the caller (the kernel puts it back before the
+ * return probes run), sp points just above it, and the callee-saved registers are the caller's
+ * again, which is what unwinding from the caller's frame needs. A stack taken here cannot
+ * belong to another record: it is written with its own. The header is built on the BPF stack
+ * first, so that what each class's path does after its reservation is one copy of it. A global
+ * function: checked once, not once per call site (each multiplied by the classes). Returns 0.
+ */
+__noinline int mt_emit_ustack(struct pt_regs *ctx, __u32 type, __u64 addr, __u64 size,
+			      __u64 old_addr)
+{
+	__u64 id = bpf_get_current_pid_tgid(), sp = PT_REGS_SP(ctx), want, len, pending;
+	__u32 tgid = id >> 32, tid = (__u32)id, got = 0;
+	struct mt_ustack_hdr hdr, *h = NULL;
+
+	want = mt_ustack_want(tgid, tid, sp);
+	if (want > MT_USTACK_MAX)
+		want = MT_USTACK_MAX;
+	len = sizeof(hdr) + ((want + MT_USTACK_STEP - 1) & ~(__u64)(MT_USTACK_STEP - 1));
 	pending = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
 	/* Stacks go first when the consumer falls behind: past half the ring, records are written
 	 * without one, so that the ring's other half still takes every record. */
 	if (pending + len > bpf_ringbuf_query(&events, BPF_RB_RING_SIZE) / 2) {
 		mt_ustack_lost(MT_USTACK_LOST_RING);
 		mt_emit(type, tgid, tid, addr, size, old_addr);
+		return 0;
+	}
+	hdr.ev.type = type;
+	hdr.ev.pid = tgid;
+	hdr.ev.tid = tid;
+	hdr.ev.aux = 0;
+	hdr.ev.ts = bpf_ktime_get_ns();
+	hdr.ev.addr = addr;
+	hdr.ev.size = size;
+	hdr.ev.old_addr = old_addr;
+	hdr.us.regs[MT_UREG_IP] = PT_REGS_IP(ctx);
+	hdr.us.regs[MT_UREG_SP] = sp;
+	hdr.us.regs[MT_UREG_BP] = PT_REGS_FP(ctx);
+	hdr.us.regs[MT_UREG_BX] = ctx->bx;
+	hdr.us.regs[MT_UREG_R12] = ctx->r12;
+	hdr.us.regs[MT_UREG_R13] = ctx->r13;
+	hdr.us.regs[MT_UREG_R14] = ctx->r14;
+	hdr.us.regs[MT_UREG_R15] = ctx->r15;
+	mt_ustack_rets(&hdr.us, sp);
+	switch ((want + MT_USTACK_STEP - 1) / MT_USTACK_STEP) {
+#define MT_USTACK_CLASS(k)                                                                         \
+	case k:                                                                                    \
+		h = mt_ustack_class((k) * MT_USTACK_STEP, sp, want, &got);                         \
+		break;
+		MT_USTACK_CLASS(1) MT_USTACK_CLASS(2) MT_USTACK_CLASS(3) MT_USTACK_CLASS(4)
+		MT_USTACK_CLASS(5) MT_USTACK_CLASS(6) MT_USTACK_CLASS(7) MT_USTACK_CLASS(8)
+		MT_USTACK_CLASS(9) MT_USTACK_CLASS(10) MT_USTACK_CLASS(11) MT_USTACK_CLASS(12)
+		MT_USTACK_CLASS(13) MT_USTACK_CLASS(14) MT_USTACK_CLASS(15) MT_USTACK_CLASS(16)
+#undef MT_USTACK_CLASS
+	}
+	_Static_assert(MT_USTACK_MAX == 16 * MT_USTACK_STEP, "a class per step up to the most");
+	if (!h || !got) {
+		/* no room for the stack (the record alone still may fit), or it could not be read */
+		if (h)
+			bpf_ringbuf_discard(h, BPF_RB_NO_WAKEUP);
+		mt_ustack_lost(h ? MT_USTACK_LOST_COPY : MT_USTACK_LOST_RING);
+		mt_emit(type, tgid, tid, addr, size, old_addr);
+		return 0;
+	}
+	hdr.us.size = got;
+	hdr.us.flags = got == mt_ustack_bytes ? MT_USTACK_CUT : 0;
+	__builtin_memcpy(h, &hdr, sizeof(hdr));
+	bpf_ringbuf_submit(h, mt_ustack_wakeup(pending, pending + len));
+	return 0;
+}
+
+/* Writes an allocation record, with the caller's stack when --stacks asked for one. */
+static __always_inline void mt_emit_alloc(struct pt_regs *ctx, struct mt_proc *p, __u32 type,
+					  __u32 tgid, __u32 tid, __u64 addr, __u64 size,
+					  __u64 old_addr)
+{
+	if (!mt_ustack_bytes) {
+		mt_emit(type, tgid, tid, addr, size, old_addr);
 		return;
 	}
-	if (pending + len >= mt_wakeup_bytes)
-		flags = BPF_RB_FORCE_WAKEUP;
-	if (bpf_ringbuf_output(&events, r, len, flags)) {
-		/* no room for the stack: the record alone still may fit */
-		mt_ustack_lost(MT_USTACK_LOST_RING);
-		mt_emit(type, tgid, tid, addr, size, old_addr);
-	}
+	mt_maps_stop(p, tgid, tid);
+	mt_emit_ustack(ctx, type, addr, size, old_addr);
 }
 
 /* The first four arguments, read once: an index into ctx computed at run time is refused. */
@@ -324,7 +413,7 @@ static __always_inline int mt_alloc_return(struct pt_regs *ctx)
 		/* posix_memalign: 0 on success, and only then is *memptr the block */
 		if ((int)ret != 0 || bpf_probe_read_user(&addr, sizeof(addr), (void *)t->a0) || !addr)
 			return 0;
-		mt_emit_alloc(ctx, MT_SPEC_TYPE(spec), tgid, tid, addr, t->a1, 0);
+		mt_emit_alloc(ctx, p, MT_SPEC_TYPE(spec), tgid, tid, addr, t->a1, 0);
 		return 0;
 	}
 	if (spec & MT_SPEC_OLD) {
@@ -334,11 +423,11 @@ static __always_inline int mt_alloc_return(struct pt_regs *ctx)
 				mt_emit(MT_EV_FREE, tgid, tid, t->a0, 0, 0);
 			return 0;
 		}
-		mt_emit_alloc(ctx, MT_EV_REALLOC, tgid, tid, ret, t->a1, t->a0);
+		mt_emit_alloc(ctx, p, MT_EV_REALLOC, tgid, tid, ret, t->a1, t->a0);
 		return 0;
 	}
 	if (ret)
-		mt_emit_alloc(ctx, MT_SPEC_TYPE(spec), tgid, tid, ret, t->a1, 0);
+		mt_emit_alloc(ctx, p, MT_SPEC_TYPE(spec), tgid, tid, ret, t->a1, 0);
 	return 0;
 }
 

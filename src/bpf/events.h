@@ -58,6 +58,10 @@ enum mt_event_type {
 	/* the process' name (the kernel's comm) after its Fork or Exec record: 16 bytes,
 	 * NUL-padded, in addr then size (contiguous) */
 	MT_EV_CTL_COMM = 66,
+	/* --stacks: a tracked task stopped at its image's first allocation with a stack (the
+	 * loader has mapped the linked libraries by then): read its maps, then SIGCONT. The
+	 * stacks are unwound later, when the process may be gone (src/stacks/unwind_dwfl.h). */
+	MT_EV_CTL_MAPS_STOPPED = 67,
 	MT_EV_TYPE_MAX,
 };
 
@@ -108,7 +112,8 @@ _Static_assert(sizeof(struct mt_event) == 48, "struct mt_event is the 48-byte re
  * after the call: ip is the return address into the function that called the allocator (the
  * leaf frame), and the callee-saved registers hold the caller's values again. `size` bytes
  * follow, copied from sp upwards (the caller's frames, then theirs, up to MT_USTACK_MAX or the
- * end of the mapping). Registers are in DWARF order for x86-64 where it matters to CFI.
+ * end of the mapping); the record may be longer (its stack part comes in size classes, the
+ * rest is slack). Registers are in DWARF order for x86-64 where it matters to CFI.
  */
 enum mt_ustack_reg {
 	MT_UREG_IP,

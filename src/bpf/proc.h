@@ -31,6 +31,10 @@ struct mt_proc {
 	/* 1: the next exec of a known executable does not stop even when every exec stops
 	 * (stop_ctl[1]): the root's, judged by user space before it ran. Cleared at exec. */
 	mt_u32 no_stop;
+	/* --stacks: nonzero once this image asked user space to read its maps (at its first
+	 * allocation with a stack, alloc.bpf.c). Cleared at exec; a fork child inherits it with
+	 * the parent's maps, which user space copies. 64 bits: atomic fetch-add. */
+	mt_u64 maps_stop;
 };
 
 /*

@@ -59,34 +59,18 @@ static __always_inline void mt_disown_mm(__u64 mm, __u32 tgid)
 }
 
 /*
- * The end of fork, exec and exit, in a program of its own that they tail-call: re-base every
- * counter of the process (rss.bpf.h), then release its lock; exit also writes the Exit and
- * forgets the process. The verifier checks this once (~1,100 instructions, most of them
- * the re-base), where inlined in the three it was checked three times. Per-CPU request:
- * tracepoint programs run with preemption disabled, never in interrupt context, and the tail
- * call follows the request's writing at once.
+ * The end of fork, exec and exit, and of every rss_stat update, in a program of its own that
+ * they tail-call: re-base every counter of the process, or update the one rss_stat names
+ * (rss.bpf.h), then release its lock; exit also writes the Exit and forgets the process. The
+ * verifier checks the counters' read and write once (~1,100 instructions), where inlined in
+ * the four it was checked four times. Per-CPU request (rss.bpf.h): tracepoint programs run
+ * with preemption disabled, never in interrupt context, and the tail call follows the
+ * request's writing at once.
  */
-struct mt_rebase_req {
-	__u64 mm; /* the mm whose counters are read; 0: every counter to 0 (exit) */
-	__u32 tgid, tid;
-	__u32 locked; /* the caller holds the process's lock */
-	__u32 exit;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct mt_rebase_req);
-} rebase_req SEC(".maps");
+struct mt_rebase_req_map rebase_req SEC(".maps");
 
 /* [0]: mt_rebase, set by user space after the load (tracker_load.c) */
-struct {
-	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u32);
-} rebase_prog SEC(".maps");
+struct mt_rebase_prog_map rebase_prog SEC(".maps");
 
 static __always_inline void mt_rebase_finish(const struct mt_rebase_req *r)
 {
@@ -114,7 +98,10 @@ int mt_rebase(void *ctx)
 
 	if (!r)
 		return 0;
-	mt_rss_seed(r->tgid, r->tid, r->mm);
+	if (r->one) /* rss_stat: the counter it names, not forced */
+		mt_rss_rebase(r->tgid, r->tid, r->member, r->mm, 0);
+	else
+		mt_rss_seed(r->tgid, r->tid, r->mm);
 	mt_rebase_finish(r);
 	return 0;
 }
@@ -135,6 +122,7 @@ static __always_inline void mt_rebase_call(void *ctx, __u32 tgid, __u32 tid, __u
 	r->tid = tid;
 	r->locked = locked;
 	r->exit = exit;
+	r->one = 0;
 	bpf_tail_call(ctx, &rebase_prog, 0);
 	if (locked) {
 		struct mt_proc *p = bpf_map_lookup_elem(&procs, &tgid);
@@ -213,6 +201,7 @@ int BPF_PROG(mt_on_fork, struct task_struct *parent, struct task_struct *child)
 	init.mm = (__u64)cmm;
 	init.ppid = ptgid;
 	init.served = pp->served; /* the interposer's state is copied with the memory */
+	init.maps_stop = pp->maps_stop; /* so are the maps user space read (--stacks) */
 	if (bpf_map_update_elem(&procs, &ctgid, &init, BPF_NOEXIST)) {
 		mt_drop(MT_DROP_PROC_MAP);
 		return 0;
@@ -254,6 +243,7 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	p->mm = (__u64)mm;
 	p->execs++;
 	p->served = 0; /* the new image registers again if the interposer serves it */
+	p->maps_stop = 0; /* the new image's maps are read at its first stack (alloc.bpf.c) */
 	no_stop = p->no_stop;
 	p->no_stop = 0;
 	mt_own_mm((__u64)mm, tgid);

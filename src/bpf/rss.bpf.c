@@ -15,9 +15,9 @@ int mt_on_rss_stat(struct bpf_raw_tracepoint_args *ctx)
 	__u64 mm = ctx->args[0];
 	__u32 member = (__u32)ctx->args[1];
 	__u32 *owner = bpf_map_lookup_elem(&mm_owner, &mm);
+	struct mt_rebase_req *r;
 	struct mt_proc *p;
-	__u32 tgid;
-	__s64 val;
+	__u32 tgid, zero = 0;
 
 	if (!owner)
 		return 0;
@@ -38,14 +38,37 @@ int mt_on_rss_stat(struct bpf_raw_tracepoint_args *ctx)
 	}
 	/* Before 6.2 the tracepoint also passes the atomic's value after the change, but two
 	 * CPUs' values may take the lock in the other order (a bogus -1 then +1): the atomic is
-	 * read here instead, under the lock. */
-	if (!mt_rss_read((struct mm_struct *)mm, member, &val))
-		mt_rss_set(p, tgid, (__u32)bpf_get_current_pid_tgid(), member, val, false);
+	 * read instead, under the lock, by mt_rebase (process.bpf.c), which also unlocks: the
+	 * read and write of a counter are verified there once, not here again. The tail call
+	 * fails only once memtrack empties the program array: then nothing is written. */
+	r = bpf_map_lookup_elem(&rebase_req, &zero);
+	if (r) {
+		r->mm = mm;
+		r->tgid = tgid;
+		r->tid = (__u32)bpf_get_current_pid_tgid();
+		r->locked = 1;
+		r->exit = 0;
+		r->one = 1;
+		r->member = member;
+		bpf_tail_call(ctx, &rebase_prog, 0);
+	}
 	mt_proc_unlock(p);
 	return 0;
 }
 
-__noinline int mt_rss_rebase(__u32 tgid, __u32 tid, __u32 member, __u64 mm)
+/* The exact value of counter `member` of mm in *bytes (mt_rss_read); 0, or 1 when no
+ * consistent read. A global function: checked once, whatever its callers' states. */
+__noinline int mt_rss_read_once(__u64 mm, __u32 member, __s64 *bytes)
+{
+	__u64 m = member;
+
+	barrier_var(m);
+	if (!bytes || !mm || m >= MT_RSS_NR)
+		return 1;
+	return mt_rss_read((struct mm_struct *)mm, m, bytes);
+}
+
+__noinline int mt_rss_rebase(__u32 tgid, __u32 tid, __u32 member, __u64 mm, __u32 force)
 {
 	struct mt_proc *p = bpf_map_lookup_elem(&procs, &tgid);
 	__s64 val = 0;
@@ -56,8 +79,8 @@ __noinline int mt_rss_rebase(__u32 tgid, __u32 tid, __u32 member, __u64 mm)
 	barrier_var(m);
 	if (!p || m >= MT_RSS_NR)
 		return 0;
-	if (!mm || !mt_rss_read((struct mm_struct *)mm, m, &val))
-		mt_rss_set(p, tgid, tid, m, val, true);
+	if (!mm || !mt_rss_read_once(mm, m, &val))
+		mt_rss_set(p, tgid, tid, m, val, force != 0);
 	return 0;
 }
 

@@ -354,13 +354,39 @@ static __always_inline void mt_rss_set(struct mt_proc *p, __u32 tgid, __u32 tid,
  * and exec (every member), the read's retries and the peak keeping's branches multiplied into
  * ~29,000 instructions and 40-50 ms of verification per program, at every run's start.
  */
-int mt_rss_rebase(__u32 tgid, __u32 tid, __u32 member, __u64 mm);
+int mt_rss_rebase(__u32 tgid, __u32 tid, __u32 member, __u64 mm, __u32 force);
 
 /* Every counter of mm (0: every counter to 0), see mt_rss_rebase. */
 static __always_inline void mt_rss_seed(__u32 tgid, __u32 tid, __u64 mm)
 {
 	for (__u32 m = 0; m < MT_RSS_NR; m++)
-		mt_rss_rebase(tgid, tid, m, mm);
+		mt_rss_rebase(tgid, tid, m, mm, 1);
 }
+
+/* What fork, exec, exit and rss_stat ask of mt_rebase (process.bpf.c), which they tail-call. */
+struct mt_rebase_req {
+	__u64 mm; /* the mm whose counters are read; 0: every counter to 0 (exit) */
+	__u32 tgid, tid;
+	__u32 locked; /* the caller holds the process's lock */
+	__u32 exit;
+	__u32 one;    /* 1: counter `member` only, not forced (rss_stat); 0: all, forced */
+	__u32 member;
+};
+
+struct mt_rebase_req_map {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mt_rebase_req);
+};
+extern struct mt_rebase_req_map rebase_req SEC(".maps");
+
+struct mt_rebase_prog_map {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+};
+extern struct mt_rebase_prog_map rebase_prog SEC(".maps");
 
 #endif

@@ -35,6 +35,7 @@ const struct record_type records__types[MT_EV_TYPE_MAX] = {
 	[MT_EV_CTL_EXEC_STOPPED] = {.flags = REC_CONTROL | REC_STOPS, .action = RA_INSPECT_EXE},
 	[MT_EV_CTL_DLOPEN_STOPPED] = {.flags = REC_CONTROL | REC_STOPS, .action = RA_INSPECT_MAPS},
 	[MT_EV_CTL_COMM] = {.flags = REC_CONTROL, .action = RA_NAME},
+	[MT_EV_CTL_MAPS_STOPPED] = {.flags = REC_CONTROL | REC_STOPS, .action = RA_READ_MAPS},
 };
 
 uint32_t records__from_name(const char *name, size_t len)

@@ -63,6 +63,7 @@ enum record_action {
 	RA_INSPECT_EXE, /* attach to the allocators of pid's new executable; addr: its known_exe
 			 * key (bpf/proc.h), marked known after */
 	RA_INSPECT_MAPS, /* attach to the allocators among pid's mappings (after a dlopen) */
+	RA_READ_MAPS, /* --stacks: keep pid's maps for unwinding its stacks later */
 	RA_NAME, /* pid's name for the accounting: 16 bytes, NUL-padded, in addr then size */
 	RA_NR,
 };

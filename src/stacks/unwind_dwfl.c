@@ -22,7 +22,10 @@ struct uw_proc {
 	pid_t pid;
 	char *maps; /* the text of /proc/PID/maps at its last reading (or the parent's) */
 	size_t maps_len;
-	bool own;  /* maps read from pid itself, not inherited at fork */
+	/* maps are this image's as it was when its stacks were taken: read while it was stopped
+	 * (unwind_dwfl__refresh), or inherited at fork from such a parent. Never replaced by a
+	 * reading when a stack is unwound: the process may be in a later image by then. */
+	bool exact;
 	bool gone; /* its maps could not be read any more: keep what we have */
 	uint64_t read_ns;
 	Dwfl *dwfl; /* built from maps when first needed; NULL after a change */
@@ -59,6 +62,7 @@ struct uw_memo {
 	uint32_t nr_reads;
 	uint32_t nr;
 	uint32_t size; /* of the copy */
+	uint32_t id;   /* the caller's id of these frames (unwind_result.id), 0 until it sets one */
 	bool truncated;
 	size_t cap; /* bytes allocated: an entry is reused, not freed, when its slot is taken */
 	uint64_t (*reads)[2];
@@ -181,6 +185,11 @@ static bool uw_memo_match(const struct uw_memo *m, const struct uw_proc *p,
 	for (int r = 0; r < MT_UREG_NR; r++)
 		if ((m->needed_regs >> r & 1) && m->regs[r] != us->regs[r])
 			return false;
+	/* the words are in the ring, written by another CPU: a cache miss each, fetched all at
+	 * once rather than one after the other */
+	for (uint32_t i = 0; i < m->nr_reads; i++)
+		if (m->reads[i][0] - sp < us->size)
+			__builtin_prefetch(stack + (m->reads[i][0] - sp));
 	for (uint32_t i = 0; i < m->nr_reads; i++) {
 		uint64_t v;
 
@@ -191,15 +200,15 @@ static bool uw_memo_match(const struct uw_memo *m, const struct uw_proc *p,
 }
 
 /* Remembers the walk just made; a truncated one only serves copies of the same size (the same
- * slice: its walk ran out at the same word). */
-static void uw_memo_put(struct uw_memo **slot, const struct uw_proc *p,
+ * slice: its walk ran out at the same word). True when it did. */
+static bool uw_memo_put(struct uw_memo **slot, const struct uw_proc *p,
 			const struct unwind_result *res)
 {
 	size_t fsz = res->nr * sizeof(res->frames[0]), nr_reads = 0, need;
 	struct uw_memo *m = *slot;
 
 	if (p->nr_reads > UW_MAX_READS)
-		return;
+		return false;
 	for (uint32_t i = 0; i < p->nr_reads; i++)
 		nr_reads += p->needed[i];
 	need = sizeof(*m) + fsz + nr_reads * sizeof(p->reads[0]);
@@ -208,7 +217,7 @@ static void uw_memo_put(struct uw_memo **slot, const struct uw_proc *p,
 		free(m);
 		*slot = m = malloc(need);
 		if (!m)
-			return;
+			return false;
 		m->cap = need;
 	}
 	m->pid = p->pid;
@@ -216,6 +225,7 @@ static void uw_memo_put(struct uw_memo **slot, const struct uw_proc *p,
 	memcpy(m->regs, p->us->regs, sizeof(m->regs));
 	m->needed_regs = p->needed_regs;
 	m->nr = res->nr;
+	m->id = 0;
 	m->size = p->us->size;
 	m->truncated = res->truncated;
 	memcpy(m->frames, res->frames, fsz);
@@ -224,6 +234,7 @@ static void uw_memo_put(struct uw_memo **slot, const struct uw_proc *p,
 	for (uint32_t i = 0; i < p->nr_reads; i++)
 		if (p->needed[i])
 			memcpy(m->reads[m->nr_reads++], p->reads[i], sizeof(p->reads[0]));
+	return true;
 }
 
 /* Reads /proc/PID/maps whole. 0, or -errno (-ENOENT/-ESRCH: the process is gone). */
@@ -267,7 +278,6 @@ static int uw_read_maps(struct unwind_dwfl *u, struct uw_proc *p)
 	p->maps = buf;
 	p->maps_len = len;
 	buf = NULL;
-	p->own = true;
 	p->read_ns = uw_now();
 	u->st.maps_reads++;
 	uw_drop_dwfl(p);
@@ -587,18 +597,20 @@ static int uw_walk(struct unwind_dwfl *u, struct uw_proc *p, struct unwind_resul
 int unwind_dwfl__unwind(struct unwind_dwfl *u, pid_t pid, pid_t tid, const struct mt_ustack *us,
 			const uint8_t *stack, struct unwind_result *res)
 {
-	uint64_t t0 = uw_now();
 	struct uw_proc *p = uw_proc(u, pid, true);
 	struct uw_memo **slot;
 	int err;
 
 	u->st.stacks++;
+	res->id = NULL;
 	if (!p) {
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	if (!p->own && !p->gone && uw_read_maps(u, p))
-		p->gone = true; /* keep what the parent had, if anything */
+	/* no stop read its maps (stops not allowed, the stop's record lost): read them now,
+	 * which is right while the process lives in the image the stack is from */
+	if (!p->maps && !p->gone && uw_read_maps(u, p))
+		p->gone = true;
 	p->tid = tid;
 	p->us = us;
 	p->stack = stack;
@@ -607,21 +619,23 @@ int unwind_dwfl__unwind(struct unwind_dwfl *u, pid_t pid, pid_t tid, const struc
 		res->nr = (*slot)->nr;
 		res->truncated = (*slot)->truncated;
 		memcpy(res->frames, (*slot)->frames, res->nr * sizeof(res->frames[0]));
+		res->id = &(*slot)->id;
 		u->st.remembered++;
 		err = 0;
 		goto cleanup;
 	}
 	err = uw_walk(u, p, res);
-	/* an address outside the maps we have: a library loaded since, if the process lives */
-	if (err == -ENOENT && !p->gone && t0 - p->read_ns > UW_REREAD_NS) {
+	/* an address outside the maps we have: a library loaded since, if the process lives
+	 * (exact maps are kept up to date by the dlopen stops) */
+	if (err == -ENOENT && !p->exact && !p->gone && uw_now() - p->read_ns > UW_REREAD_NS) {
 		if (uw_read_maps(u, p))
 			p->gone = true;
 		else
 			err = uw_walk(u, p, res);
 		slot = uw_memo_slot(u, p, us); /* the generation changed */
 	}
-	if (!err)
-		uw_memo_put(slot, p, res);
+	if (!err && uw_memo_put(slot, p, res))
+		res->id = &(*slot)->id;
 cleanup:
 	if (err)
 		u->st.failed++;
@@ -629,7 +643,6 @@ cleanup:
 		u->st.frames += res->nr;
 		u->st.truncated += res->truncated;
 	}
-	u->st.ns += uw_now() - t0;
 	return err;
 }
 
@@ -637,8 +650,10 @@ void unwind_dwfl__refresh(struct unwind_dwfl *u, pid_t pid)
 {
 	struct uw_proc *p = uw_proc(u, pid, true);
 
-	if (p && uw_read_maps(u, p) == 0)
+	if (p && uw_read_maps(u, p) == 0) {
 		p->gone = false;
+		p->exact = true;
+	}
 }
 
 void unwind_dwfl__fork(struct unwind_dwfl *u, pid_t parent, pid_t child)
@@ -652,7 +667,7 @@ void unwind_dwfl__fork(struct unwind_dwfl *u, pid_t parent, pid_t child)
 		return;
 	memcpy(c->maps, pp->maps, pp->maps_len);
 	c->maps_len = pp->maps_len;
-	c->own = false;
+	c->exact = pp->exact;
 }
 
 void unwind_dwfl__exec(struct unwind_dwfl *u, pid_t pid)

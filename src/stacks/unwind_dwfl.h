@@ -2,10 +2,12 @@
 /*
  * Unwinding the user stacks the BPF side copies (--stacks in the uprobe path, events.h's struct
  * mt_ustack) with elfutils' libdwfl, from the call-frame information (.eh_frame), as perf does
- * for --call-graph dwarf: correct without frame pointers. One Dwfl per process, its modules from
- * /proc/PID/maps, read when the process' first stack comes and again when an address falls
- * outside every module (a dlopen); a process that has exited keeps the maps of its last
- * reading. Memory reads come from the copied slice only: the process may be gone.
+ * for --call-graph dwarf: correct without frame pointers. One Dwfl per process image, its modules
+ * from /proc/PID/maps as read while the process was stopped in that image (at its first
+ * allocation with a stack and after each dlopen: unwind_dwfl__refresh), or inherited at fork;
+ * the stacks are unwound later, when the process may have exec'd or exited. Only a process no
+ * stop read has its maps read when its first stack comes (and again when an address falls
+ * outside every module). Memory reads come from the copied slice only.
  *
  * Frames come out resolved as stackfile.h wants them: leaf first, each a return address as
  * (module, ELF vaddr); the first is in the function that called the allocator.
@@ -36,6 +38,11 @@ struct unwind_frame {
 struct unwind_result {
 	uint32_t nr;
 	bool truncated; /* the copied slice ended, or STACKFILE_MAX_FRAMES, before the root */
+	/* The caller's id for these frames (e.g. the stack sink's), kept with the remembered
+	 * unwind they came from or went into: 0 until the caller sets it, then handed back with
+	 * every stack that unwinds the same way (no need to intern the frames again). NULL when
+	 * not remembered. Valid until the next unwind. */
+	uint32_t *id;
 	struct unwind_frame frames[STACKFILE_MAX_FRAMES];
 };
 
@@ -48,7 +55,6 @@ struct unwind_stats {
 	uint64_t remembered; /* served by a remembered unwind of the same place (no walk) */
 	uint64_t fast;	     /* walked with cached CFI rules (unwind_step.h), not by libdwfl */
 	uint64_t maps_reads;
-	uint64_t ns; /* time spent unwinding */
 };
 
 struct unwind_dwfl;
@@ -58,8 +64,9 @@ int unwind_dwfl__new(struct unwind_dwfl **u);
  * (res filled, res->nr >= 1), or -errno when not even the first frame was found. */
 int unwind_dwfl__unwind(struct unwind_dwfl *u, pid_t pid, pid_t tid, const struct mt_ustack *us,
 			const uint8_t *stack, struct unwind_result *res);
-/* Reads pid's maps now (it is stopped after a dlopen, or just forked): later stacks use them
- * even when pid has exited by the time they are unwound. */
+/* Reads pid's maps now (it is stopped: at its image's first allocation with a stack, or after a
+ * dlopen): this image's later stacks use them, even when pid has exec'd or exited by the time
+ * they are unwound. */
 void unwind_dwfl__refresh(struct unwind_dwfl *u, pid_t pid);
 /* pid forked child: until child's own maps are read, it is unwound with the parent's. */
 void unwind_dwfl__fork(struct unwind_dwfl *u, pid_t parent, pid_t child);

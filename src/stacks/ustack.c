@@ -77,21 +77,28 @@ void ustack__record(void *ctx, struct mt_event *ev, const void *payload, size_t 
 	ev->aux = 0;
 	u->st.records++;
 	u->st.bytes += sizeof(*ev) + len;
-	if (len < sizeof(*us) || us->size != len - sizeof(*us)) {
+	/* the record may be longer than the copy: its stack part comes in size classes */
+	if (len < sizeof(*us) || us->size > len - sizeof(*us)) {
 		u->st.bad++;
 		return;
 	}
 	t0 = ustack__now();
-	if (unwind_dwfl__unwind(u->uw, ev->pid, ev->tid, us, (const uint8_t *)(us + 1), &u->res))
+	if (unwind_dwfl__unwind(u->uw, ev->pid, ev->tid, us, (const uint8_t *)(us + 1), &u->res)) {
 		u->st.failed++;
-	else if (ustack__intern(u, ev->pid, &ev->aux))
-		ev->aux = 0; /* the sink's error is its own to report (sticky, at close) */
-	else
+	} else if (u->res.id && *u->res.id) {
+		ev->aux = *u->res.id; /* unwound as before: the same frames, interned then */
 		u->st.truncated += u->res.truncated;
+	} else if (ustack__intern(u, ev->pid, &ev->aux)) {
+		ev->aux = 0; /* the sink's error is its own to report (sticky, at close) */
+	} else {
+		u->st.truncated += u->res.truncated;
+		if (u->res.id)
+			*u->res.id = ev->aux;
+	}
 	u->st.unwind_ns += ustack__now() - t0;
 }
 
-void ustack__dlopen(struct ustack *u, pid_t pid)
+void ustack__read_maps(struct ustack *u, pid_t pid)
 {
 	if (u)
 		unwind_dwfl__refresh(u->uw, pid);

@@ -33,8 +33,9 @@ struct ustack_stats {
 int ustack__new(struct ustack **u, struct stack_sink *sink);
 /* consumer_stack_fn: ctx is the struct ustack; len 0 for Fork and Exec records. */
 void ustack__record(void *ctx, struct mt_event *ev, const void *payload, size_t len);
-/* pid is stopped after a dlopen: its maps are complete now. */
-void ustack__dlopen(struct ustack *u, pid_t pid);
+/* pid is stopped (at its image's first allocation with a stack, or after a dlopen): its maps
+ * are complete now; read them, for this image's stacks to come. NULL-safe. */
+void ustack__read_maps(struct ustack *u, pid_t pid);
 void ustack__stats(const struct ustack *u, struct ustack_stats *st);
 void ustack__free(struct ustack *u); /* NULL-safe */
 

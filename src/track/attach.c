@@ -39,7 +39,9 @@ struct attach_set {
 	struct bpf_program *entry, *ret; /* NULL until progs gives them (lazy sets) */
 	attach_progs_fn progs;
 	void *progs_ctx;
-	struct bpf_program *marker; /* USDT sites of include/memtrack.h; NULL: not attached */
+	struct bpf_program *marker; /* USDT sites of include/memtrack.h; NULL until needed */
+	attach_marker_fn marker_fn; /* gives it; NULL: USDT sites are not attached */
+	void *marker_ctx;
 	int *fds; /* uprobe_multi link fds */
 	struct bpf_link **links; /* perf uprobes */
 	unsigned nr, cap;
@@ -215,9 +217,10 @@ int attach_set__library(struct attach_set *s, const char *path, const struct all
 	return attach_set__perf(s, path, sites, n);
 }
 
-void attach_set__set_marker(struct attach_set *s, struct bpf_program *marker)
+void attach_set__set_marker(struct attach_set *s, attach_marker_fn marker, void *ctx)
 {
-	s->marker = marker;
+	s->marker_fn = marker;
+	s->marker_ctx = ctx;
 }
 
 /* Every site with its semaphore (the kernel raises it in each process mapping the file, now
@@ -227,8 +230,13 @@ int attach_set__usdt(struct attach_set *s, const char *path, const struct usdt_s
 	uint64_t offs[64], refs[64], cookies[64];
 	int err, fd;
 
-	if (!s->marker || n <= 0)
+	if (!s->marker_fn || n <= 0)
 		return 0;
+	if (!s->marker) {
+		err = s->marker_fn(s->marker_ctx, &s->marker);
+		if (err)
+			return err;
+	}
 	if (n > 64)
 		n = 64; /* a program has three macros; more sites than this are inlined copies */
 	err = attach_set__grow(s, (unsigned)n);

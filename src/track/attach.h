@@ -37,8 +37,10 @@ int attach_set__new_lazy(struct attach_set **s, enum attach_mech mech, attach_pr
 /* Attaches every site of path (sites from alloc_table__sites). Returns 0 or -errno. */
 int attach_set__library(struct attach_set *s, const char *path, const struct alloc_site *sites,
 			int n);
-/* The program of the USDT sites (include/memtrack.h); without one attach_set__usdt does nothing. */
-void attach_set__set_marker(struct attach_set *s, struct bpf_program *marker);
+/* Gives the program of the USDT sites (include/memtrack.h) when first needed; 0 or -errno. */
+typedef int (*attach_marker_fn)(void *ctx, struct bpf_program **marker);
+/* Without it attach_set__usdt does nothing. */
+void attach_set__set_marker(struct attach_set *s, attach_marker_fn marker, void *ctx);
 /* Attaches the marker program to n USDT sites of path, with their semaphores. 0 or -errno. */
 int attach_set__usdt(struct attach_set *s, const char *path, const struct usdt_site *sites, int n);
 unsigned attach_set__links(const struct attach_set *s);

@@ -116,6 +116,23 @@ static uint64_t fnv1a(const void *data, size_t n)
 	return h;
 }
 
+/* The object's key: FNV-1a's step over 8-byte words, then the tail bytes. A byte at a time,
+ * the ~240 KB object cost ~0.4 ms of every run's start; a word at a time, an eighth. */
+static uint64_t btf_cache__obj_hash(const void *data, size_t n)
+{
+	const unsigned char *p = data;
+	uint64_t h = 1469598103934665603ull ^ BTF_CACHE_FORMAT, w;
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		memcpy(&w, p + i, 8);
+		h = (h ^ w) * 1099511628211ull;
+	}
+	for (; i < n; i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	return h ^ n;
+}
+
 /* Ours and writable by nobody else: safe to feed to the loader. */
 static bool btf_cache__trusted(const struct stat *st)
 {
@@ -229,7 +246,7 @@ void btf_cache__prepare(struct btf_cache *c, const void *obj, size_t obj_sz)
 		return;
 	btf_cache__kernel_id(kid, sizeof(kid));
 	snprintf(name, sizeof(name), "vmlinux-%s-%016llx.btf", kid,
-		 (unsigned long long)fnv1a(obj, obj_sz));
+		 (unsigned long long)btf_cache__obj_hash(obj, obj_sz));
 	have_dir = btf_cache__dir(dir, sizeof(dir), getenv("MEMTRACK_CACHE_DIR"),
 				  getenv("XDG_CACHE_HOME"), getenv("HOME"), (int)geteuid()) == 0;
 	if (have_dir && !btf_cache__join(c->path, sizeof(c->path), dir, name, false)) {

@@ -28,8 +28,15 @@ struct lib_entry {
 	struct alloc_site *pending; /* sites found before libs__bind: attached there */
 	struct usdt_site *usdt; /* include/memtrack.h probes not attached yet (usdt.h) */
 	int nr_usdt;
-	struct alloc_site *later;   /* auto, glibc or libstdc++: the allocator sites, attached by */
-	int nr_later;		    /* libs__attach_glibc (sites counts the others) */
+	/* auto: the allocator sites of glibc, libstdc++ or a family library an exec maps, kept
+	 * for libs__attach_glibc */
+	struct alloc_site *later;
+	int nr_later;
+	int fd; /* once sites were kept back: the file (O_PATH) until libs__free, else -1 */
+	bool malloc_def; /* defines malloc */
+	/* jemalloc, mimalloc or tcmalloc, with the symbol the interposer knows it by
+	 * (preload_families.c: mallocx, mi_malloc, tc_malloc) */
+	bool fam_mark;
 };
 
 /* An executable's inspection, by what decides its outcome: the file, the root it is seen from,
@@ -56,6 +63,10 @@ struct libs {
 	dev_t pre_dev;
 	ino_t pre_ino;
 	unsigned kinds; /* of the last inspection (libs__kinds) */
+	/* the last exec's inspection, in the loader's lookup order (deps.h), the interposer and
+	 * the executable left out: */
+	long first_malloc; /* of v, -1 if none: the first file defining malloc, the process's */
+	int nr_fam;	   /* files of the jemalloc, mimalloc or tcmalloc kind */
 };
 
 static uint64_t libs__now(void)
@@ -113,8 +124,16 @@ static struct lib_entry *libs__seen(struct libs *l, const struct stat *st)
 static int libs__attach_sites(struct libs *l, struct lib_entry *e, const struct alloc_site *sites,
 			      int n)
 {
+	char fdpath[32];
+	const char *path = e->path;
 	uint64_t t0 = libs__now();
-	int err = attach_set__library(l->set, e->path, sites, n);
+	int err;
+
+	if (e->fd >= 0) {
+		snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", e->fd);
+		path = fdpath;
+	}
+	err = attach_set__library(l->set, path, sites, n);
 
 	l->attach_ns += libs__now() - t0;
 	if (err) {
@@ -162,11 +181,45 @@ static bool libs__glibc_family(enum alloc_kind k)
 	return k == ALLOC_LIBC || k == ALLOC_CXX;
 }
 
-/* Appends n sites to *dst (holding have) for later: libs__bind, or libs__attach_glibc. */
-static int libs__keep(struct alloc_site **dst, int have, const struct alloc_site *sites, int n)
+static bool libs__family(enum alloc_kind k)
 {
-	struct alloc_site *v = realloc(*dst, (have + n) * sizeof(*sites));
+	return k == ALLOC_JEMALLOC || k == ALLOC_MIMALLOC || k == ALLOC_TCMALLOC;
+}
 
+/* The symbol by which the interposer recognises a family library as the process's malloc
+ * (pl_fams in src/preload/preload_families.c). */
+static const char *libs__family_mark(enum alloc_kind k)
+{
+	return k == ALLOC_JEMALLOC   ? "mallocx"
+	       : k == ALLOC_MIMALLOC ? "mi_malloc"
+	       : k == ALLOC_TCMALLOC ? "tc_malloc"
+				     : NULL;
+}
+
+/* An exec's inspection meets e (in lookup order): what decides whether the interposer serves
+ * a family library (libs__inspect). */
+static void libs__note(struct libs *l, struct lib_entry *e, bool is_exe)
+{
+	if (!l->loading)
+		return;
+	l->nr_fam += libs__family(e->kind);
+	if (!is_exe && e->malloc_def && l->first_malloc < 0)
+		l->first_malloc = e - l->v;
+}
+
+/* Appends n sites of e's file to *dst (holding have) for later: libs__bind, or
+ * libs__attach_glibc. The file is held open meanwhile: its path may be seen through a process
+ * (/proc/PID/root/...) that is gone by then. */
+static int libs__keep(struct lib_entry *e, struct alloc_site **dst, int have,
+		      const struct alloc_site *sites, int n)
+{
+	struct alloc_site *v;
+
+	if (e->fd < 0)
+		e->fd = open(e->path, O_PATH | O_CLOEXEC);
+	if (e->fd < 0)
+		return -errno;
+	v = realloc(*dst, (have + n) * sizeof(*sites));
 	if (!v)
 		return -ENOMEM;
 	memcpy(v + have, sites, n * sizeof(*sites));
@@ -204,6 +257,7 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 	e = libs__seen(l, &st);
 	if (e) {
 		l->kinds |= e->kinds;
+		libs__note(l, e, is_exe);
 		return 0;
 	}
 	if (l->nr == l->cap) {
@@ -217,6 +271,7 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 	}
 	e = &l->v[l->nr++];
 	memset(e, 0, sizeof(*e));
+	e->fd = -1;
 	e->dev = st.st_dev;
 	e->ino = st.st_ino;
 	e->path = strdup(path);
@@ -233,15 +288,15 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 	}
 	e->kind = alloc_table__classify(&info, is_exe);
 	e->kinds = 1u << e->kind;
+	e->malloc_def = elf_info__find(&info, "malloc") != 0;
+	e->fam_mark = libs__family(e->kind) && elf_info__find(&info, libs__family_mark(e->kind));
 	/* as the interposer judges the next malloc: by the file's name */
-	if (libs__glibc_family(e->kind) && !strstr(path, "/libc.so") &&
-	    elf_info__find(&info, "malloc"))
+	if (libs__glibc_family(e->kind) && !strstr(path, "/libc.so") && e->malloc_def)
 		e->kinds |= LIBS_KIND_MALLOC_SHIM;
 	l->kinds |= e->kinds;
+	libs__note(l, e, is_exe);
 	n = alloc_table__sites(&info, e->kind, is_exe, sites, LIBS_MAX_SITES);
-	served_family = l->loading && !is_exe && elf_info__find(&info, "malloc") &&
-			(e->kind == ALLOC_JEMALLOC || e->kind == ALLOC_MIMALLOC ||
-			 e->kind == ALLOC_TCMALLOC);
+	served_family = l->loading && !is_exe && e->malloc_def && libs__family(e->kind);
 	elf_info__free(&info);
 	if (l->preload)
 		n = libs__preload_filter(e, sites, n);
@@ -258,9 +313,11 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 	if (libs__glibc_family(e->kind) || e->kind == ALLOC_STATIC || served_family)
 		for (int i = 0; i < n; i++)
 			sites[i].spec |= MT_SPEC_PL;
-	/* dlopen included: a served process announces its dlopens itself (preload_dl.c) */
-	if (l->defer && !l->glibc_on && libs__glibc_family(e->kind)) {
-		err = libs__keep(&e->later, 0, sites, n);
+	/* dlopen included: a served process announces its dlopens itself (preload_dl.c); a
+	 * family library an exec maps waits too: a process whose malloc it is is served
+	 * (libs__inspect), any other one needs the probes, and has them attached before it runs */
+	if (l->defer && !l->glibc_on && (libs__glibc_family(e->kind) || served_family)) {
+		err = libs__keep(e, &e->later, 0, sites, n);
 		if (err)
 			return err;
 		e->nr_later = n;
@@ -268,7 +325,7 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 		return 0;
 	}
 	if (!l->set) {
-		err = libs__keep(&e->pending, 0, sites, n);
+		err = libs__keep(e, &e->pending, 0, sites, n);
 		return err ? err : 1;
 	}
 	err = libs__attach_sites(l, e, sites, n);
@@ -302,7 +359,7 @@ int libs__attach_glibc(struct libs *l)
 		if (!e->nr_later)
 			continue;
 		if (!l->set) /* libs__bind attaches them */
-			err = libs__keep(&e->pending, e->sites, e->later, e->nr_later);
+			err = libs__keep(e, &e->pending, e->sites, e->later, e->nr_later);
 		e->sites += e->nr_later;
 		if (l->set)
 			err = libs__attach_sites(l, e, e->later, e->nr_later);
@@ -332,6 +389,8 @@ static int libs__inspect(struct libs *l, const char *root, const char *exe, cons
 	int err, added = 0;
 
 	l->kinds = 0;
+	l->first_malloc = -1;
+	l->nr_fam = 0;
 	err = deps__resolve(root, exe, ld_path, ld_pre, &deps);
 	if (err)
 		return err;
@@ -342,6 +401,12 @@ static int libs__inspect(struct libs *l, const char *root, const char *exe, cons
 			goto cleanup;
 		added += err;
 	}
+	/* The interposer serves a family library that is the process's malloc, as it judges it
+	 * (pl_fam_serve): the first malloc after its own is that library's, which has the
+	 * family's mark. Only one such library: calls into a second one are forwarded
+	 * unrecorded. */
+	if (l->first_malloc >= 0 && l->v[l->first_malloc].fam_mark && l->nr_fam == 1)
+		l->kinds = (l->kinds & ~l->v[l->first_malloc].kinds) | LIBS_KIND_SERVED_FAMILY;
 	err = added;
 cleanup:
 	l->loading = false;
@@ -511,6 +576,8 @@ void libs__free(struct libs *l)
 		free(l->v[i].pending);
 		free(l->v[i].usdt);
 		free(l->v[i].later);
+		if (l->v[i].fd >= 0)
+			close(l->v[i].fd);
 	}
 	free(l->v);
 	for (size_t i = 0; i < l->nr_memo; i++) {

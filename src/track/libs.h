@@ -15,18 +15,24 @@ int libs__new(struct libs **l, struct attach_set *set);
 /* The interposer (dev, ino) serves glibc's and libstdc++'s entry points; it is never probed
  * itself. Preload mode (defer false): those libraries get no allocator probes (libc keeps its
  * dlopen stop). Auto mode (defer true): their sites, dlopen included, wait until a process
- * that the interposer cannot serve needs them (libs__attach_glibc); the interposer announces
- * a served process's dlopens itself (src/preload/preload_dl.c). */
+ * that the interposer cannot serve needs them (libs__attach_glibc); so do those of a shared
+ * jemalloc, mimalloc or tcmalloc an exec maps (which the interposer serves when it is the
+ * process's malloc); the interposer announces a served process's dlopens itself
+ * (src/preload/preload_dl.c). */
 void libs__preload(struct libs *l, dev_t dev, ino_t ino, bool defer);
-/* Attaches the glibc and libstdc++ sites kept back so far, and every later one at once.
+/* Attaches the sites kept back so far (auto: glibc's, libstdc++'s, the shared families'), and
+ * every later one at once.
  * Returns the number of libraries attached, or -errno. */
 int libs__attach_glibc(struct libs *l);
 bool libs__glibc_attached(const struct libs *l);
 /* A library other than glibc's libc.so that defines malloc as glibc does (another interposer,
  * such as a counting LD_PRELOAD library): the interposer forwards to it (libs__kinds). */
 #define LIBS_KIND_MALLOC_SHIM (1u << 31)
+/* In place of its family's bit: the process's malloc is a shared jemalloc, mimalloc or
+ * tcmalloc that an exec maps, which the interposer serves (src/preload/preload_families.c). */
+#define LIBS_KIND_SERVED_FAMILY (1u << 30)
 /* Bit (1 << enum alloc_kind) of every file of the last inspection (libs__inspect_*), the
- * interposer left out; LIBS_KIND_MALLOC_SHIM too. */
+ * interposer left out; LIBS_KIND_MALLOC_SHIM and LIBS_KIND_SERVED_FAMILY too. */
 unsigned libs__kinds(const struct libs *l);
 /* Attaches every library inspected before, and any later, through set. Returns 0 or -errno. */
 int libs__bind(struct libs *l, struct attach_set *set);

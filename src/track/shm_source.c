@@ -43,7 +43,7 @@ struct shm_source {
 	} stacks; /* --stacks: aux translation (shm_source__set_stacks) */
 	int bell_fd;		   /* eventfd in the event loop's set: the doorbell rang */
 	pthread_t bell_thread;
-	bool bell_started;
+	bool bell_started, bell_stopped;
 	uint32_t bell_stop;
 };
 
@@ -218,13 +218,20 @@ static void *shm__bell_main(void *arg)
 	return NULL;
 }
 
-static void shm__bell_stop(struct shm_source *s)
+/* Tells the doorbell's thread to end; joined only by join (before the mapping goes): at the
+ * run's end memtrack exits without waiting for it to be scheduled (under load, tens of ms). */
+static void shm__bell_stop(struct shm_source *s, bool join)
 {
 	if (!s->bell_started)
 		return;
-	__atomic_store_n(&s->bell_stop, 1, __ATOMIC_RELEASE);
-	__atomic_fetch_add(&s->hdr->bell, 1, __ATOMIC_SEQ_CST);
-	syscall(SYS_futex, &s->hdr->bell, FUTEX_WAKE, 1, NULL, NULL, 0);
+	if (!s->bell_stopped) {
+		__atomic_store_n(&s->bell_stop, 1, __ATOMIC_RELEASE);
+		__atomic_fetch_add(&s->hdr->bell, 1, __ATOMIC_SEQ_CST);
+		syscall(SYS_futex, &s->hdr->bell, FUTEX_WAKE, 1, NULL, NULL, 0);
+		s->bell_stopped = true;
+	}
+	if (!join)
+		return;
 	pthread_join(s->bell_thread, NULL);
 	s->bell_started = false;
 }
@@ -319,6 +326,7 @@ static void shm__destroy(struct event_source *src)
 	struct shm_source *s = src->priv;
 
 	shm_source__close(s);
+	shm__bell_stop(s, true); /* it reads the header: gone before the mapping */
 	if (s->map)
 		munmap(s->map, s->map_len);
 	if (s->bell_fd >= 0)
@@ -333,7 +341,7 @@ void shm_source__close(struct shm_source *s)
 {
 	if (!s || !s->hdr || s->hdr->closed)
 		return;
-	shm__bell_stop(s);
+	shm__bell_stop(s, false);
 	__atomic_store_n(&s->hdr->closed, 1, __ATOMIC_SEQ_CST);
 	for (uint32_t i = 0; i < s->nr_slots; i++)
 		if (__atomic_load_n(&s->slots[i].waiting, __ATOMIC_SEQ_CST))

@@ -53,9 +53,10 @@ int tracker__run(const struct tracker_opts *o)
 	int ret = MT_EXIT_FAILED, err, status, art_fd = -1;
 
 	t.sp.go_fd = t.sp.err_fd = t.sp.pidfd = -1;
+	t.ring.fd = -EBADF;
 	t.wd.sock = -1;
 	t.m.start_unix_ns = now_ns(CLOCK_REALTIME);
-	t.m.start_mono_ns = t_start;
+	t.m.start_mono_ns = t.t_start = t_start;
 	/* with --, the words as a shell command that runs them again */
 	t.m.command = o->command ? strdup(o->command) : shquote__argv(o->argv);
 	if (!t.m.command || manifest__set_argv(&t.m, o->argv) ||
@@ -71,10 +72,12 @@ int tracker__run(const struct tracker_opts *o)
 	if (outdir__open(&t.out, o->outdir, 10 + strlen(ARTIFACT_SUFFIX)) ||
 	    heap_acct__new(&t.acct))
 		goto cleanup;
+	tracker__mark(&t, "output folder");
 	/* before the fork: the command inherits LD_PRELOAD and the shared memory's name */
 	if (preload_setup__start(&t.pre, (enum alloc_hooks)o->alloc_hooks) ||
 	    tracker__stacks_start(&t))
 		goto cleanup;
+	tracker__mark(&t, "interposer's shared memory");
 	if (manifest__set_str(&t.m.alloc_hooks, preload_setup__mode_name(&t.pre)) ||
 	    manifest__set_str(&t.m.preload_lib, t.pre.on ? t.pre.lib : NULL)) {
 		log__error("out of memory");
@@ -88,6 +91,17 @@ int tracker__run(const struct tracker_opts *o)
 		goto cleanup;
 	}
 	t.m.root_pid = t.sp.pid;
+	tracker__mark(&t, "command forked, held");
+	/* The command is memtrack's first child: in a new pid namespace it is pid 2 (memtrack
+	 * pid 1), as test_track_outputs expects. Then the watchdog, while memtrack is one small
+	 * thread, and the ring on a thread. */
+	err = watchdog__start(&t.wd);
+	if (err) {
+		log__error("cannot start the watchdog process: %s", strerror(-err));
+		goto cleanup;
+	}
+	tracker__mark(&t, "watchdog started");
+	tracker__ring_start(&t);
 	/* Both names are claimed while the command is still held: a refusal runs nothing. */
 	snprintf(name, sizeof(name), "%d%s", t.sp.pid, ARTIFACT_SUFFIX);
 	snprintf(t.manifest_name, sizeof(t.manifest_name), "%d%s", t.sp.pid, MANIFEST_SUFFIX);
@@ -97,21 +111,23 @@ int tracker__run(const struct tracker_opts *o)
 	art_fd = outdir__create(&t.out, name);
 	if (art_fd < 0 || tracker__stacks_open(&t))
 		goto cleanup;
-	err = watchdog__start(&t.wd);
-	if (err) {
-		log__error("cannot start the watchdog process: %s", strerror(-err));
-		goto cleanup;
-	}
+	tracker__mark(&t, "output files created");
+	/* the links wait for the kernel (early_links.h) while this thread loads the programs */
+	t.multi = attach__probe_uprobe_multi();
+	early_links__start(&t.early, t.pre.on ? t.pre.lib : NULL, t.multi);
+	tracker__mark(&t, "early links started");
 	if (libs__new(&t.libs, NULL))
 		goto cleanup;
 	if (t.pre.on)
 		libs__preload(t.libs, t.pre.dev, t.pre.ino, t.pre.autom);
 	if (root_prep__start(&t.root, t.libs, o->argv[0]))
 		goto cleanup;
+	tracker__mark(&t, "root inspection started");
 
 	t0 = now_ns(CLOCK_MONOTONIC);
 	err = tracker__load(&t);
 	t.m.t_load = now_ns(CLOCK_MONOTONIC) - t0;
+	tracker__mark(&t, "loaded");
 	if (err)
 		goto cleanup;
 	err = watchdog__arm(&t.wd, bpf_map__fd(t.skel->maps.events),
@@ -122,29 +138,45 @@ int tracker__run(const struct tracker_opts *o)
 		log__error("cannot arm the watchdog process: %s", strerror(-err));
 		goto cleanup;
 	}
+	tracker__mark(&t, "watchdog armed, stops on");
 	t0 = now_ns(CLOCK_MONOTONIC);
-	if (tracker__attach_tracepoints(&t) || tracker__attach_served(&t) ||
-	    tracker__attach_root(&t))
+	if (tracker__fill_early(&t)) { /* waits for the early links: the attach phase's start */
+		log__error("out of memory");
 		goto cleanup;
+	}
+	tracker__mark(&t, "early links filled");
+	if (tracker__attach_tracepoints(&t))
+		goto cleanup;
+	tracker__mark(&t, "tracepoints attached");
+	if (tracker__attach_served(&t))
+		goto cleanup;
+	tracker__mark(&t, "interposer's control points attached");
+	if (tracker__attach_root(&t))
+		goto cleanup;
+	tracker__mark(&t, "root's libraries attached");
 	err = tracker__setup_loop(&t);
 	if (err) {
 		log__error("cannot set up the event loop: %s", strerror(-err));
 		goto cleanup;
 	}
+	tracker__mark(&t, "event loop set up");
 	if (tracker__register_root(&t))
 		goto cleanup;
 	tracker__add_pidfd(&t);
 	t.m.t_attach = now_ns(CLOCK_MONOTONIC) - t0;
 	root_attach_ns = libs__attach_ns(t.libs); /* inside the window just timed */
+	tracker__mark(&t, "root registered");
 	t0 = now_ns(CLOCK_MONOTONIC);
 	err = spawn__go(&t.sp);
 	if (err) {
 		log__error("cannot release '%s': %s", o->argv[0], strerror(-err));
 		goto cleanup;
 	}
+	tracker__mark(&t, "command released");
 	/* While the command execs: nothing is read from the ring before the loop below. */
 	err = artifact_writer__open_fd(&t.writer, art_fd, ARTIFACT_DEFAULT_LEVEL, 0);
 	art_fd = -1; /* the writer's now, even on error */
+	tracker__mark(&t, "artifact writer open");
 	if (err) {
 		log__error("cannot write '%s/%s': %s", o->outdir, t.m.artifact, strerror(-err));
 		goto cleanup;
@@ -155,11 +187,14 @@ int tracker__run(const struct tracker_opts *o)
 		log__error("cannot start the artifact's compression threads: %s", strerror(-err));
 		goto cleanup;
 	}
+	tracker__mark(&t, "compression threads started");
 	t.sinks.writer = t.writer;
 	err = spawn__exec_result(&t.sp);
 	if (err)
 		log__error("cannot execute '%s': %s", o->argv[0], strerror(-err));
+	tracker__mark(&t, "exec result read");
 	status = tracker__loop(&t);
+	tracker__mark(&t, "tree exited");
 	if (status < 0) {
 		log__error("event loop failed: %s", strerror(-status));
 		goto cleanup;
@@ -167,6 +202,7 @@ int tracker__run(const struct tracker_opts *o)
 	t.sp.pid = 0; /* reaped: nothing to abort from here on */
 	t.m.t_attach += libs__attach_ns(t.libs) - root_attach_ns; /* at exec and dlopen stops */
 	if (!tracker__finish(&t, status, t0, t_start)) {
+	tracker__mark(&t, "finished");
 		tracker__tell(&t);
 		ret = tracker__exit_status(&t);
 	}
@@ -182,5 +218,6 @@ cleanup:
 			unlinkat(t.out.fd, t.m.stacks_file, 0);
 	}
 	tracker__destroy(&t);
+	tracker__mark(&t, "destroyed");
 	return ret;
 }

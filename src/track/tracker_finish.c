@@ -154,7 +154,12 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 		shm_source__close(t->pre.shm);
 		shm_source__drops(t->pre.shm, &t->m.drops[DROP_PRELOAD]);
 	}
+	/* With the stops ended and the whole tree gone, every stop record has been read and
+	 * answered by the drain above: the watchdog has nothing left to guard. */
+	if (!t->m.nr_running)
+		watchdog__done(&t->wd);
 	t->m.t_drain = now_ns(CLOCK_MONOTONIC) - t0;
+	tracker__mark(t, "drained");
 	artifact_writer__flush(t->writer);
 	in_file = artifact_writer__events_written(t->writer);
 	/* what the writer took, and what it refused once it had failed */
@@ -164,6 +169,7 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 	if (err && !t->sinks.write_err)
 		t->sinks.write_err = err;
 	tracker__stacks_finish(t); /* logs its failure */
+	tracker__mark(t, "artifact closed");
 
 	tracker__read_drops(t, t->m.drops);
 	t->drops_total = drops_total = records__drops_sum(t->m.drops);
@@ -190,6 +196,7 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 	getrusage(RUSAGE_SELF, &ru);
 	t->m.memtrack_max_rss = (uint64_t)ru.ru_maxrss * 1024;
 	t->m.ringbuf_bytes = t->o->ring_bytes;
+	tracker__mark(t, "manifest filled");
 	/* The detacher outlives us with a copy of our descriptors: the folder's would keep its
 	 * file system busy (no umount right after memtrack). Reopened below, checked to be the
 	 * same folder. */
@@ -199,6 +206,7 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 	else
 		tracker__detach_background(t);
 	t->m.t_total = now_ns(CLOCK_MONOTONIC) - t_start;
+	tracker__mark(t, "detach handed off");
 
 	/* A cut artifact is said first: with a full disk the manifest fails too. */
 	if (t->sinks.write_err)
@@ -209,6 +217,7 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 	err = outdir__reopen(&t->out);
 	if (!err) /* both log their failures */
 		err = manifest__write_new(&t->m, &t->out, t->manifest_name);
+	tracker__mark(t, "manifest written");
 	if (err)
 		return err;
 	return t->sinks.write_err;
@@ -245,6 +254,7 @@ static void tracker__detach(struct tracker *t)
 		bpf_link__destroy(t->tp_links[i]);
 		t->tp_links[i] = NULL;
 	}
+	early_links__close(&t->early);
 	consumer__destroy(&t->cons);
 	tracker__unload(t);
 	t->m.t_detach = now_ns(CLOCK_MONOTONIC) - t0;
@@ -273,6 +283,7 @@ void tracker__destroy(struct tracker *t)
 	if (t->handed_off)
 		return; /* the detacher's exit frees everything at once, off our critical path */
 	tracker__detach(t);
+	tracker__ring_close(t);
 	if (!t->pre_added && t->pre.shm)
 		shm_source__src(t->pre.shm)->destroy(shm_source__src(t->pre.shm));
 	artifact_writer__close(t->writer);

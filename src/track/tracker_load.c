@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,8 @@ void tracker__unload(struct tracker *t)
 	t->alloc_entry = t->alloc_ret = NULL;
 	memtrack_bpf__destroy(t->alloc_skel);
 	t->alloc_skel = NULL;
+	memtrack_bpf__destroy(t->marker_skel);
+	t->marker_skel = NULL;
 	memtrack_bpf__destroy(t->skel);
 	t->skel = NULL;
 }
@@ -83,35 +86,42 @@ static void tracker__alloc_take(struct tracker *t, struct memtrack_bpf *s)
 	t->alloc_ret = t->multi ? s->progs.mt_alloc_return_multi : s->progs.mt_alloc_return_perf;
 }
 
+/* The USDT marker program pair (include/memtrack.h): autoload for the one this kernel's
+ * uprobes take (when load is true), none for the other. */
+static void tracker__marker_autoload(struct memtrack_bpf *s, bool multi, bool load)
+{
+	bpf_program__set_autoload(s->progs.mt_marker_multi, load && multi);
+	bpf_program__set_autoload(s->progs.mt_marker_perf, load && !multi);
+	if (multi)
+		bpf_program__set_expected_attach_type(s->progs.mt_marker_multi,
+						      attach__uprobe_multi_type());
+}
+
 /*
- * Loads the allocator programs if they are not yet: a second instance of the same object in
- * which only they load, on the first instance's maps (bpf_map__reuse_fd) and read-only
- * values, against the same BTF. Its own cost (~2-3 ms: open, relocation, verification) is
- * paid only by runs that attach a uprobe to a library; an --alloc-hooks auto or preload run
- * whose every process the interposer serves never pays it. Returns 0 or -errno; idempotent.
+ * A second instance of the same object in which only the programs `autoload` picks load, on
+ * the first instance's maps (bpf_map__reuse_fd) and read-only values, against the same BTF.
+ * Its own cost (~2-3 ms for the allocator programs: open, relocation, verification) is paid
+ * only by runs that need them. Returns 0 or -errno.
  */
-int tracker__alloc_ensure(struct tracker *t)
+static int tracker__load_second(struct tracker *t,
+				void (*autoload)(struct memtrack_bpf *s, bool multi, bool load),
+				struct memtrack_bpf **out)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, oo,
 		    .btf_custom_path = t->btf.path[0] ? t->btf.path : NULL);
-	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
 	struct memtrack_bpf *s;
 	struct bpf_program *p;
 	struct bpf_map *m;
 	int err = 0;
 
-	if (t->alloc_entry)
-		return 0;
 	if (!t->skel)
 		return -EINVAL;
 	s = memtrack_bpf__open_opts(&oo);
-	if (!s) {
-		err = -errno;
-		goto cleanup;
-	}
+	if (!s)
+		return -errno;
 	bpf_object__for_each_program(p, s->obj)
 		bpf_program__set_autoload(p, false);
-	tracker__alloc_autoload(s, t->multi, true);
+	autoload(s, t->multi, true);
 	memcpy(s->rodata, t->skel->rodata, sizeof(*s->rodata));
 	bpf_object__for_each_map(m, s->obj) {
 		int fd;
@@ -119,27 +129,69 @@ int tracker__alloc_ensure(struct tracker *t)
 		if (bpf_map__is_internal(m))
 			continue; /* .rodata, copied above */
 		fd = bpf_object__find_map_fd_by_name(t->skel->obj, bpf_map__name(m));
-		/* a map the first instance did not create is none of the allocator programs' */
+		/* a map the first instance did not create is none of these programs' */
 		err = fd >= 0 ? bpf_map__reuse_fd(m, fd) : bpf_map__set_autocreate(m, false);
 		if (err)
 			goto cleanup;
 	}
 	err = memtrack_bpf__load(s);
-	if (err)
-		goto cleanup;
-	t->alloc_skel = s;
-	s = NULL;
-	tracker__alloc_take(t, t->alloc_skel);
-	err = manifest__set_str(&t->m.alloc_programs, "at first attach");
-	log__debug(LOG_VERBOSE, "allocator programs loaded in %.2f ms",
-		   (now_ns(CLOCK_MONOTONIC) - t0) / 1e6);
+	if (!err) {
+		*out = s;
+		s = NULL;
+	}
 cleanup:
 	memtrack_bpf__destroy(s);
+	return err;
+}
+
+/*
+ * Loads the allocator programs if they are not yet (tracker__load_second): an --alloc-hooks
+ * auto or preload run whose every process the interposer serves never pays for them. Returns
+ * 0 or -errno; idempotent.
+ */
+int tracker__alloc_ensure(struct tracker *t)
+{
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+	int err;
+
+	if (t->alloc_entry)
+		return 0;
+	err = tracker__load_second(t, tracker__alloc_autoload, &t->alloc_skel);
+	if (!err) {
+		tracker__alloc_take(t, t->alloc_skel);
+		err = manifest__set_str(&t->m.alloc_programs, "at first attach");
+		log__debug(LOG_VERBOSE, "allocator programs loaded in %.2f ms",
+			   (now_ns(CLOCK_MONOTONIC) - t0) / 1e6);
+	}
 	if (err)
 		log__error("cannot load the allocator programs: %s (run with -vv for the verifier "
 			   "log)",
 			   strerror(-err));
 	return err;
+}
+
+/* attach_marker_fn: the USDT marker program, loaded at the first library that has memtrack's
+ * probes (most runs have none: ~1.5 ms of verification saved). */
+static int tracker__marker_prog(void *ctx, struct bpf_program **marker)
+{
+	struct tracker *t = ctx;
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+	int err = 0;
+
+	if (!t->marker_skel) {
+		err = tracker__load_second(t, tracker__marker_autoload, &t->marker_skel);
+		if (err) {
+			log__error("cannot load the USDT marker program: %s (run with -vv for the "
+				   "verifier log)",
+				   strerror(-err));
+			return err;
+		}
+		log__debug(LOG_VERBOSE, "marker program loaded in %.2f ms",
+			   (now_ns(CLOCK_MONOTONIC) - t0) / 1e6);
+	}
+	*marker = t->multi ? t->marker_skel->progs.mt_marker_multi
+			   : t->marker_skel->progs.mt_marker_perf;
+	return 0;
 }
 
 /* attach_progs_fn for the allocator attach set: the programs on first need. */
@@ -182,17 +234,13 @@ static int tracker__fill_tail(struct memtrack_bpf *s)
 }
 
 /*
- * The ring buffer map, created on a thread while the kernel is probed, the BTF prepared and the
- * object opened: allocating and zeroing an 8 MiB ring takes ~1.7 ms here, which the load
- * would otherwise wait for. Given to libbpf with bpf_map__reuse_fd; if it could not be
- * created, libbpf creates the map as usual.
+ * The ring buffer map, created on a thread from the run's start: allocating and zeroing an
+ * 8 MiB ring takes ~3 ms here, which the load would otherwise wait for. Given to libbpf with
+ * bpf_map__reuse_fd; if it could not be created, libbpf creates the map as usual. It is mapped
+ * for the consumer later, on the main thread (tracker__setup_loop): mapped on this thread it
+ * cost more CPU than it saved wall time (the main thread's page faults spin on mmap_lock
+ * while ~2,000 pages are inserted, each an rss_stat hit).
  */
-struct ring_prep {
-	pthread_t thread;
-	uint64_t bytes;
-	int fd; /* or -errno */
-	bool started;
-};
 
 static void *ring_prep__run(void *arg)
 {
@@ -204,11 +252,17 @@ static void *ring_prep__run(void *arg)
 	return NULL;
 }
 
-static void ring_prep__start(struct ring_prep *r, uint64_t bytes)
+void tracker__ring_start(struct tracker *t)
 {
-	r->bytes = bytes;
+	struct ring_prep *r = &t->ring;
+	sigset_t all, old;
+
+	r->bytes = t->o->ring_bytes;
 	r->fd = -EAGAIN;
+	sigfillset(&all); /* memtrack's signals are for its signalfd, later */
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	r->started = !pthread_create(&r->thread, NULL, ring_prep__run, r);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* The ring's fd (-errno: none); idempotent. */
@@ -220,8 +274,11 @@ static int ring_prep__join(struct ring_prep *r)
 	return r->fd;
 }
 
-static void ring_prep__close(struct ring_prep *r)
+/* Closes its descriptor (the object holds the map). Idempotent. */
+void tracker__ring_close(struct tracker *t)
 {
+	struct ring_prep *r = &t->ring;
+
 	if (ring_prep__join(r) >= 0)
 		close(r->fd);
 	r->fd = -EBADF;
@@ -261,6 +318,7 @@ static int tracker__open_load(struct tracker *t, struct ring_prep *ring)
 	s = t->skel = memtrack_bpf__open_opts(&oo);
 	if (!s)
 		return -errno;
+	tracker__mark(t, "load: object opened");
 	s->rodata->mt_nr_cpus = tracker__nr_cpus();
 	s->rodata->mt_page_shift = __builtin_ctz(sysconf(_SC_PAGESIZE));
 	s->rodata->mt_rss_step = t->o->rss_step;
@@ -283,15 +341,13 @@ static int tracker__open_load(struct tracker *t, struct ring_prep *ring)
 	if (t->multi)
 		bpf_program__set_expected_attach_type(s->progs.mt_preload_ctl_multi,
 						      attach__uprobe_multi_type());
-	/* the USDT marker programs (include/memtrack.h) are small: always with the first instance */
-	bpf_program__set_autoload(s->progs.mt_marker_multi, t->multi);
-	bpf_program__set_autoload(s->progs.mt_marker_perf, !t->multi);
-	if (t->multi)
-		bpf_program__set_expected_attach_type(s->progs.mt_marker_multi,
-						      attach__uprobe_multi_type());
+	/* the USDT marker programs (include/memtrack.h): at the first library with the probes */
+	tracker__marker_autoload(s, t->multi, false);
 	err = ring_prep__join(ring) >= 0 ? bpf_map__reuse_fd(s->maps.events, ring->fd) : 0;
+	tracker__mark(t, "load: ring joined");
 	if (!err)
 		err = memtrack_bpf__load(s);
+	tracker__mark(t, "load: object loaded");
 	if (!err)
 		err = tracker__fill_tail(s);
 	if (!err && eager)
@@ -326,7 +382,6 @@ static int tracker__load_backend(struct tracker *t, struct ring_prep *ring)
 struct load_try {
 	struct tracker *t;
 	struct rmap_choice chosen;
-	struct ring_prep ring;
 };
 
 static int tracker__load_try(void *ctx)
@@ -334,7 +389,7 @@ static int tracker__load_try(void *ctx)
 	struct load_try *l = ctx;
 
 	l->t->rmap = l->chosen; /* an earlier try's fentry fallback may have been the BTF's fault */
-	return tracker__load_backend(l->t, &l->ring);
+	return tracker__load_backend(l->t, &l->t->ring);
 }
 
 /* Loads the programs: the BTF they relocate against, the rmap backend, the uprobe mechanism,
@@ -359,19 +414,17 @@ int tracker__load(struct tracker *t)
 		if (err)
 			return err;
 	}
-	ring_prep__start(&try.ring, t->o->ring_bytes);
 	try.chosen = t->rmap;
-	t->multi = attach__probe_uprobe_multi();
 	if (manifest__set_str(&t->m.uprobe_mechanism, t->multi ? "uprobe_multi" : "perf_uprobe") ||
 	    manifest__set_str(&t->m.tracepoint_mechanism, "raw_tracepoint")) {
-		ring_prep__close(&try.ring);
 		return tracker__no_memory();
 	}
 	/* CO-RE against a minimal BTF for this kernel: no parse of the whole vmlinux BTF. */
 	obj = memtrack_bpf__elf_bytes(&obj_sz);
 	btf_cache__prepare(&t->btf, obj, obj_sz);
+	tracker__mark(t, "load: BTF prepared");
 	err = btf_cache__load(&t->btf, tracker__load_try, &try);
-	ring_prep__close(&try.ring); /* the object holds its own descriptor of the map */
+	tracker__ring_close(t); /* the object holds its own descriptor of the map */
 	if (err)
 		return tracker__explain_load_error(err);
 	if (manifest__set_str(&t->m.btf_source, t->btf.source) ||
@@ -385,8 +438,7 @@ int tracker__load(struct tracker *t)
 	err = attach_set__new_lazy(&t->set, t->multi ? ATTACH_UPROBE_MULTI : ATTACH_PERF_UPROBE,
 				   tracker__alloc_progs, t);
 	if (!err)
-		attach_set__set_marker(t->set, t->multi ? t->skel->progs.mt_marker_multi
-						       : t->skel->progs.mt_marker_perf);
+		attach_set__set_marker(t->set, tracker__marker_prog, t);
 	if (err) { /* t->libs exists already (tracker__run): libs__bind attaches through set */
 		log__error("cannot set up: %s", strerror(-err));
 		return err;

@@ -7,6 +7,7 @@
 #ifndef MEMTRACK_TRACKER_PRIV_H
 #define MEMTRACK_TRACKER_PRIV_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
@@ -15,9 +16,11 @@
 #include "artifact/artifact.h"
 #include "artifact/manifest.h"
 #include "artifact/outdir.h"
+#include "common/log.h"
 #include "track/attach.h"
 #include "track/btf_cache.h"
 #include "track/consumer.h"
+#include "track/early_links.h"
 #include "track/libs.h"
 #include "track/preload_setup.h"
 #include "track/rmap_backend.h"
@@ -29,15 +32,30 @@
 #include "track/tracker.h"
 #include "track/watchdog.h"
 
+/* The ring buffer map, created on a thread from the run's start (tracker_load.c) */
+struct ring_prep {
+	pthread_t thread;
+	uint64_t bytes;
+	int fd; /* or -errno */
+	bool started;
+};
+
 struct tracker {
 	const struct tracker_opts *o;
 	struct memtrack_bpf *skel;
 	/* the allocator programs, in skel (uprobe mode) or in alloc_skel, a second instance
 	 * loaded on first need (tracker__alloc_ensure); NULL until loaded */
 	struct memtrack_bpf *alloc_skel;
+	/* the USDT marker program, a third instance loaded at the first library with memtrack's
+	 * probes; NULL until then */
+	struct memtrack_bpf *marker_skel;
 	struct bpf_program *alloc_entry, *alloc_ret;
 	bool multi; /* uprobe_multi links, else perf-event uprobes */
 	struct bpf_link *tp_links[8];
+	/* the tracepoints and the interposer's control points, linked while the programs load;
+	 * early_ok: every one of them serves (else tp_links and ctl_* do, attached after) */
+	struct early_links early;
+	bool early_ok;
 	/* the interposer's control points (served.bpf.c): one uprobe_multi link, or two perf */
 	int ctl_fd;
 	struct bpf_link *ctl_links[3]; /* one per MT_PRELOAD_CTL_* (bpf/proc.h) */
@@ -49,6 +67,7 @@ struct tracker {
 	struct artifact_writer *writer;
 	struct heap_acct *acct;
 	struct consumer cons;
+	struct ring_prep ring;
 	struct record_sinks sinks; /* the writer and acct above, behind the consumer */
 	struct spawn sp;
 	struct watchdog wd; /* resumes the stopped tasks if we die (watchdog.c) */
@@ -62,6 +81,7 @@ struct tracker {
 	struct root_prep root;	  /* the root executable, inspected while the programs load */
 	struct preload_setup pre; /* --alloc-hooks preload: the interposer's source */
 	bool pre_added;		  /* its source belongs to the consumer (destroyed with it) */
+	uint64_t t_start; /* CLOCK_MONOTONIC ns at tracker__run's start: tracker__mark's zero */
 	struct stack_sink *stk_sink; /* --stacks: the stacks file (tracker_stacks.c) */
 	struct stack_shm *stk_shm;   /* --stacks with preload: the interposer's stack area */
 	struct ustack *ustk;	     /* --stacks: the uprobe path's stacks (stacks/ustack.h) */
@@ -75,6 +95,18 @@ static inline uint64_t now_ns(clockid_t clk)
 	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
+/* -v: "<ms since the run began> <what>" on stderr, the phases' fine structure */
+static inline void tracker__mark(const struct tracker *t, const char *what)
+{
+	if (log__level >= LOG_VERBOSE)
+		log__debug(LOG_VERBOSE, "%7.2f ms %s", (now_ns(CLOCK_MONOTONIC) - t->t_start) / 1e6,
+			   what);
+}
+
+/* Starts creating the ring buffer map on a thread (ring_bytes); the load takes it. */
+void tracker__ring_start(struct tracker *t);
+/* Ends its thread and closes what the load did not take; idempotent. */
+void tracker__ring_close(struct tracker *t);
 /* load: BTF, skeleton open and load (rmap backend fallback), the allocator attach set */
 int tracker__load(struct tracker *t);
 /* Closes the fentry links and the skeletons; idempotent. */
@@ -85,6 +117,9 @@ int tracker__alloc_ensure(struct tracker *t);
 
 /* run: tracepoints, the root executable, the event loop, the command */
 int tracker__set_stops(struct tracker *t, bool on);
+/* After the load: the loaded programs into the early links' slots (early_links.h); those
+ * that could not be made are attached after (tracker__attach_*). 0 or -ENOMEM. */
+int tracker__fill_early(struct tracker *t);
 int tracker__attach_tracepoints(struct tracker *t);
 int tracker__attach_root(struct tracker *t);
 /* The interposer's registration probe (auto and preload modes); before the command runs. */

@@ -91,12 +91,19 @@ static void control_inspect_maps(struct tracker *t, const struct mt_event *ev)
 {
 	int err;
 
-	ustack__dlopen(t->ustk, ev->pid); /* stopped: its maps are complete */
+	ustack__read_maps(t->ustk, ev->pid); /* stopped: its maps are complete */
 	err = libs__inspect_maps(t->libs, ev->pid);
 
 	if (err < 0 && err != -ENOENT && err != -ESRCH)
 		log__warn("process %d: cannot inspect its mappings after dlopen: %s", ev->pid,
 			  strerror(-err));
+}
+
+/* --stacks: pid stopped at its image's first allocation with a stack; its stacks are unwound
+ * with these maps, even once it has exited. */
+static void control_read_maps(struct tracker *t, const struct mt_event *ev)
+{
+	ustack__read_maps(t->ustk, ev->pid);
 }
 
 static void control_name(struct tracker *t, const struct mt_event *ev)
@@ -112,6 +119,7 @@ static void control_name(struct tracker *t, const struct mt_event *ev)
 static void (*const control_actions[RA_NR])(struct tracker *t, const struct mt_event *ev) = {
     [RA_INSPECT_EXE] = control_inspect_exe,
     [RA_INSPECT_MAPS] = control_inspect_maps,
+    [RA_READ_MAPS] = control_read_maps,
     [RA_NAME] = control_name,
 };
 
@@ -145,6 +153,20 @@ int tracker__set_stops(struct tracker *t, bool on)
 	return 0;
 }
 
+int tracker__fill_early(struct tracker *t)
+{
+	const int tp[EARLY_TP_NR] = {
+	    [EARLY_FORK] = bpf_program__fd(t->skel->progs.mt_on_fork),
+	    [EARLY_EXEC] = bpf_program__fd(t->skel->progs.mt_on_exec),
+	    [EARLY_EXIT] = bpf_program__fd(t->skel->progs.mt_on_exit),
+	    [EARLY_RSS_STAT] = bpf_program__fd(t->skel->progs.mt_on_rss_stat),
+	};
+
+	t->early_ok =
+	    !early_links__fill(&t->early, tp, bpf_program__fd(t->skel->progs.mt_preload_ctl_multi));
+	return manifest__set_str(&t->m.hook_links, t->early_ok ? "while loading" : "after loading");
+}
+
 int tracker__attach_tracepoints(struct tracker *t)
 {
 	struct {
@@ -161,11 +183,14 @@ int tracker__attach_tracepoints(struct tracker *t)
 	    {t->skel->progs.mt_on_sys_exit, "sys_exit", true},
 	    {t->skel->progs.mt_on_page_fault_kernel, "page_fault_kernel", true},
 	};
+	_Static_assert(EARLY_TP_NR == 4, "the early links are the first four");
 	_Static_assert(sizeof(tps) / sizeof(tps[0]) <= sizeof(t->tp_links) / sizeof(t->tp_links[0]),
 		       "a link slot per tracepoint");
 
 	for (size_t i = 0; i < sizeof(tps) / sizeof(tps[0]); i++) {
 		if (tps[i].rmap_tp && t->rmap.backend != MT_RMAP_TRACEPOINT)
+			continue;
+		if (i < EARLY_TP_NR && t->early_ok)
 			continue;
 		t->tp_links[i] = bpf_program__attach_raw_tracepoint(tps[i].prog, tps[i].tp);
 		if (!t->tp_links[i]) {
@@ -207,14 +232,13 @@ int tracker__attach_root(struct tracker *t)
 	return err;
 }
 
-/* The interposer's two control points (served.bpf.c), uprobes on its file only: its
- * registration and its dlopen announcement (src/preload/preload_dl.c). One uprobe_multi link
- * for both (one detach, ~25-40 ms, where two perf uprobes cost ~90 ms each and hold up the next
- * run's attach meanwhile), else two perf uprobes. */
+/* The interposer's control points (served.bpf.c), uprobes on its file only: its
+ * registration, its dlopen announcement (src/preload/preload_dl.c), its refusal. One
+ * uprobe_multi link for all (one detach, ~25-40 ms, where perf uprobes cost ~90 ms each and
+ * hold up the next run's attach meanwhile), made while loading (early_links.c) unless that
+ * failed; else a perf uprobe each. */
 int tracker__attach_served(struct tracker *t)
 {
-	static const char *const fn[MT_PRELOAD_CTL_NR] = {
-	    "__memtrack_preload_served", "__memtrack_preload_dlopen", "__memtrack_preload_unserved"};
 	uint64_t offs[MT_PRELOAD_CTL_NR],
 	    cookies[MT_PRELOAD_CTL_NR] = {MT_PRELOAD_CTL_SERVED, MT_PRELOAD_CTL_DLOPEN,
 					  MT_PRELOAD_CTL_UNSERVED};
@@ -223,12 +247,12 @@ int tracker__attach_served(struct tracker *t)
 
 	_Static_assert(sizeof(t->ctl_links) / sizeof(t->ctl_links[0]) == MT_PRELOAD_CTL_NR,
 		       "a perf link per control point");
-	if (!t->pre.on)
+	if (!t->pre.on || (t->early_ok && early_links__has_ctl(&t->early)))
 		return 0;
 	err = elf_info__load(t->pre.lib, &info);
 	if (!err) {
 		for (int i = 0; i < MT_PRELOAD_CTL_NR; i++)
-			if (!(offs[i] = elf_info__find(&info, fn[i])))
+			if (!(offs[i] = elf_info__find(&info, early_ctl_fns[i])))
 				err = -ENOENT;
 		elf_info__free(&info);
 	}

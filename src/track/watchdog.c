@@ -26,6 +26,9 @@
  *   empty ring. memtrack's programs are detached anyway when its last fd goes, so the tree
  *   runs on untracked.
  * It holds only the two maps, never a program or link: it keeps nothing attached.
+ * - A run that ends normally (the stops ended, the tree gone, the ring drained) says so with one
+ *   byte (watchdog__done): the watchdog then exits at once, without mapping the ring and
+ *   waiting WATCHDOG_SETTLE_MS after memtrack and the detacher are gone.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -46,6 +49,7 @@
 
 #define WATCHDOG_SETTLE_MS 20	/* of empty ring before the watchdog exits */
 #define WATCHDOG_MAX_MS	   2000 /* a record busy this long belongs to no live program */
+#define WATCHDOG_DONE	   'D'	/* the one message after the maps: watchdog__done */
 
 static uint64_t watchdog__ms(void)
 {
@@ -167,7 +171,9 @@ static void watchdog__main(int sock)
 		_exit(0); /* memtrack ended before its maps existed: no stop was possible */
 	do
 		n = read(sock, buf, sizeof(buf));
-	while (n > 0 || (n < 0 && errno == EINTR));
+	while (n < 0 && errno == EINTR);
+	if (n > 0 && buf[0] == WATCHDOG_DONE)
+		_exit(0); /* watchdog__done: nothing left to answer */
 	watchdog__resume(fds[0], fds[1]);
 	_exit(0);
 }
@@ -216,6 +222,14 @@ int watchdog__arm(struct watchdog *w, int ring_fd, int stop_ctl_fd)
 		n = sendmsg(w->sock, msg, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);
 	return n == 1 ? 0 : n < 0 ? -errno : -EIO;
+}
+
+void watchdog__done(struct watchdog *w)
+{
+	char c = WATCHDOG_DONE;
+
+	if (w && w->sock >= 0)
+		(void)!send(w->sock, &c, 1, MSG_NOSIGNAL);
 }
 
 void watchdog__close(struct watchdog *w)

@@ -15,6 +15,9 @@ int watchdog__start(struct watchdog *w);
 /* Hands it the ring buffer map and the stop_ctl map. Until then it guards nothing; enable the
  * stops only after this returned 0. 0 or -errno. */
 int watchdog__arm(struct watchdog *w, int ring_fd, int stop_ctl_fd);
+/* Tells it that the run ended cleanly: every stop answered and no more possible (the stops
+ * ended, the tree gone). It exits at once instead of reading the ring at memtrack's exit. */
+void watchdog__done(struct watchdog *w);
 /* Closes memtrack's end: the watchdog then does its work and exits (for callers that outlive a
  * run; memtrack's exit does the same). NULL-safe, idempotent. */
 void watchdog__close(struct watchdog *w);

@@ -56,32 +56,21 @@ static uint32_t source_line(const char *text)
 	return 0;
 }
 
-static void report_stacks(void **state, const char *hooks)
+/*
+ * Reports run r as folded stacks (and pprof, JSON top sites into the run's directory): each of
+ * the n lines of want (the end of a folded line, after the frames above main or a thread's start
+ * routine) appears exactly once, and the folded bytes add up to the run's allocated bytes. Returns
+ * the report's JSON (the caller frees it).
+ */
+static json_t *report_folded(struct mt_run *r, const char *const *want, size_t n)
 {
-	const char *const opts[] = {"--alloc-hooks", hooks, "--stacks", NULL};
-	struct mt_run_opts o = {.track_opts = opts};
-	char folded[PATH_MAX], pp[PATH_MAX], js[PATH_MAX], stk[PATH_MAX], line[8192];
-	size_t found[sizeof(want_lines) / sizeof(*want_lines)] = {0};
+	char folded[PATH_MAX], pp[PATH_MAX], js[PATH_MAX], line[8192];
+	size_t found[8] = {0};
 	uint64_t sum = 0, allocated;
-	struct stackfile sf;
-	struct mt_run *r;
-	json_t *doc, *site, *f0;
-	char *text;
+	json_t *doc;
 	FILE *f;
-	int rc;
 
-	MT_REQUIRE_ROOT();
-	r = mt_new_run(state);
-	mt_track_ok(r, &o, MT_TARGET_ARGV("stacks"), 0);
-	snprintf(stk, sizeof(stk), "%s/%d%s", r->out, r->root_pid, STACKFILE_SUFFIX);
-	rc = stackfile__read(stk, &sf);
-	MT_CHECK(r, rc == 0, "cannot read %s: %s", stk, strerror(-rc));
-	if (strstr(sf.unwinder, "uprobe=none") && !strcmp(hooks, "uprobe")) {
-		stackfile__free(&sf);
-		skip(); /* the uprobe path takes no stacks yet (issue 13: wt/bpfstacks) */
-	}
-	stackfile__free(&sf);
-
+	assert_true(n <= sizeof(found) / sizeof(*found));
 	snprintf(folded, sizeof(folded), "%s/out.folded", r->base);
 	snprintf(pp, sizeof(pp), "%s/out.pb.gz", r->base);
 	snprintf(js, sizeof(js), "%s/out.json", r->base);
@@ -95,21 +84,21 @@ static void report_stacks(void **state, const char *hooks)
 	f = fopen(folded, "r");
 	MT_CHECK(r, f != NULL, "no %s", folded);
 	while (fgets(line, sizeof(line), f)) {
-		size_t n = strlen(line);
+		size_t len = strlen(line);
 		char *sp;
 
-		MT_CHECK(r, n && line[n - 1] == '\n', "folded line too long or cut: %s", line);
-		line[--n] = 0;
+		MT_CHECK(r, len && line[len - 1] == '\n', "folded line too long or cut: %s", line);
+		line[--len] = 0;
 		sp = strrchr(line, ' ');
 		MT_CHECK(r, sp != NULL, "folded line without bytes: %s", line);
 		sum += strtoull(sp + 1, NULL, 10);
-		for (size_t i = 0; i < sizeof(want_lines) / sizeof(*want_lines); i++)
-			found[i] += ends_with(line, n, want_lines[i]);
+		for (size_t i = 0; i < n; i++)
+			found[i] += ends_with(line, len, want[i]);
 	}
 	fclose(f);
-	for (size_t i = 0; i < sizeof(want_lines) / sizeof(*want_lines); i++)
+	for (size_t i = 0; i < n; i++)
 		MT_CHECK(r, found[i] == 1, "%zu folded lines end with '%s', want 1", found[i],
-			 want_lines[i]);
+			 want[i]);
 
 	doc = json_load_file(js, 0, NULL);
 	MT_CHECK(r, doc != NULL, "%s is not JSON", js);
@@ -117,6 +106,30 @@ static void report_stacks(void **state, const char *hooks)
 	    json_object_get(json_object_get(doc, "results"), "allocated_bytes"));
 	MT_CHECK(r, sum == allocated, "folded bytes add up to %llu, the run allocated %llu",
 		 (unsigned long long)sum, (unsigned long long)allocated);
+	return doc;
+}
+
+static void report_stacks(void **state, const char *hooks)
+{
+	const char *const opts[] = {"--alloc-hooks", hooks, "--stacks", NULL};
+	struct mt_run_opts o = {.track_opts = opts};
+	char pp[PATH_MAX], stk[PATH_MAX];
+	struct stackfile sf;
+	struct mt_run *r;
+	json_t *doc, *site, *f0;
+	char *text;
+	int rc;
+
+	MT_REQUIRE_ROOT();
+	r = mt_new_run(state);
+	mt_track_ok(r, &o, MT_TARGET_ARGV("stacks"), 0);
+	snprintf(stk, sizeof(stk), "%s/%d%s", r->out, r->root_pid, STACKFILE_SUFFIX);
+	rc = stackfile__read(stk, &sf);
+	MT_CHECK(r, rc == 0, "cannot read %s: %s", stk, strerror(-rc));
+	stackfile__free(&sf);
+
+	doc = report_folded(r, want_lines, sizeof(want_lines) / sizeof(*want_lines));
+	snprintf(pp, sizeof(pp), "%s/out.pb.gz", r->base);
 	site =
 	    json_array_get(json_object_get(json_object_get(json_object_get(doc, "stacks"), "top"),
 					   "allocated_bytes"),
@@ -157,11 +170,39 @@ static void test_report_stacks_uprobe(void **state)
 	report_stacks(state, "uprobe");
 }
 
+/*
+ * Short-lived processes in the uprobe path: stacks_short's ten children are reaped before
+ * memtrack consumes their records; each image was stopped at its first allocation for its maps
+ * to be read (MT_EV_CTL_MAPS_STOPPED), and each fork child allocates with its parent's maps
+ * before it execs, so every stack unwinds with its own image's maps, to the exact folded lines.
+ */
+static void test_report_stacks_short_lived(void **state)
+{
+	static const char *const opts[] = {"--alloc-hooks", "uprobe", "--stacks", NULL};
+	static const char *const want[] = {";main;sa;sb 40000", ";main;sc 60000", ";main;sp 200",
+					   ";main;sf 7000"};
+	struct mt_run_opts o = {.track_opts = opts};
+	struct mt_run *r;
+
+	MT_REQUIRE_ROOT();
+	r = mt_new_run(state);
+	mt_track_ok(r, &o, MT_TARGET_ARGV("stacks_short"), 0);
+	MT_CHECK(r, mt_need_u64(r, "stacks.without.unwind_failed") == 0,
+		 "%llu allocations of short-lived processes could not be unwound",
+		 (unsigned long long)mt_need_u64(r, "stacks.without.unwind_failed"));
+	MT_CHECK(r, mt_need_u64(r, "stacks.with_stack") == mt_need_u64(r, "stacks.allocs"),
+		 "%llu of %llu allocations with a stack",
+		 (unsigned long long)mt_need_u64(r, "stacks.with_stack"),
+		 (unsigned long long)mt_need_u64(r, "stacks.allocs"));
+	json_decref(report_folded(r, want, sizeof(want) / sizeof(*want)));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_report_stacks_preload, mt_teardown),
 	    cmocka_unit_test_teardown(test_report_stacks_uprobe, mt_teardown),
+	    cmocka_unit_test_teardown(test_report_stacks_short_lived, mt_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -4,9 +4,11 @@
  * programs is served by the interposer alone (no allocator uprobe on any library; glibc keeps
  * its dlopen stops, as in preload mode); what the interposer cannot serve goes to uprobes: a
  * static executable, a child exec'd with an empty environment, a set-group-id (secure-exec)
- * child, an executable defining malloc, jemalloc, mimalloc and tcmalloc. Each process's calls
- * are counted exactly once: its last image's heap events equal those of a uprobe-mode run (as
- * multisets of type, size and old_addr present), and the manifest names the mechanism.
+ * child, an executable defining malloc or with jemalloc linked in. A shared jemalloc,
+ * mimalloc or tcmalloc is served as glibc is (no uprobe on it either) unless its process lost
+ * the interposer. Each process's calls are counted exactly once: its last image's heap events
+ * equal those of a uprobe-mode run (as multisets of type, size and old_addr present), and the
+ * manifest names the mechanism.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -143,6 +145,30 @@ static char *links_of(const char *file)
 	return out;
 }
 
+/* Nothing attached to any library in auto run a, links (links_of) dumped while it ran: its only
+ * uprobe_multi link is the interposer's control points (want: that line), no library in the
+ * manifest, the allocator programs never loaded. False when this kernel has no uprobe_multi
+ * links (perf uprobes: their fdinfo names no file; the manifest still says it). */
+static bool only_control_points(struct mt_run *a, const char *links, char *want, size_t cap)
+{
+	bool multi = !strcmp(json_string_value(mt_json(a, "mechanisms.uprobe")), "uprobe_multi");
+
+	snprintf(want, cap, "%s 3\n", /* the control points: MT_PRELOAD_CTL_NR */
+		 json_string_value(mt_json(a, "mechanisms.preload_lib")));
+	if (multi)
+		MT_CHECK(a, !strcmp(links, want), "uprobe links in auto mode:\n%s\nnot only:\n%s",
+			 links, want);
+	else
+		fprintf(stderr, "skip the link check: this kernel has no uprobe_multi links\n");
+	MT_CHECK(a, json_array_size(mt_json(a, "libraries")) == 0,
+		 "libraries attached in auto mode: %zu", json_array_size(mt_json(a, "libraries")));
+	MT_CHECK(a,
+		 !strcmp(json_string_value(mt_json(a, "mechanisms.alloc_programs")), "not loaded"),
+		 "mechanisms.alloc_programs is %s",
+		 json_string_value(mt_json(a, "mechanisms.alloc_programs")));
+	return multi;
+}
+
 /* A dynamically linked tree: every process served by the interposer, and no uprobe on any
  * shared library: memtrack's only uprobe_multi link is on the interposer's two control points
  * (preload mode has glibc's dlopen stops besides), checked in the kernel's own account of
@@ -175,25 +201,10 @@ static void test_dynamic_tree_preload_only(void **state)
 	la = links_of(fa);
 	lp = links_of(fp);
 	mt_tmpdir_remove(dir);
-	snprintf(want, sizeof(want), "%s 3\n", /* the control points: MT_PRELOAD_CTL_NR */
-		 json_string_value(mt_json(a, "mechanisms.preload_lib")));
-	if (!strcmp(json_string_value(mt_json(a, "mechanisms.uprobe")), "uprobe_multi")) {
-		MT_CHECK(a, !strcmp(la, want), "uprobe links in auto mode:\n%s\nnot only:\n%s", la,
-			 want);
-		/* the same control points in preload mode, and glibc's dlopen sites there */
+	/* the same control points in preload mode, and glibc's dlopen sites there */
+	if (only_control_points(a, la, want, sizeof(want)))
 		MT_CHECK(&p, strstr(lp, want) && strstr(lp, "libc.so"),
 			 "uprobe links in preload mode:\n%s", lp);
-	} else {
-		/* perf uprobes (kernels before 6.6): their fdinfo names no file; the manifest's
-		 * libraries and alloc_programs below still say nothing was attached to a library */
-		fprintf(stderr, "skip the link check: this kernel has no uprobe_multi links\n");
-	}
-	MT_CHECK(a, json_array_size(mt_json(a, "libraries")) == 0,
-		 "libraries attached in auto mode: %zu", json_array_size(mt_json(a, "libraries")));
-	MT_CHECK(a,
-		 !strcmp(json_string_value(mt_json(a, "mechanisms.alloc_programs")), "not loaded"),
-		 "mechanisms.alloc_programs is %s",
-		 json_string_value(mt_json(a, "mechanisms.alloc_programs")));
 	MT_CHECK(a, !strcmp(json_string_value(mt_json(a, "mechanisms.alloc_hooks")), "auto"),
 		 "mechanisms.alloc_hooks is not auto");
 	{
@@ -275,23 +286,89 @@ static void test_children_each_once(void **state)
 }
 
 /* Shared jemalloc, mimalloc and tcmalloc as the program's malloc: served by the interposer
- * (src/preload/preload_families.c; their libraries' uprobes skip served processes), each call
- * once. */
-static void test_allocators_each_once(void **state)
+ * (src/preload/preload_families.c), each call once, and, as for glibc, no uprobe on any
+ * library: not on glibc's, not on the family's (checked while memtrack runs, as in
+ * test_dynamic_tree_preload_only), nothing attached in the manifest. */
+static void test_allocators_preload_only(void **state)
 {
 	struct mt_run *a = mt_new_run(state), u = {0};
-	char shell[2048];
+	char dir[128], shell[4096], fa[192], want[PATH_MAX + 8];
 	const char *const names[] = {"alloc_jemalloc", "alloc_mimalloc", "alloc_tcmalloc", NULL};
+	const char *const fams[] = {"jemalloc", "mimalloc", "tcmalloc"};
+	char *la;
 
 	MT_REQUIRE_ROOT();
-	snprintf(shell, sizeof(shell), "'%s' && '%s' && '%s'", mt_target("alloc_jemalloc"),
-		 mt_target("alloc_mimalloc"), mt_target("alloc_tcmalloc"));
+	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "auto"), 0);
+	snprintf(fa, sizeof(fa), "%s/auto", dir);
+#define TREE "'%s' && '%s' && '%s' && '%s' $PPID > '%s'"
+	snprintf(shell, sizeof(shell), TREE, mt_target("alloc_jemalloc"),
+		 mt_target("alloc_mimalloc"), mt_target("alloc_tcmalloc"),
+		 mt_target("uprobe_links"), fa);
+	run_ok(a, auto_opts, shell);
+	snprintf(shell, sizeof(shell), TREE, mt_target("alloc_jemalloc"),
+		 mt_target("alloc_mimalloc"), mt_target("alloc_tcmalloc"),
+		 mt_target("uprobe_links"), "/dev/null");
+	run_ok(&u, uprobe_opts, shell);
+#undef TREE
+	la = links_of(fa);
+	mt_tmpdir_remove(dir);
+	for (size_t i = 0; names[i]; i++) {
+		json_t *procs = json_object_get(a->manifest, "processes"), *pr;
+		size_t j, n = 0;
+
+		json_array_foreach(procs, j, pr)
+		{
+			int32_t pid = (int32_t)json_integer_value(json_object_get(pr, "pid"));
+			const char *c = comm_of(a, pid), *h = hooks_of(a, pid, "libc"),
+				   *hf = hooks_of(a, pid, fams[i]);
+
+			n += c && !strcmp(c, names[i]) && h && !strcmp(h, "preload") && hf &&
+			     !strcmp(hf, "preload");
+		}
+		MT_CHECK(a, n == 1, "%s: %zu processes with libc and %s served by preload, want 1",
+			 names[i], n, fams[i]);
+	}
+	only_control_points(a, la, want, sizeof(want));
+	same_events(&u, a, names, 3);
+	free(la);
+	mt_run_free(&u);
+}
+
+/* What the interposer cannot serve among family programs it serves: a shared family library
+ * under a cleared environment (its sites kept back at the first, served, exec of the same
+ * library, whose process is gone by then), and jemalloc linked into the executable; uprobes
+ * from their exec on, each call once. */
+static void test_allocators_unserved(void **state)
+{
+	struct mt_run *a = mt_new_run(state), u = {0};
+	char shell[4096];
+	const char *const names[] = {"alloc_jemalloc", "alloc_mimalloc", "alloc_tcmalloc",
+				     "alloc_jemalloc_", NULL}; /* comm: 15 characters */
+
+	MT_REQUIRE_ROOT();
+	mt_need_file(mt_target("alloc_jemalloc_exe"));
+	snprintf(shell, sizeof(shell), "'%s' && '%s' && env -i '%s' && '%s' && env -i '%s' && '%s'",
+		 mt_target("alloc_jemalloc"), mt_target("alloc_mimalloc"),
+		 mt_target("alloc_jemalloc"), mt_target("alloc_tcmalloc"),
+		 mt_target("alloc_mimalloc"), mt_target("alloc_jemalloc_exe"));
 	run_ok(a, auto_opts, shell);
 	run_ok(&u, uprobe_opts, shell);
-	for (size_t i = 0; names[i]; i++)
-		MT_CHECK(a, count_hooks(a, names[i], "preload") == 1, "%s not served by preload",
-			 names[i]);
-	same_events(&u, a, names, 3);
+	MT_CHECK(
+	    a,
+	    count_hooks(a, "alloc_jemalloc", "preload") == 1 &&
+		count_hooks(a, "alloc_jemalloc", "uprobe") == 1 &&
+		count_hooks(a, "alloc_mimalloc", "preload") == 1 &&
+		count_hooks(a, "alloc_mimalloc", "uprobe") == 1 &&
+		count_hooks(a, "alloc_tcmalloc", "preload") == 1 &&
+		count_hooks(a, "alloc_jemalloc_", "uprobe") == 1,
+	    "by preload/uprobe: alloc_jemalloc %zu/%zu, alloc_mimalloc %zu/%zu, alloc_tcmalloc "
+	    "%zu/%zu, alloc_jemalloc_exe %zu/%zu; want 1/1, 1/1, 1/0, 0/1",
+	    count_hooks(a, "alloc_jemalloc", "preload"), count_hooks(a, "alloc_jemalloc", "uprobe"),
+	    count_hooks(a, "alloc_mimalloc", "preload"), count_hooks(a, "alloc_mimalloc", "uprobe"),
+	    count_hooks(a, "alloc_tcmalloc", "preload"), count_hooks(a, "alloc_tcmalloc", "uprobe"),
+	    count_hooks(a, "alloc_jemalloc_", "preload"),
+	    count_hooks(a, "alloc_jemalloc_", "uprobe"));
+	same_events(&u, a, names, 6);
 	mt_run_free(&u);
 }
 
@@ -342,7 +419,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_dynamic_tree_preload_only, mt_teardown),
 	    cmocka_unit_test_teardown(test_children_each_once, mt_teardown),
-	    cmocka_unit_test_teardown(test_allocators_each_once, mt_teardown),
+	    cmocka_unit_test_teardown(test_allocators_preload_only, mt_teardown),
+	    cmocka_unit_test_teardown(test_allocators_unserved, mt_teardown),
 	    cmocka_unit_test_teardown(test_mode_choice, mt_teardown),
 	    cmocka_unit_test_teardown(test_dlsym_caller, mt_teardown),
 	};

@@ -295,8 +295,9 @@ static void test_kill_at_dlopen_stop(void **state)
 }
 
 /*
- * A normal run leaves nothing behind: once memtrack has exited, its watchdog (woken by EOF,
- * then WATCHDOG_SETTLE_MS of empty ring) and its detacher (SIGKILL at memtrack's exit, then
+ * A normal run leaves nothing behind: once memtrack has exited, its watchdog (told the run
+ * ended cleanly, watchdog__done; else woken by EOF, then WATCHDOG_SETTLE_MS of empty ring) and
+ * its detacher (SIGKILL at memtrack's exit, then
  * the links' grace periods, tens of ms) exit too. Both are reparented to us, the subreaper:
  * we must run out of children within RESUME_TIMEOUT_MS.
  */

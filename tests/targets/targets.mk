@@ -7,6 +7,7 @@ TARGET_LDLIBS_alloc_jemalloc_exe := -Wl,-Bstatic -ljemalloc -Wl,-Bdynamic -lstdc
 # --stacks (stacks.c): no frame pointers, a linked and a dlopen'ed library caller beside it
 STACKS_CFLAGS := -O2 -g -fomit-frame-pointer
 TARGET_CFLAGS_stacks := $(STACKS_CFLAGS)
+TARGET_CFLAGS_stacks_short := $(STACKS_CFLAGS)
 TARGET_LDLIBS_stacks := -L$(BUILD)/targets -lstacks_lib -Wl,-rpath,'$$ORIGIN' -ldl
 $(BUILD)/targets/stacks: $(BUILD)/targets/libstacks_lib.so $(BUILD)/targets/libstacks_dl.so
 $(BUILD)/targets/libstacks_lib.so: tests/targets/lib/stacks_lib.c | $(BUILD)

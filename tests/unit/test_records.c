@@ -56,12 +56,12 @@ static void test_table_shape(void **state)
 		}
 	}
 	assert_int_equal(artifact, 13);
-	assert_int_equal(control, 3);
+	assert_int_equal(control, 4);
 	assert_int_equal(companion, 2); /* MT_EV_MARKER, MT_EV_MARKER_NAME */
 }
 
 /* Control rows say what the tracker does (an action of its table) and whether the task waits
- * for a SIGCONT; only control rows do. The stops are the exec and dlopen ones. */
+ * for a SIGCONT; only control rows do. The stops are the exec, dlopen and maps (--stacks) ones. */
 static void test_control_rows(void **state)
 {
 	unsigned stops = 0;
@@ -80,9 +80,10 @@ static void test_control_rows(void **state)
 		assert_true(records__action(t) > RA_NONE && records__action(t) < RA_NR);
 		stops += !!(r->flags & REC_STOPS);
 	}
-	assert_int_equal(stops, 2);
+	assert_int_equal(stops, 3);
 	assert_true(records__has(MT_EV_CTL_EXEC_STOPPED, REC_STOPS));
 	assert_true(records__has(MT_EV_CTL_DLOPEN_STOPPED, REC_STOPS));
+	assert_true(records__has(MT_EV_CTL_MAPS_STOPPED, REC_STOPS));
 	assert_int_equal(records__action(MT_EV_TYPE_MAX), RA_NONE);
 }
 

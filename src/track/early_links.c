@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: MIT
+/* Links made on a thread while the real programs load (see early_links.h). */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/bpf.h>
+#include <bpf/bpf.h>
+#include "bpf/proc.h"
+#include "common/log.h"
+#include "track/attach.h"
+#include "track/early_links.h"
+#include "track/elf_syms.h"
+
+static const char *const early_tp_names[EARLY_TP_NR] = {
+    [EARLY_FORK] = "sched_process_fork",
+    [EARLY_EXEC] = "sched_process_exec",
+    [EARLY_EXIT] = "sched_process_exit",
+    [EARLY_RSS_STAT] = "rss_stat",
+};
+
+const char *const early_ctl_fns[MT_PRELOAD_CTL_NR] = {
+    [MT_PRELOAD_CTL_SERVED] = "__memtrack_preload_served",
+    [MT_PRELOAD_CTL_DLOPEN] = "__memtrack_preload_dlopen",
+    [MT_PRELOAD_CTL_UNSERVED] = "__memtrack_preload_unserved",
+};
+
+static unsigned long long early__ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* Records the first failure; returns err. */
+static int early__fail(struct early_links *e, int err, const char *what)
+{
+	int none = 0;
+
+	/* two threads may fail: the first one's reason stays */
+	if (__atomic_compare_exchange_n(&e->err, &none, err, false, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE))
+		e->failed = what;
+	return err;
+}
+
+/*
+ * "tail-call slot `slot` of `map` with this program's context; else return 0": r1 holds the
+ * context at entry and is what bpf_tail_call takes first. The program type and expected attach
+ * type are those of the programs put into the slots: the kernel allows a tail call only
+ * between programs of the same kind.
+ */
+static int early__trampoline(enum bpf_prog_type type, enum bpf_attach_type expected, int map,
+			     int slot)
+{
+	struct bpf_insn insns[] = {
+	    {.code = BPF_LD | BPF_DW | BPF_IMM,
+	     .dst_reg = BPF_REG_2,
+	     .src_reg = BPF_PSEUDO_MAP_FD,
+	     .imm = map},
+	    {0}, /* the upper half of the 64-bit immediate */
+	    {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_3, .imm = slot},
+	    {.code = BPF_JMP | BPF_CALL, .imm = BPF_FUNC_tail_call},
+	    {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
+	    {.code = BPF_JMP | BPF_EXIT},
+	};
+	LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = expected);
+	int fd = bpf_prog_load(type, "mt_early", "Dual MIT/GPL", insns,
+			       sizeof(insns) / sizeof(insns[0]), &opts);
+
+	return fd < 0 ? -errno : fd;
+}
+
+static int early__ctl(struct early_links *e)
+{
+	uint64_t offs[MT_PRELOAD_CTL_NR], cookies[MT_PRELOAD_CTL_NR];
+	struct elf_info info;
+	int err;
+
+	err = elf_info__load(e->lib, &info);
+	if (err)
+		return early__fail(e, err, "the interposer's symbols");
+	for (int i = 0; i < MT_PRELOAD_CTL_NR; i++) {
+		cookies[i] = (uint64_t)i;
+		if (!(offs[i] = elf_info__find(&info, early_ctl_fns[i])))
+			err = -ENOENT;
+	}
+	elf_info__free(&info);
+	if (err)
+		return early__fail(e, err, "the interposer's control points");
+	e->ctl_map = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, "mt_early_ctl", 4, 4, 1, NULL);
+	if (e->ctl_map < 0)
+		return early__fail(e, -errno, "a program array");
+	e->ctl_prog = early__trampoline(BPF_PROG_TYPE_KPROBE, attach__uprobe_multi_type(),
+					e->ctl_map, 0);
+	if (e->ctl_prog < 0)
+		return early__fail(e, e->ctl_prog, "the uprobe trampoline");
+	e->ctl_link =
+	    attach__multi_link(e->ctl_prog, e->lib, offs, cookies, MT_PRELOAD_CTL_NR);
+	if (e->ctl_link < 0)
+		return early__fail(e, e->ctl_link, "the interposer's control points");
+	return 0;
+}
+
+/* The interposer's control points, on a thread of their own: each link waits for its grace
+ * period at the same time as the others. */
+static void *early__ctl_run(void *arg)
+{
+	early__ctl(arg);
+	return NULL;
+}
+
+struct early_tp_job {
+	struct early_links *e;
+	int i;
+};
+
+static void *early__tp_run(void *arg)
+{
+	struct early_tp_job *j = arg;
+	struct early_links *e = j->e;
+
+	e->tp_link[j->i] = bpf_raw_tracepoint_open(early_tp_names[j->i], e->tp_prog[j->i]);
+	if (e->tp_link[j->i] < 0)
+		early__fail(e, -errno, early_tp_names[j->i]);
+	return NULL;
+}
+
+/*
+ * The trampolines first (no waiting), then every link on a thread of its own: a raw
+ * tracepoint's first probe waits for a grace period after any tracepoint lost its last one
+ * (another run's detach: tracepoint_add_func), a uprobe for one too (dup_mmap_sem), and
+ * one after the other they cost up to 60 ms here, at once one.
+ */
+static void *early__run(void *arg)
+{
+	struct early_links *e = arg;
+	unsigned long long t0 = early__ns();
+	struct early_tp_job jobs[EARLY_TP_NR];
+	pthread_t threads[EARLY_TP_NR];
+	bool started[EARLY_TP_NR] = {false};
+
+	if (e->lib && e->multi)
+		e->ctl_started = !pthread_create(&e->ctl_thread, NULL, early__ctl_run, e);
+	e->tp_map = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, "mt_early_tp", 4, 4, EARLY_TP_NR, NULL);
+	if (e->tp_map < 0) {
+		early__fail(e, -errno, "a program array");
+		goto out;
+	}
+	for (int i = 0; i < EARLY_TP_NR; i++) {
+		e->tp_prog[i] = early__trampoline(BPF_PROG_TYPE_RAW_TRACEPOINT, 0, e->tp_map, i);
+		if (e->tp_prog[i] < 0) {
+			early__fail(e, e->tp_prog[i], "a tracepoint trampoline");
+			goto out;
+		}
+	}
+	for (int i = 0; i < EARLY_TP_NR; i++) {
+		jobs[i] = (struct early_tp_job){.e = e, .i = i};
+		started[i] = i > 0 && !pthread_create(&threads[i], NULL, early__tp_run, &jobs[i]);
+		if (!started[i] && i > 0)
+			early__tp_run(&jobs[i]);
+	}
+	early__tp_run(&jobs[0]);
+	for (int i = 1; i < EARLY_TP_NR; i++)
+		if (started[i])
+			pthread_join(threads[i], NULL);
+out:
+	if (e->lib && e->multi && !e->ctl_started)
+		early__ctl(e); /* no thread for it */
+	if (e->ctl_started)
+		pthread_join(e->ctl_thread, NULL);
+	e->ctl_started = false;
+	e->wait_ns = early__ns() - t0;
+	return NULL;
+}
+
+void early_links__start(struct early_links *e, const char *lib, bool multi)
+{
+	memset(e, 0, sizeof(*e));
+	e->tp_map = e->ctl_map = e->ctl_prog = e->ctl_link = -1;
+	for (int i = 0; i < EARLY_TP_NR; i++)
+		e->tp_prog[i] = e->tp_link[i] = -1;
+	e->inited = true;
+	e->lib = lib;
+	e->multi = multi;
+	if (getenv("MEMTRACK_TEST_NO_EARLY_LINKS")) { /* the fallback path, for the tests */
+		early__fail(e, -ECANCELED, "MEMTRACK_TEST_NO_EARLY_LINKS");
+		return;
+	}
+	e->started = !pthread_create(&e->thread, NULL, early__run, e);
+	if (!e->started)
+		early__run(e);
+}
+
+static void early__join(struct early_links *e)
+{
+	if (e->started)
+		pthread_join(e->thread, NULL);
+	e->started = false;
+}
+
+int early_links__fill(struct early_links *e, const int tp[EARLY_TP_NR], int ctl)
+{
+	uint32_t zero = 0;
+
+	early__join(e);
+	for (uint32_t i = 0; i < EARLY_TP_NR && !e->err; i++)
+		if (bpf_map_update_elem(e->tp_map, &i, &tp[i], BPF_ANY))
+			early__fail(e, -errno, "a tracepoint program's slot");
+	if (!e->err && e->ctl_link >= 0 && bpf_map_update_elem(e->ctl_map, &zero, &ctl, BPF_ANY))
+		early__fail(e, -errno, "the interposer program's slot");
+	if (!e->err) {
+		log__debug(LOG_VERBOSE, "links made early, on a thread, in %.2f ms",
+			   e->wait_ns / 1e6);
+		return 0;
+	}
+	log__debug(LOG_VERBOSE, "cannot link early (%s: %s): attaching after the load",
+		   e->failed, strerror(-e->err));
+	early_links__close(e);
+	return e->err;
+}
+
+bool early_links__has_ctl(const struct early_links *e)
+{
+	return e->ctl_link >= 0;
+}
+
+static void early__close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+void early_links__close(struct early_links *e)
+{
+	if (!e->inited)
+		return;
+	early__join(e);
+	early__close_fd(&e->ctl_link);
+	for (int i = 0; i < EARLY_TP_NR; i++)
+		early__close_fd(&e->tp_link[i]);
+	early__close_fd(&e->ctl_prog);
+	for (int i = 0; i < EARLY_TP_NR; i++)
+		early__close_fd(&e->tp_prog[i]);
+	early__close_fd(&e->ctl_map);
+	early__close_fd(&e->tp_map);
+}
