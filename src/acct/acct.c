@@ -115,7 +115,7 @@ static int proc_new(struct heap_acct *a, int32_t pid, int32_t ppid)
 	return (int)a->nr_procs++;
 }
 
-static void acct_nomem(struct heap_acct *a)
+void acct__nomem(struct heap_acct *a)
 {
 	a->nomem++;
 	if (!a->warned) {
@@ -194,7 +194,7 @@ static void heap_add(struct heap_acct *a, const struct mt_event *ev, struct proc
 	int rc = blocks__put(&a->blocks, addr, p->img, size, a->tag, &old, &old_tag);
 
 	if (rc < 0) {
-		acct_nomem(a);
+		acct__nomem(a);
 		return;
 	}
 	if (a->hooked) {
@@ -346,7 +346,7 @@ void heap_acct__event(struct heap_acct *a, const struct mt_event *ev)
 	idx = proc_of(a, ev);
 	if (idx < 0) {
 		if (idx != -1)
-			acct_nomem(a);
+			acct__nomem(a);
 		return;
 	}
 	p = &a->procs[idx];
@@ -397,47 +397,6 @@ void heap_acct__event(struct heap_acct *a, const struct mt_event *ev)
 		break;
 	default: /* Mmap, Munmap, Brk, Rmap: counted only */
 		break;
-	}
-}
-
-/* Touch the slots a record will probe, so its cache miss overlaps the records before it.
- * A hint only: a wrong guess (the process exec'd or the table grew meanwhile) costs nothing. */
-static inline void heap_prefetch(const struct heap_acct *a, const struct mt_event *ev)
-{
-	uint32_t owner;
-	int idx;
-
-	if (!records__has(ev->type, REC_HEAP))
-		return;
-	if (a->last_valid && a->last_pid == ev->pid)
-		idx = (int)a->last_idx;
-	else if ((idx = pid_lookup(a, ev->pid)) < 0)
-		return;
-	owner = a->procs[idx].img;
-	if (ev->addr)
-		blocks__prefetch(&a->blocks, ev->addr, owner);
-	if (ev->old_addr)
-		blocks__prefetch(&a->blocks, ev->old_addr, owner);
-}
-
-/* Records ahead to prefetch: enough to cover a DRAM miss at ~20-40 ns of work per record. */
-#define PREFETCH_AHEAD 8
-/* Below this a table stays in L2 and a prefetch only costs its hashing. */
-#define PREFETCH_MIN_BYTES (512 * 1024)
-
-void heap_acct__events(struct heap_acct *a, const struct mt_event *ev, size_t n)
-{
-	if (blocks__bytes(&a->blocks) < PREFETCH_MIN_BYTES) {
-		for (size_t i = 0; i < n; i++)
-			heap_acct__event(a, &ev[i]);
-		return;
-	}
-	for (size_t i = 0; i < n && i < PREFETCH_AHEAD; i++)
-		heap_prefetch(a, &ev[i]);
-	for (size_t i = 0; i < n; i++) {
-		if (i + PREFETCH_AHEAD < n)
-			heap_prefetch(a, &ev[i + PREFETCH_AHEAD]);
-		heap_acct__event(a, &ev[i]);
 	}
 }
 

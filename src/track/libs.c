@@ -67,6 +67,9 @@ struct libs {
 	 * the executable left out: */
 	long first_malloc; /* of v, -1 if none: the first file defining malloc, the process's */
 	int nr_fam;	   /* files of the jemalloc, mimalloc or tcmalloc kind */
+	bool pre_seen;	   /* the interposer was met in this inspection (lookup order) */
+	bool malloc_first; /* a file defining malloc comes before the interposer: the
+			    * interposer's malloc is not the program's, it serves nothing */
 };
 
 static uint64_t libs__now(void)
@@ -205,6 +208,10 @@ static void libs__note(struct libs *l, struct lib_entry *e, bool is_exe)
 	l->nr_fam += libs__family(e->kind);
 	if (!is_exe && e->malloc_def && l->first_malloc < 0)
 		l->first_malloc = e - l->v;
+	/* the interposer's own test (pl_malloc_is_ours): its malloc must be the first definition
+	 * (e.g. LD_PRELOAD="libjemalloc.so.2 $LD_PRELOAD" puts jemalloc's ahead of it) */
+	if (!is_exe && e->malloc_def && !l->pre_seen)
+		l->malloc_first = true;
 }
 
 /* Appends n sites of e's file to *dst (holding have) for later: libs__bind, or
@@ -252,8 +259,10 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 
 	if (stat(path, &st))
 		return 0; /* vanished: the loader will not map it either */
-	if (st.st_dev == l->pre_dev && st.st_ino == l->pre_ino && (l->preload || l->defer))
+	if (st.st_dev == l->pre_dev && st.st_ino == l->pre_ino && (l->preload || l->defer)) {
+		l->pre_seen |= l->loading;
 		return 0; /* the interposer: never probed, not an allocator of the program's */
+	}
 	e = libs__seen(l, &st);
 	if (e) {
 		l->kinds |= e->kinds;
@@ -391,6 +400,7 @@ static int libs__inspect(struct libs *l, const char *root, const char *exe, cons
 	l->kinds = 0;
 	l->first_malloc = -1;
 	l->nr_fam = 0;
+	l->pre_seen = l->malloc_first = false;
 	err = deps__resolve(root, exe, ld_path, ld_pre, &deps);
 	if (err)
 		return err;
@@ -405,7 +415,8 @@ static int libs__inspect(struct libs *l, const char *root, const char *exe, cons
 	 * (pl_fam_serve): the first malloc after its own is that library's, which has the
 	 * family's mark. Only one such library: calls into a second one are forwarded
 	 * unrecorded. */
-	if (l->first_malloc >= 0 && l->v[l->first_malloc].fam_mark && l->nr_fam == 1)
+	if (l->first_malloc >= 0 && l->v[l->first_malloc].fam_mark && l->nr_fam == 1 &&
+	    !l->malloc_first)
 		l->kinds = (l->kinds & ~l->v[l->first_malloc].kinds) | LIBS_KIND_SERVED_FAMILY;
 	err = added;
 cleanup:

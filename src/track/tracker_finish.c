@@ -239,8 +239,12 @@ static void tracker__detach(struct tracker *t)
 {
 	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
 
-	if (!t->skel)
+	if (!t->skel) {
+		/* the load failed or never ran: the early links' threads (started before it) still
+		 * write into t->early, which lives in tracker__run's frame: join them */
+		early_links__close(&t->early);
 		return;
+	}
 	attach_set__free(t->set);
 	t->set = NULL;
 	for (int i = 0; i < 3; i++) { /* ctl_links */

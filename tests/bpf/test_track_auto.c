@@ -372,6 +372,30 @@ static void test_allocators_unserved(void **state)
 	mt_run_free(&u);
 }
 
+/* A family library preloaded ahead of the interposer (LD_PRELOAD="libtcmalloc.so.4 ..." as
+ * launch scripts do with jemalloc): the interposer's malloc is not the program's, it passes
+ * through, and memtrack must see that at the exec and give the process uprobes. Alone in its
+ * tree: an unservable process before it would have attached them already. */
+static void test_family_preloaded_first(void **state)
+{
+	struct mt_run *a = mt_new_run(state), u = {0};
+	char shell[1024];
+	const char *const names[] = {"alloc_tcmalloc", NULL};
+
+	MT_REQUIRE_ROOT();
+	snprintf(shell, sizeof(shell), "LD_PRELOAD=\"libtcmalloc.so.4 $LD_PRELOAD\" '%s'",
+		 mt_target("alloc_tcmalloc"));
+	run_ok(a, auto_opts, shell);
+	run_ok(&u, uprobe_opts, shell);
+	MT_CHECK(a, count_hooks(a, "alloc_tcmalloc", "uprobe") == 1,
+		 "alloc_tcmalloc with tcmalloc preloaded first: %zu by uprobe, %zu by preload; "
+		 "want 1/0",
+		 count_hooks(a, "alloc_tcmalloc", "uprobe"),
+		 count_hooks(a, "alloc_tcmalloc", "preload"));
+	same_events(&u, a, names, 1);
+	mt_run_free(&u);
+}
+
 /* The environment chooses the mode, auto is the default, and uprobe mode stays available. */
 static void test_mode_choice(void **state)
 {
@@ -421,6 +445,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_children_each_once, mt_teardown),
 	    cmocka_unit_test_teardown(test_allocators_preload_only, mt_teardown),
 	    cmocka_unit_test_teardown(test_allocators_unserved, mt_teardown),
+	    cmocka_unit_test_teardown(test_family_preloaded_first, mt_teardown),
 	    cmocka_unit_test_teardown(test_mode_choice, mt_teardown),
 	    cmocka_unit_test_teardown(test_dlsym_caller, mt_teardown),
 	};
