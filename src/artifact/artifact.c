@@ -125,6 +125,9 @@ struct shape {
 	uint8_t enc[RECORD_MAX_FIELDS]; /* enum record_enc */
 	bool optional[RECORD_MAX_FIELDS]; /* omitted (never nil) when 0 */
 	bool valid; /* an artifact type */
+	/* No field, or one that is always there, unsigned, read from size, its key in mid
+	 * (Malloc, Free, Mmap, Fork, Exit...): encode skips the field loop */
+	bool plain;
 };
 
 static struct shape shapes[MT_EV_TYPE_MAX];
@@ -177,6 +180,8 @@ static bool compile_shape(const struct record_type *rt, struct shape *sh)
 		sh->optional[i] = f->optional;
 		sh->nfields = (uint8_t)(i + 1);
 	}
+	sh->plain = !sh->nfields || (sh->nfields == 1 && !sh->optional[0] && !sh->key_len[0] &&
+				     sh->member[0] == RM_SIZE && sh->enc[0] != RE_I64);
 	return off <= ARTIFACT_MAX_EVENT && 5 + sh->nfields < 16; /* fixmap: < 16 entries */
 }
 
@@ -210,13 +215,31 @@ static inline uint64_t field_value(const struct mt_event *ev, unsigned member)
 }
 
 /*
+ * An event's bytes up to the timestamp's value (map header, "pid", pid, "tid", tid,
+ * "timestamp") depend on pid and tid alone, and consecutive records mostly share them (a
+ * thread's run in the ring). The writer keeps the last run's bytes and copies them whole
+ * instead of encoding two integers: byte for byte the same (tests/unit/test_artifact.c checks
+ * the writer against msgpack-c over runs of every record type). bytes[0] is a stale map header,
+ * rewritten last as always.
+ */
+#define HEAD_COPY 32 /* map header 1, "\xa3pid" 4 + 5, "\xa3tid" 4 + 5, "\xa9timestamp" 10 */
+_Static_assert(1 + 4 + 5 + 4 + 5 + 10 <= HEAD_COPY, "the widest head fits one copy");
+
+struct head_cache {
+	uint64_t key; /* pid << 32 | tid; meaningful when len is not 0 */
+	uint8_t len;
+	uint8_t bytes[HEAD_COPY];
+};
+
+/*
  * Encodes into buf, which has room for ARTIFACT_MAX_EVENT bytes (all of them may be written):
  * the five common keys, then the variant's fields in the order of its row in
  * src/common/records.c. Returns the encoded length, or -EINVAL for a control/unknown record.
  * compile_shapes has run.
  */
-static inline int encode(const struct mt_event *ev, uint8_t *buf)
+static inline int encode(const struct mt_event *ev, uint8_t *buf, struct head_cache *hc)
 {
+	uint64_t key = (uint64_t)(uint32_t)ev->pid << 32 | (uint32_t)ev->tid;
 	const struct shape *sh;
 	unsigned nfields = 0;
 	uint8_t *p = buf;
@@ -224,16 +247,31 @@ static inline int encode(const struct mt_event *ev, uint8_t *buf)
 	if (ev->type >= MT_EV_TYPE_MAX || !shapes[ev->type].valid)
 		return -EINVAL;
 	sh = &shapes[ev->type];
-	memcpy(p + 1, "\xa3pid", 4); /* the map header last, once the fields are counted */
-	p = put_int(p + 5, ev->pid);
-	memcpy(p, "\xa3tid", 4);
-	p = put_int(p + 4, ev->tid);
-	memcpy(p, "\xa9timestamp", 10);
-	p = put_uint(p + 10, ev->ts);
+	if (hc->len && hc->key == key) {
+		memcpy(p, hc->bytes, HEAD_COPY); /* within ARTIFACT_MAX_EVENT */
+		p += hc->len;
+	} else {
+		memcpy(p + 1, "\xa3pid", 4); /* the map header last, once the fields are counted */
+		p = put_int(p + 5, ev->pid);
+		memcpy(p, "\xa3tid", 4);
+		p = put_int(p + 4, ev->tid);
+		memcpy(p, "\xa9timestamp", 10);
+		p += 10;
+		hc->key = key;
+		hc->len = (uint8_t)(p - buf);
+		memcpy(hc->bytes, buf, HEAD_COPY); /* what lies past len is never used */
+	}
+	p = put_uint(p, ev->ts);
 	memcpy(p, "\xa4" "addr", 5);
 	p = put_uint(p + 5, ev->addr);
 	memcpy(p, sh->mid, MID_COPY);
 	p += sh->mid_len;
+	if (sh->plain) { /* the bulk of every run: no field to decide on */
+		if (sh->nfields)
+			p = put_uint(p, ev->size);
+		*buf = (uint8_t)(0x80 | (5 + sh->nfields));
+		return (int)(p - buf);
+	}
 	for (int i = 0; i < sh->nfields; i++) {
 		uint64_t v = field_value(ev, sh->member[i]);
 
@@ -252,11 +290,12 @@ static inline int encode(const struct mt_event *ev, uint8_t *buf)
 
 int artifact__encode(const struct mt_event *ev, void *buf, size_t cap)
 {
+	struct head_cache hc = {0}; /* one record: encoded in full */
 	uint8_t tmp[ARTIFACT_MAX_EVENT];
 	int n;
 
 	pthread_once(&shapes_once, compile_shapes);
-	n = encode(ev, tmp);
+	n = encode(ev, tmp, &hc);
 
 	if (n < 0)
 		return n;
@@ -274,6 +313,7 @@ struct artifact_writer {
 	int level; /* zstd level, kept for artifact_writer__set_workers */
 	uint64_t frames; /* frames submitted to the pipe */
 	uint64_t events; /* events accepted */
+	struct head_cache head; /* the last record's pid and tid, encoded */
 	uint8_t *buf; /* msgpack bytes of the current frame: the pipe's current buffer */
 	size_t len, cap;
 	struct frame_pipe *pipe; /* compresses and writes frames, in order */
@@ -358,7 +398,7 @@ int artifact_writer__write(struct artifact_writer *w, const struct mt_event *ev)
 		return w->err;
 	/* cap is frame_events worst-case events: ARTIFACT_MAX_EVENT bytes are always free here,
 	 * since the frame is flushed when its last event is in. */
-	n = encode(ev, w->buf + w->len);
+	n = encode(ev, w->buf + w->len, &w->head);
 	if (n < 0)
 		return n; /* a rejected record does not poison the writer */
 	w->len += (size_t)n;
@@ -371,6 +411,7 @@ int artifact_writer__write(struct artifact_writer *w, const struct mt_event *ev)
 size_t artifact_writer__write_many(struct artifact_writer *w, const struct mt_event *ev,
 				   size_t n, int *err)
 {
+	struct head_cache hc = w->head; /* a local: the loop keeps it out of memory */
 	size_t i = 0;
 
 	*err = w->err;
@@ -382,7 +423,7 @@ size_t artifact_writer__write_many(struct artifact_writer *w, const struct mt_ev
 		unsigned start = w->in_frame;
 
 		for (; i < end; i++) {
-			int len = encode(&ev[i], w->buf + w->len);
+			int len = encode(&ev[i], w->buf + w->len, &hc);
 
 			if (len < 0) {
 				*err = len;
@@ -397,12 +438,13 @@ size_t artifact_writer__write_many(struct artifact_writer *w, const struct mt_ev
 
 			if (rc && !*err) {
 				*err = rc;
-				return i; /* written, and lost with the frame: the sticky error says so */
+				break; /* written, and lost with the frame: the sticky error says so */
 			}
 		}
 		if (*err)
 			break;
 	}
+	w->head = hc;
 	return i;
 }
 

@@ -823,6 +823,77 @@ static void test_random_vs_msgpack_c(void **state)
 	msgpack_sbuffer_destroy(&sb);
 }
 
+/*
+ * The writer copies the encoded pid and tid of the record before when they repeat (a thread's
+ * run): runs of every record type from a few threads, whose pids and tids share values and
+ * widths (so a key that mixed them up would show), through write and write_many in random
+ * batches, across frame boundaries, give exactly msgpack-c's bytes.
+ */
+static void test_writer_runs_vs_msgpack_c(void **state)
+{
+	static const int32_t ids[][2] = {
+		{1, 1}, {1, 2}, {2, 1}, {0x367f, 0x367f}, {0x367f, 0x3680}, {0x3680, 0x367f},
+		{-1, 5}, {5, -1}, {INT32_MAX, INT32_MIN}, {200, 70000}, {127, 128}, {-33, -32},
+	};
+	const unsigned nids = sizeof(ids) / sizeof(ids[0]), n = 100000;
+	const char *path = tpath("runs" ARTIFACT_SUFFIX);
+	uint64_t seed = 0x5eed0002;
+	struct mt_event *evs = calloc(n, sizeof(*evs));
+	msgpack_sbuffer sb, all;
+
+	(void)state;
+	assert_non_null(evs);
+	msgpack_sbuffer_init(&sb);
+	msgpack_sbuffer_init(&all);
+	for (unsigned i = 0, run = 0, who = 0; i < n; i++, run--) {
+		if (!run) { /* the next thread's run, 1..16 records */
+			who = (unsigned)(xorshift(&seed) % nids);
+			run = 1 + (unsigned)(xorshift(&seed) % 16);
+		}
+		evs[i] = rnd_event(&seed);
+		evs[i].pid = ids[who][0];
+		evs[i].tid = ids[who][1];
+		ref_encode(&evs[i], &sb);
+		msgpack_sbuffer_write(&all, sb.data, sb.size);
+	}
+	for (unsigned workers = 0; workers <= 2; workers += 2) {
+		struct artifact_writer *w;
+		uint8_t *file, *raw;
+		size_t len;
+		int err;
+
+		assert_int_equal(artifact_writer__open(&w, path, ARTIFACT_DEFAULT_LEVEL, 997), 0);
+		assert_int_equal(artifact_writer__set_workers(w, workers), 0);
+		for (unsigned i = 0; i < n;) {
+			size_t k = 1 + xorshift(&seed) % 200;
+
+			if (k > n - i)
+				k = n - i;
+			if (xorshift(&seed) & 1) {
+				assert_int_equal(artifact_writer__write_many(w, evs + i, k, &err), k);
+				assert_int_equal(err, 0);
+			} else {
+				for (size_t j = 0; j < k; j++)
+					assert_int_equal(artifact_writer__write(w, &evs[i + j]), 0);
+			}
+			i += (unsigned)k;
+		}
+		assert_int_equal(artifact_writer__close(w), 0);
+		file = slurp(path, &len);
+		raw = malloc(all.size + 1);
+		assert_non_null(raw);
+		assert_int_equal(ZSTD_decompress(raw, all.size + 1, file, len), all.size);
+		if (memcmp(raw, all.data, all.size))
+			fail_msg("%u workers: the artifact's msgpack differs from msgpack-c's",
+				 workers);
+		free(raw);
+		free(file);
+	}
+	msgpack_sbuffer_destroy(&all);
+	msgpack_sbuffer_destroy(&sb);
+	free(evs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -842,6 +913,7 @@ int main(void)
 		cmocka_unit_test(test_foreign_maps),
 		cmocka_unit_test(test_fixture),
 		cmocka_unit_test(test_random_vs_msgpack_c),
+		cmocka_unit_test(test_writer_runs_vs_msgpack_c),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
