@@ -412,7 +412,7 @@ int artifact_writer__write(struct artifact_writer *w, const struct mt_event *ev)
 }
 
 size_t artifact_writer__write_many(struct artifact_writer *w, const struct mt_event *ev,
-				   size_t n, int *err)
+				   size_t n, uint64_t *counts, int *err)
 {
 	struct head_cache hc = w->head; /* a local: the loop keeps it out of memory */
 	size_t i = 0;
@@ -434,6 +434,7 @@ size_t artifact_writer__write_many(struct artifact_writer *w, const struct mt_ev
 			}
 			w->len += (size_t)len;
 			w->in_frame++;
+			counts[ev[i].type]++; /* encode checked type < MT_EV_TYPE_MAX */
 		}
 		w->events += w->in_frame - start;
 		if (w->in_frame == w->frame_events) {

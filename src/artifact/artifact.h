@@ -41,9 +41,10 @@ int artifact_writer__open_fd(struct artifact_writer **w, int fd, int level,
  * failed compression or write (with workers: maybe an earlier frame's). */
 int artifact_writer__write(struct artifact_writer *w, const struct mt_event *ev);
 /* artifact_writer__write over ev[0..n), stopping at the first refused record: returns how
- * many were accepted, and *err is the refusal (0 when none). */
+ * many were accepted, and *err is the refusal (0 when none). counts: MT_EV_TYPE_MAX counters;
+ * each record accepted adds one to its type's (counted in the encoding loop: no second pass). */
 size_t artifact_writer__write_many(struct artifact_writer *w, const struct mt_event *ev,
-				   size_t n, int *err);
+				   size_t n, uint64_t *counts, int *err);
 /* Compress frames on `workers` threads while the caller encodes the next one (0: on the
  * caller's thread, the default). Frames are written in order either way; the caller waits when
  * workers + 1 frames are in flight. The threads start at the first full frame (frame_pipe.h):

@@ -29,11 +29,9 @@ static size_t sink_artifact(struct record_sinks *s, const struct mt_event *ev, s
 	size_t refused = 0, written;
 	int err;
 
-	written = artifact_writer__write_many(s->writer, ev, n, &err);
+	written = artifact_writer__write_many(s->writer, ev, n, s->counts, &err);
 	if (err && !s->write_err)
 		s->write_err = err;
-	for (size_t i = 0; i < written; i++)
-		s->counts[ev[i].type]++;
 	if (s->stacks)
 		stacks_written(s->stacks, ev, written);
 	if (s->acct && written)

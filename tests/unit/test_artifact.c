@@ -827,7 +827,8 @@ static void test_random_vs_msgpack_c(void **state)
  * The writer copies the encoded pid and tid of the record before when they repeat (a thread's
  * run): runs of every record type from a few threads, whose pids and tids share values and
  * widths (so a key that mixed them up would show), through write and write_many in random
- * batches, across frame boundaries, give exactly msgpack-c's bytes.
+ * batches, across frame boundaries, give exactly msgpack-c's bytes; write_many counts what it
+ * wrote by type.
  */
 static void test_writer_runs_vs_msgpack_c(void **state)
 {
@@ -837,7 +838,7 @@ static void test_writer_runs_vs_msgpack_c(void **state)
 	};
 	const unsigned nids = sizeof(ids) / sizeof(ids[0]), n = 100000;
 	const char *path = tpath("runs" ARTIFACT_SUFFIX);
-	uint64_t seed = 0x5eed0002;
+	uint64_t seed = 0x5eed0002, counts[MT_EV_TYPE_MAX], want[MT_EV_TYPE_MAX];
 	struct mt_event *evs = calloc(n, sizeof(*evs));
 	msgpack_sbuffer sb, all;
 
@@ -864,14 +865,19 @@ static void test_writer_runs_vs_msgpack_c(void **state)
 
 		assert_int_equal(artifact_writer__open(&w, path, ARTIFACT_DEFAULT_LEVEL, 997), 0);
 		assert_int_equal(artifact_writer__set_workers(w, workers), 0);
+		memset(counts, 0, sizeof(counts));
+		memset(want, 0, sizeof(want));
 		for (unsigned i = 0; i < n;) {
 			size_t k = 1 + xorshift(&seed) % 200;
 
 			if (k > n - i)
 				k = n - i;
 			if (xorshift(&seed) & 1) {
-				assert_int_equal(artifact_writer__write_many(w, evs + i, k, &err), k);
+				assert_int_equal(
+				    artifact_writer__write_many(w, evs + i, k, counts, &err), k);
 				assert_int_equal(err, 0);
+				for (size_t j = 0; j < k; j++)
+					want[evs[i + j].type]++;
 			} else {
 				for (size_t j = 0; j < k; j++)
 					assert_int_equal(artifact_writer__write(w, &evs[i + j]), 0);
@@ -879,6 +885,7 @@ static void test_writer_runs_vs_msgpack_c(void **state)
 			i += (unsigned)k;
 		}
 		assert_int_equal(artifact_writer__close(w), 0);
+		assert_memory_equal(counts, want, sizeof(want)); /* write_many's, by type */
 		file = slurp(path, &len);
 		raw = malloc(all.size + 1);
 		assert_non_null(raw);
