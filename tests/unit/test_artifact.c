@@ -768,6 +768,23 @@ static struct mt_event rnd_event(uint64_t *s)
 	return ev;
 }
 
+/* The artifact at path decompresses to exactly want's bytes (every frame, back to back; one
+ * byte of room more shows a longer stream). Returns its frame count. */
+static unsigned check_file_is(const char *path, const msgpack_sbuffer *want, unsigned workers)
+{
+	size_t len;
+	uint8_t *file = slurp(path, &len), *raw = malloc(want->size + 1);
+	unsigned frames = count_frames(file, len);
+
+	assert_non_null(raw);
+	assert_int_equal(ZSTD_decompress(raw, want->size + 1, file, len), want->size);
+	if (memcmp(raw, want->data, want->size))
+		fail_msg("%u workers: the artifact's msgpack differs from msgpack-c's", workers);
+	free(raw);
+	free(file);
+	return frames;
+}
+
 /*
  * Property: random records, through artifact__encode and through the writer (frames of 61
  * events compressed by 0, 1 and 3 workers), give exactly msgpack-c's bytes, in order.
@@ -795,8 +812,6 @@ static void test_random_vs_msgpack_c(void **state)
 	}
 	for (unsigned workers = 0; workers <= 3; workers += workers ? 2 : 1) {
 		struct artifact_writer *w;
-		uint8_t *file, *raw;
-		size_t len;
 
 		seed = 0x5eed0001;
 		assert_int_equal(artifact_writer__open(&w, path, ARTIFACT_DEFAULT_LEVEL, 61), 0);
@@ -807,17 +822,7 @@ static void test_random_vs_msgpack_c(void **state)
 			assert_int_equal(artifact_writer__write(w, &ev), 0);
 		}
 		assert_int_equal(artifact_writer__close(w), 0);
-		file = slurp(path, &len);
-		assert_int_equal(count_frames(file, len), (n + 60) / 61);
-		raw = malloc(all.size + 1);
-		assert_non_null(raw);
-		/* every frame, back to back; one byte of room more shows a longer stream */
-		assert_int_equal(ZSTD_decompress(raw, all.size + 1, file, len), all.size);
-		if (memcmp(raw, all.data, all.size))
-			fail_msg("%u workers: the artifact's msgpack differs from msgpack-c's",
-				 workers);
-		free(raw);
-		free(file);
+		assert_int_equal(check_file_is(path, &all, workers), (n + 60) / 61);
 	}
 	msgpack_sbuffer_destroy(&all);
 	msgpack_sbuffer_destroy(&sb);
@@ -859,8 +864,6 @@ static void test_writer_runs_vs_msgpack_c(void **state)
 	}
 	for (unsigned workers = 0; workers <= 2; workers += 2) {
 		struct artifact_writer *w;
-		uint8_t *file, *raw;
-		size_t len;
 		int err;
 
 		assert_int_equal(artifact_writer__open(&w, path, ARTIFACT_DEFAULT_LEVEL, 997), 0);
@@ -886,15 +889,7 @@ static void test_writer_runs_vs_msgpack_c(void **state)
 		}
 		assert_int_equal(artifact_writer__close(w), 0);
 		assert_memory_equal(counts, want, sizeof(want)); /* write_many's, by type */
-		file = slurp(path, &len);
-		raw = malloc(all.size + 1);
-		assert_non_null(raw);
-		assert_int_equal(ZSTD_decompress(raw, all.size + 1, file, len), all.size);
-		if (memcmp(raw, all.data, all.size))
-			fail_msg("%u workers: the artifact's msgpack differs from msgpack-c's",
-				 workers);
-		free(raw);
-		free(file);
+		check_file_is(path, &all, workers);
 	}
 	msgpack_sbuffer_destroy(&all);
 	msgpack_sbuffer_destroy(&sb);
