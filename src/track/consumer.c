@@ -183,8 +183,9 @@ static int ringbuf_cover(struct ringbuf_priv *p, uint64_t cons, uint64_t prod)
 		return 0;
 	want = p->mapped * 2 > need ? p->mapped * 2 : (size_t)need;
 	want = want < p->size ? (want + p->page - 1) & ~(p->page - 1) : p->size;
-	if (mmap((uint8_t *)p->data + p->mapped, want - p->mapped, PROT_READ, MAP_SHARED | MAP_FIXED,
-		 p->map_fd, (off_t)(2 * p->page + p->mapped)) == MAP_FAILED)
+	if (mmap((uint8_t *)p->data + p->mapped, want - p->mapped, PROT_READ,
+		 MAP_SHARED | MAP_FIXED, p->map_fd,
+		 (off_t)(2 * p->page + p->mapped)) == MAP_FAILED)
 		return -errno;
 	p->mapped = want;
 	return 0;
