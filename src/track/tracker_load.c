@@ -107,8 +107,8 @@ static void tracker__marker_autoload(struct memtrack_bpf *s, bool multi, bool lo
  * (tracker_split.c opens one on a thread while the first instance loads).
  */
 int tracker__open_second(const char *btf_path,
-			 void (*autoload)(struct memtrack_bpf *s, bool multi, bool load), bool multi,
-			 struct memtrack_bpf **out)
+			 void (*autoload)(struct memtrack_bpf *s, bool multi, bool load),
+			 bool multi, struct memtrack_bpf **out)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, oo, .btf_custom_path = btf_path);
 	struct bpf_program *p;

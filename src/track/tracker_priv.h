@@ -45,7 +45,7 @@ enum { SPLIT_WAIT, SPLIT_MAPS, SPLIT_CANCEL };
 struct rebase_split {
 	pthread_t thread;
 	bool started;
-	int state; /* SPLIT_*, under the file's lock */
+	int state;		    /* SPLIT_*, under the file's lock */
 	struct memtrack_bpf *first; /* the instance whose maps it loads on */
 	const char *btf_path;
 	struct memtrack_bpf *second; /* loaded, or NULL */
@@ -72,7 +72,7 @@ struct tracker {
 	bool early_ok;
 	/* the interposer's control points (served.bpf.c): one uprobe_multi link, or two perf */
 	int ctl_fd;
-	struct bpf_link *ctl_links[3]; /* one per MT_PRELOAD_CTL_* (bpf/proc.h) */
+	struct bpf_link *ctl_links[3];		     /* one per MT_PRELOAD_CTL_* (bpf/proc.h) */
 	struct bpf_link *rmap_links[RMAP_FN_NR + 1]; /* fentry rmap backend */
 	struct rmap_choice rmap;
 	struct btf_cache btf;
@@ -128,8 +128,8 @@ void tracker__unload(struct tracker *t);
 /* Second instances of the object (tracker_load.c): opened with only what autoload picks, then
  * loaded on the first instance's maps and read-only values. 0 or -errno. */
 int tracker__open_second(const char *btf_path,
-			 void (*autoload)(struct memtrack_bpf *s, bool multi, bool load), bool multi,
-			 struct memtrack_bpf **out);
+			 void (*autoload)(struct memtrack_bpf *s, bool multi, bool load),
+			 bool multi, struct memtrack_bpf **out);
 int tracker__load_on(struct memtrack_bpf *first, struct memtrack_bpf *s);
 int tracker__load_second(struct tracker *t,
 			 void (*autoload)(struct memtrack_bpf *s, bool multi, bool load),
@@ -140,8 +140,7 @@ int tracker__load_second(struct tracker *t,
  * result) and puts it in t->rebase_skel, loading it on this thread if the thread could not.
  * 0 or -errno. */
 void tracker__split_init(void);
-void tracker__split_start(struct rebase_split *r, struct memtrack_bpf *first,
-			  const char *btf_path);
+void tracker__split_start(struct rebase_split *r, struct memtrack_bpf *first, const char *btf_path);
 int tracker__load_rebase(struct tracker *t, struct rebase_split *r, int err);
 /* Loads the allocator uprobe programs unless they are: call before attaching anything to a
  * library (t->set does, on its first attach). Idempotent; 0 or -errno (logged). */

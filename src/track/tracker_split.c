@@ -33,8 +33,7 @@ static int split_handler; /* > 0 once registered, < 0: registration failed */
 
 /* Called by libbpf just before it loads a program of SPLIT_HOOK_SEC: for the armed first
  * instance's mt_on_fork, the maps exist. */
-static int split__prepare(struct bpf_program *prog, struct bpf_prog_load_opts *opts,
-			  long cookie)
+static int split__prepare(struct bpf_program *prog, struct bpf_prog_load_opts *opts, long cookie)
 {
 	(void)opts;
 	(void)cookie;
@@ -53,8 +52,8 @@ void tracker__split_init(void)
 	LIBBPF_OPTS(libbpf_prog_handler_opts, ho, .prog_prepare_load_fn = split__prepare);
 
 	if (!split_handler) {
-		split_handler = libbpf_register_prog_handler(
-		    SPLIT_HOOK_SEC, BPF_PROG_TYPE_RAW_TRACEPOINT, 0, &ho);
+		split_handler = libbpf_register_prog_handler(SPLIT_HOOK_SEC,
+							     BPF_PROG_TYPE_RAW_TRACEPOINT, 0, &ho);
 		if (split_handler <= 0)
 			split_handler = -1;
 	}
