@@ -8,7 +8,7 @@
  * process's Rss at its start, every allocation in its window, and in auto mode each process
  * served by the interposer (its registration passes the cookie through the trampoline's tail
  * call) with glibc never probed. The same with the re-base program verified after the
- * others rather than on a thread beside them (MEMTRACK_TEST_NO_SPLIT_LOAD=1).
+ * others rather than on a thread beside them (MEMTRACK_TEST_SPLIT_LOAD=no; =on in the others).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,11 +20,14 @@
 #include "../lib/mt_check.h"
 #include "../lib/mt_modes.h"
 
-static const char *const no_early_env[] = {"MEMTRACK_TEST_NO_EARLY_LINKS=1", NULL};
-/* the same environment's size for the early run: the shell copies it (same allocations) */
-static const char *const early_env[] = {"MEMTRACK_TEST_NO_EARLY_LINKX=1", NULL};
-/* early links, mt_rebase verified with the others instead of on a thread (tracker_split.c) */
-static const char *const no_split_env[] = {"MEMTRACK_TEST_NO_SPLIT_LOAD=01", NULL};
+/* mt_rebase verified on a thread beside the others (tracker_split.c), or with them */
+static const char *const no_early_env[] = {"MEMTRACK_TEST_NO_EARLY_LINKS=1",
+					   "MEMTRACK_TEST_SPLIT_LOAD=no", NULL};
+/* the same environment's size for the early runs: the shell copies it (same allocations) */
+static const char *const early_env[] = {"MEMTRACK_TEST_NO_EARLY_LINKX=1",
+					"MEMTRACK_TEST_SPLIT_LOAD=on", NULL};
+static const char *const no_split_env[] = {"MEMTRACK_TEST_NO_EARLY_LINKX=1",
+					   "MEMTRACK_TEST_SPLIT_LOAD=no", NULL};
 
 /* Per process: how many records of type t. */
 static size_t count_of(const struct mt_run *r, uint32_t type, int32_t pid)
