@@ -57,6 +57,13 @@ int tracker__run(const struct tracker_opts *o)
 	t.wd.sock = -1;
 	t.m.start_unix_ns = now_ns(CLOCK_REALTIME);
 	t.m.start_mono_ns = t.t_start = t_start;
+	/* Creating the ring map takes ~3 ms of kernel time, on a thread the load waits for: started
+	 * first thing. Not so when memtrack is the init of a new pid namespace, where a thread
+	 * started before the command's fork would take pid 2, the command's (below). A thread and
+	 * a map fd (close-on-exec, kernel memory) change nothing in what the forks copy; the
+	 * watchdog closes every fd it inherits. */
+	if (getpid() != 1)
+		tracker__ring_start(&t);
 	/* with --, the words as a shell command that runs them again */
 	t.m.command = o->command ? strdup(o->command) : shquote__argv(o->argv);
 	if (!t.m.command || manifest__set_argv(&t.m, o->argv) ||
@@ -92,12 +99,8 @@ int tracker__run(const struct tracker_opts *o)
 	}
 	t.m.root_pid = t.sp.pid;
 	tracker__mark(&t, "command forked, held");
-	/* Creating the ring map takes ~3 ms of kernel time, on a thread the load waits for:
-	 * started as early as can be, after the command's fork (in a new pid namespace a thread
-	 * started before it would be pid 2, not the command). A thread and a map fd (close-on-exec,
-	 * kernel memory) change nothing in what the watchdog's fork copies; it closes every fd it
-	 * inherits. */
-	tracker__ring_start(&t);
+	if (getpid() == 1)
+		tracker__ring_start(&t);
 	/* The command is memtrack's first child: in a new pid namespace it is pid 2 (memtrack
 	 * pid 1), as test_track_outputs expects. Then the watchdog, while memtrack is small. */
 	err = watchdog__start(&t.wd);
