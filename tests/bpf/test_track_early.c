@@ -8,7 +8,8 @@
  * process's Rss at its start, every allocation in its window, and in auto mode each process
  * served by the interposer (its registration passes the cookie through the trampoline's tail
  * call) with glibc never probed. The same with the re-base program verified after the
- * others rather than on a thread beside them (MEMTRACK_TEST_SPLIT_LOAD=no; =on in the others).
+ * others rather than on a thread beside them (MEMTRACK_TEST_SPLIT_LOAD=no; =on in the others),
+ * and after its thread failed (MEMTRACK_TEST_SPLIT_FAILS=1).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,6 +29,9 @@ static const char *const early_env[] = {"MEMTRACK_TEST_NO_EARLY_LINKX=1",
 					"MEMTRACK_TEST_SPLIT_LOAD=on", NULL};
 static const char *const no_split_env[] = {"MEMTRACK_TEST_NO_EARLY_LINKX=1",
 					   "MEMTRACK_TEST_SPLIT_LOAD=no", NULL};
+/* the thread fails: mt_rebase is loaded after the others, on the caller's thread */
+static const char *const split_fails_env[] = {"MEMTRACK_TEST_NO_EARLY_LINKX=1",
+					      "MEMTRACK_TEST_SPLIT_FAILS=1", NULL};
 
 /* Per process: how many records of type t. */
 static size_t count_of(const struct mt_run *r, uint32_t type, int32_t pid)
@@ -168,6 +172,11 @@ static void check_mode(void **state, const char *const *opts, bool served)
 		served_and_probed(&b);
 	same_heap(a, &b);
 	run_tree(&c, opts, no_split_env);
+	if (served)
+		served_and_probed(&c);
+	same_heap(a, &c);
+	mt_run_free(&c);
+	run_tree(&c, opts, split_fails_env);
 	if (served)
 		served_and_probed(&c);
 	same_heap(a, &c);
