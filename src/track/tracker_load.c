@@ -60,8 +60,6 @@ void tracker__unload(struct tracker *t)
 	t->alloc_skel = NULL;
 	memtrack_bpf__destroy(t->marker_skel);
 	t->marker_skel = NULL;
-	memtrack_bpf__destroy(t->rebase_skel);
-	t->rebase_skel = NULL;
 	memtrack_bpf__destroy(t->skel);
 	t->skel = NULL;
 }
@@ -103,61 +101,46 @@ static void tracker__marker_autoload(struct memtrack_bpf *s, bool multi, bool lo
  * A second instance of the same object in which only the programs `autoload` picks load, on
  * the first instance's maps (bpf_map__reuse_fd) and read-only values, against the same BTF.
  * Its own cost (~2-3 ms for the allocator programs: open, relocation, verification) is paid
- * only by runs that need them. Opened by tracker__open_second, loaded by tracker__load_on
- * (tracker_split.c opens one on a thread while the first instance loads).
+ * only by runs that need them. Returns 0 or -errno.
  */
-int tracker__open_second(const char *btf_path,
-			 void (*autoload)(struct memtrack_bpf *s, bool multi, bool load),
-			 bool multi, struct memtrack_bpf **out)
+static int tracker__load_second(struct tracker *t,
+				void (*autoload)(struct memtrack_bpf *s, bool multi, bool load),
+				struct memtrack_bpf **out)
 {
-	LIBBPF_OPTS(bpf_object_open_opts, oo, .btf_custom_path = btf_path);
-	struct bpf_program *p;
-
-	*out = memtrack_bpf__open_opts(&oo);
-	if (!*out)
-		return -errno;
-	bpf_object__for_each_program(p, (*out)->obj)
-		bpf_program__set_autoload(p, false);
-	autoload(*out, multi, true);
-	return 0;
-}
-
-int tracker__load_on(struct memtrack_bpf *first, struct memtrack_bpf *s)
-{
-	struct bpf_map *m;
-
-	memcpy(s->rodata, first->rodata, sizeof(*s->rodata));
-	bpf_object__for_each_map(m, s->obj) {
-		int fd, err;
-
-		if (bpf_map__is_internal(m))
-			continue; /* .rodata, copied above */
-		fd = bpf_object__find_map_fd_by_name(first->obj, bpf_map__name(m));
-		/* a map the first instance did not create is none of these programs' */
-		err = fd >= 0 ? bpf_map__reuse_fd(m, fd) : bpf_map__set_autocreate(m, false);
-		if (err)
-			return err;
-	}
-	return memtrack_bpf__load(s);
-}
-
-int tracker__load_second(struct tracker *t,
-			 void (*autoload)(struct memtrack_bpf *s, bool multi, bool load),
-			 struct memtrack_bpf **out)
-{
+	LIBBPF_OPTS(bpf_object_open_opts, oo,
+		    .btf_custom_path = t->btf.path[0] ? t->btf.path : NULL);
 	struct memtrack_bpf *s;
-	int err;
+	struct bpf_program *p;
+	struct bpf_map *m;
+	int err = 0;
 
 	if (!t->skel)
 		return -EINVAL;
-	err = tracker__open_second(t->btf.path[0] ? t->btf.path : NULL, autoload, t->multi, &s);
-	if (err)
-		return err;
-	err = tracker__load_on(t->skel, s);
-	if (!err)
+	s = memtrack_bpf__open_opts(&oo);
+	if (!s)
+		return -errno;
+	bpf_object__for_each_program(p, s->obj)
+		bpf_program__set_autoload(p, false);
+	autoload(s, t->multi, true);
+	memcpy(s->rodata, t->skel->rodata, sizeof(*s->rodata));
+	bpf_object__for_each_map(m, s->obj) {
+		int fd;
+
+		if (bpf_map__is_internal(m))
+			continue; /* .rodata, copied above */
+		fd = bpf_object__find_map_fd_by_name(t->skel->obj, bpf_map__name(m));
+		/* a map the first instance did not create is none of these programs' */
+		err = fd >= 0 ? bpf_map__reuse_fd(m, fd) : bpf_map__set_autocreate(m, false);
+		if (err)
+			goto cleanup;
+	}
+	err = memtrack_bpf__load(s);
+	if (!err) {
 		*out = s;
-	else
-		memtrack_bpf__destroy(s);
+		s = NULL;
+	}
+cleanup:
+	memtrack_bpf__destroy(s);
 	return err;
 }
 
@@ -240,11 +223,10 @@ static int tracker__nr_cpus(void)
 
 /* Fork, exec and exit end in mt_rebase through a tail call (process.bpf.c): its program array
  * is filled here, before anything is attached. Returns 0 or -errno. */
-static int tracker__fill_tail(struct tracker *t)
+static int tracker__fill_tail(struct memtrack_bpf *s)
 {
-	struct memtrack_bpf *s = t->skel;
 	__u32 zero = 0;
-	int fd = bpf_program__fd((t->rebase_skel ? t->rebase_skel : s)->progs.mt_rebase);
+	int fd = bpf_program__fd(s->progs.mt_rebase);
 
 	if (bpf_map_update_elem(bpf_map__fd(s->maps.rebase_prog), &zero, &fd, BPF_ANY))
 		return -errno;
@@ -330,7 +312,6 @@ static int tracker__open_load(struct tracker *t, struct ring_prep *ring)
 	 * needs them for sure: uprobe mode (every allocator), preload mode (libc's dlopen stop).
 	 * In auto mode tracker__alloc_ensure loads them if a process ever does. */
 	bool eager = !t->pre.on || t->o->alloc_hooks == ALLOC_HOOKS_PRELOAD;
-	struct rebase_split split;
 	struct memtrack_bpf *s;
 	int err;
 
@@ -364,16 +345,11 @@ static int tracker__open_load(struct tracker *t, struct ring_prep *ring)
 	tracker__marker_autoload(s, t->multi, false);
 	err = ring_prep__join(ring) >= 0 ? bpf_map__reuse_fd(s->maps.events, ring->fd) : 0;
 	tracker__mark(t, "load: ring joined");
-	/* mt_rebase on a thread meanwhile, when it can be (tracker_split.c) */
-	tracker__split_start(&split, s, oo.btf_custom_path);
-	bpf_program__set_autoload(s->progs.mt_rebase, !split.started);
 	if (!err)
 		err = memtrack_bpf__load(s);
 	tracker__mark(t, "load: object loaded");
-	if (split.started)
-		err = tracker__load_rebase(t, &split, err);
 	if (!err)
-		err = tracker__fill_tail(t);
+		err = tracker__fill_tail(s);
 	if (!err && eager)
 		tracker__alloc_take(t, s);
 	/* attached at load, so that a kernel refusing them leaves time to reload without them */
@@ -433,7 +409,6 @@ int tracker__load(struct tracker *t)
 		return err;
 	}
 	libbpf_set_print(libbpf_quiet);
-	tracker__split_init();
 	if (t->o->rmap) {
 		err = rmap_backend__select(&t->rmap, getenv("MEMTRACK_RMAP_BACKEND"));
 		if (err)

@@ -40,18 +40,6 @@ struct ring_prep {
 	bool started;
 };
 
-/* mt_rebase verified on a thread as a second instance (tracker_split.c) */
-enum { SPLIT_WAIT, SPLIT_MAPS, SPLIT_CANCEL };
-struct rebase_split {
-	pthread_t thread;
-	bool started;
-	int state;		    /* SPLIT_*, under the file's lock */
-	struct memtrack_bpf *first; /* the instance whose maps it loads on */
-	const char *btf_path;
-	struct memtrack_bpf *second; /* loaded, or NULL */
-	int err;
-};
-
 struct tracker {
 	const struct tracker_opts *o;
 	struct memtrack_bpf *skel;
@@ -61,8 +49,6 @@ struct tracker {
 	/* the USDT marker program, a third instance loaded at the first library with memtrack's
 	 * probes; NULL until then */
 	struct memtrack_bpf *marker_skel;
-	/* mt_rebase, a fourth instance verified on a thread while skel loads; NULL: in skel */
-	struct memtrack_bpf *rebase_skel;
 	struct bpf_program *alloc_entry, *alloc_ret;
 	bool multi; /* uprobe_multi links, else perf-event uprobes */
 	struct bpf_link *tp_links[8];
@@ -72,7 +58,7 @@ struct tracker {
 	bool early_ok;
 	/* the interposer's control points (served.bpf.c): one uprobe_multi link, or two perf */
 	int ctl_fd;
-	struct bpf_link *ctl_links[3];		     /* one per MT_PRELOAD_CTL_* (bpf/proc.h) */
+	struct bpf_link *ctl_links[3]; /* one per MT_PRELOAD_CTL_* (bpf/proc.h) */
 	struct bpf_link *rmap_links[RMAP_FN_NR + 1]; /* fentry rmap backend */
 	struct rmap_choice rmap;
 	struct btf_cache btf;
@@ -125,23 +111,6 @@ void tracker__ring_close(struct tracker *t);
 int tracker__load(struct tracker *t);
 /* Closes the fentry links and the skeletons; idempotent. */
 void tracker__unload(struct tracker *t);
-/* Second instances of the object (tracker_load.c): opened with only what autoload picks, then
- * loaded on the first instance's maps and read-only values. 0 or -errno. */
-int tracker__open_second(const char *btf_path,
-			 void (*autoload)(struct memtrack_bpf *s, bool multi, bool load),
-			 bool multi, struct memtrack_bpf **out);
-int tracker__load_on(struct memtrack_bpf *first, struct memtrack_bpf *s);
-int tracker__load_second(struct tracker *t,
-			 void (*autoload)(struct memtrack_bpf *s, bool multi, bool load),
-			 struct memtrack_bpf **out);
-/* tracker_split.c: registers its section handler: before any instance is opened (libbpf
- * matches sections at open); once. Starts verifying mt_rebase on a thread as first loads
- * (started: first must not load it itself); joins it after first's load (err: that load's
- * result) and puts it in t->rebase_skel, loading it on this thread if the thread could not.
- * 0 or -errno. */
-void tracker__split_init(void);
-void tracker__split_start(struct rebase_split *r, struct memtrack_bpf *first, const char *btf_path);
-int tracker__load_rebase(struct tracker *t, struct rebase_split *r, int err);
 /* Loads the allocator uprobe programs unless they are: call before attaching anything to a
  * library (t->set does, on its first attach). Idempotent; 0 or -errno (logged). */
 int tracker__alloc_ensure(struct tracker *t);

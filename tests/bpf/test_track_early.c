@@ -7,9 +7,7 @@
  * (MEMTRACK_TEST_NO_EARLY_LINKS=1, the fallback): every Fork, Exec and Exit of a tree, each
  * process's Rss at its start, every allocation in its window, and in auto mode each process
  * served by the interposer (its registration passes the cookie through the trampoline's tail
- * call) with glibc never probed. The same with the re-base program verified after the
- * others rather than on a thread beside them (MEMTRACK_TEST_SPLIT_LOAD=no; =on in the others),
- * and after its thread failed (MEMTRACK_TEST_SPLIT_FAILS=1).
+ * call) with glibc never probed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,17 +19,9 @@
 #include "../lib/mt_check.h"
 #include "../lib/mt_modes.h"
 
-/* mt_rebase verified on a thread beside the others (tracker_split.c), or with them */
-static const char *const no_early_env[] = {"MEMTRACK_TEST_NO_EARLY_LINKS=1",
-					   "MEMTRACK_TEST_SPLIT_LOAD=no", NULL};
-/* the same environment's size for the early runs: the shell copies it (same allocations) */
-static const char *const early_env[] = {"MEMTRACK_TEST_NO_EARLY_LINKX=1",
-					"MEMTRACK_TEST_SPLIT_LOAD=on", NULL};
-static const char *const no_split_env[] = {"MEMTRACK_TEST_NO_EARLY_LINKX=1",
-					   "MEMTRACK_TEST_SPLIT_LOAD=no", NULL};
-/* the thread fails: mt_rebase is loaded after the others, on the caller's thread */
-static const char *const split_fails_env[] = {"MEMTRACK_TEST_NO_EARLY_LINKX=1",
-					      "MEMTRACK_TEST_SPLIT_FAILS=1", NULL};
+static const char *const no_early_env[] = {"MEMTRACK_TEST_NO_EARLY_LINKS=1", NULL};
+/* the same environment's size for the early run: the shell copies it (same allocations) */
+static const char *const early_env[] = {"MEMTRACK_TEST_NO_EARLY_LINKX=1", NULL};
 
 /* Per process: how many records of type t. */
 static size_t count_of(const struct mt_run *r, uint32_t type, int32_t pid)
@@ -43,11 +33,10 @@ static size_t count_of(const struct mt_run *r, uint32_t type, int32_t pid)
 
 /* `env -i forker 1; forker 3` (a child at a time, each allocating) through the shell: forks
  * and execs before the targets' own, every process recorded from its first record. */
-static void run_tree(struct mt_run *r, const char *const *opts, const char *const *env)
+static void run_tree(struct mt_run *r, const char *const *opts, bool early)
 {
-	bool early = env != no_early_env;
 	char cmd[512];
-	struct mt_run_opts o = {.track_opts = opts, .shell = cmd, .env = env};
+	struct mt_run_opts o = {.track_opts = opts, .shell = cmd, .env = early ? early_env : no_early_env};
 	const char *links;
 	size_t forks = 0;
 
@@ -63,12 +52,11 @@ static void run_tree(struct mt_run *r, const char *const *opts, const char *cons
 	for (size_t i = 0; i < r->nr_ev; i++) {
 		int32_t pid = r->ev[i].pid;
 
-		if (r->ev[i].type != MT_EV_FORK &&
-		    !(r->ev[i].type == MT_EV_EXEC && pid == r->root_pid))
+		if (r->ev[i].type != MT_EV_FORK && !(r->ev[i].type == MT_EV_EXEC && pid == r->root_pid))
 			continue;
 		forks += r->ev[i].type == MT_EV_FORK;
-		MT_CHECK(r, count_of(r, MT_EV_EXIT, pid) == 1, "process %d: %zu Exit records", pid,
-			 count_of(r, MT_EV_EXIT, pid));
+		MT_CHECK(r, count_of(r, MT_EV_EXIT, pid) == 1, "process %d: %zu Exit records",
+			 pid, count_of(r, MT_EV_EXIT, pid));
 		MT_CHECK(r, count_of(r, MT_EV_RSS, pid) > 0, "process %d: no Rss record", pid);
 	}
 	/* bash forks env (and execs the last forker in place), the forkers 1 and 3 children */
@@ -151,37 +139,27 @@ static void served_and_probed(struct mt_run *r)
 	/* the forker under env -i and its child; bash (then the last forker) and its children */
 	MT_CHECK(r, uprobe == 2 && preload == 4, "%zu processes labelled uprobe, %zu preload",
 		 uprobe, preload);
-	MT_CHECK(
-	    r,
-	    !strcmp(json_string_value(mt_json(r, "mechanisms.alloc_programs")), "at first attach"),
-	    "mechanisms.alloc_programs is %s: glibc was not probed",
-	    json_string_value(mt_json(r, "mechanisms.alloc_programs")));
+	MT_CHECK(r,
+		 !strcmp(json_string_value(mt_json(r, "mechanisms.alloc_programs")),
+			 "at first attach"),
+		 "mechanisms.alloc_programs is %s: glibc was not probed",
+		 json_string_value(mt_json(r, "mechanisms.alloc_programs")));
 }
 
 static void check_mode(void **state, const char *const *opts, bool served)
 {
-	struct mt_run *a = mt_new_run(state), b = {0}, c = {0};
+	struct mt_run *a = mt_new_run(state), b = {0};
 
 	MT_REQUIRE_ROOT();
 	mt_need_file(mt_target("forker"));
-	run_tree(a, opts, early_env);
+	run_tree(a, opts, true);
 	if (served)
 		served_and_probed(a);
-	run_tree(&b, opts, no_early_env);
+	run_tree(&b, opts, false);
 	if (served)
 		served_and_probed(&b);
 	same_heap(a, &b);
-	run_tree(&c, opts, no_split_env);
-	if (served)
-		served_and_probed(&c);
-	same_heap(a, &c);
-	mt_run_free(&c);
-	run_tree(&c, opts, split_fails_env);
-	if (served)
-		served_and_probed(&c);
-	same_heap(a, &c);
 	mt_run_free(&b);
-	mt_run_free(&c);
 }
 
 static void test_early_links_auto(void **state)
