@@ -171,6 +171,42 @@ static void test_laps_in_order(void **state)
 	close(ring);
 }
 
+/* A fresh source on a ring whose consumer position is far into it, laps past (as the
+ * watchdog's, started when memtrack dies): it maps from that position's lap, not from the
+ * start, and delivers every record once, in order. 12 sources over ~8 laps of a 1 MiB ring. */
+static void test_fresh_source_mid_lap(void **state)
+{
+	const unsigned ring_bytes = 1 << 20;
+	struct event_source *src;
+	struct consumer c;
+	struct seen s = {0};
+	uint64_t written = 0;
+	int ring, prog;
+
+	(void)state;
+	MT_REQUIRE_ROOT();
+	ring = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "mt_test_ring", 0, 0, ring_bytes, NULL);
+	assert_true(ring >= 0);
+	prog = load_writer(ring);
+	for (unsigned round = 0; round < 12; round++) {
+		unsigned n = 9000 + round * 517; /* below the ring's ~18,700 records */
+
+		consumer__init(&c);
+		assert_int_equal(ringbuf_source__new(&src, ring), 0);
+		assert_int_equal(consumer__add_source(&c, src), 0);
+		assert_int_equal(consumer__add_sink(&c, check_sink, &s), 0);
+		write_records(prog, n);
+		written += n;
+		assert_true(consumer__drain(&c) >= 0);
+		assert_int_equal(c.read_err, 0);
+		assert_int_equal(s.n, written);
+		consumer__destroy(&c);
+	}
+	assert_int_equal(s.bad, 0);
+	close(prog);
+	close(ring);
+}
+
 /*
  * The ring's data area cannot be mapped further mid-run (MEMTRACK_TEST_RING_MAP_FAIL: every
  * mapping past the first 64 KiB fails, as ENOMEM would): memtrack says so, releases the tasks
@@ -205,6 +241,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_maps_lazily),
 	    cmocka_unit_test(test_laps_in_order),
+	    cmocka_unit_test(test_fresh_source_mid_lap),
 	    cmocka_unit_test_teardown(test_map_failure_ends_incomplete, mt_teardown),
 	};
 
