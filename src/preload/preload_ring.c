@@ -76,13 +76,17 @@ size_t pl_boot_size(const void *p)
  * ours, the first preloaded object. */
 int pl_malloc_is_ours(void)
 {
-	Dl_info info, self;
+	void *m = dlsym(RTLD_DEFAULT, "malloc");
+	struct link_map *self = pl_obj_of((void *)pl_malloc_is_ours);
 	const ElfW(Sym) *sym = NULL;
+	Dl_info info;
 
-	if (!dladdr((void *)pl_malloc_is_ours, &self) ||
-	    !dladdr1(dlsym(RTLD_DEFAULT, "malloc"), &info, (void **)&sym, RTLD_DL_SYMENT))
+	if (!m || !self)
 		return 0;
-	return info.dli_fbase == self.dli_fbase || (sym && sym->st_shndx == SHN_UNDEF);
+	if (pl_obj_of(m) == self)
+		return 1;
+	/* only then the symbol (dladdr1 scans the object's symbol table) */
+	return dladdr1(m, &info, (void **)&sym, RTLD_DL_SYMENT) && sym && sym->st_shndx == SHN_UNDEF;
 }
 
 /* Is the interposer's malloc the one the program calls, and libc's the next? Otherwise another
@@ -91,13 +95,12 @@ int pl_malloc_is_ours(void)
  * tcmalloc next: preload_families.c). */
 static int pl_next_is_libc(void)
 {
-	Dl_info info;
+	struct link_map *o;
 
 	if (!pl_malloc_is_ours())
 		return 0;
-	if (!dladdr((void *)pl.next.malloc, &info) || !info.dli_fname)
-		return 0;
-	return strstr(info.dli_fname, "/libc.so") != NULL;
+	o = pl_obj_of((void *)pl.next.malloc);
+	return o && o->l_name && strstr(o->l_name, "/libc.so") != NULL;
 }
 
 static void pl_resolve(void)

@@ -117,8 +117,11 @@ int consumer__drain(struct consumer *c)
 		int n = c->sources[i]->drain(c->sources[i], c);
 
 		consumer__flush(c);
-		if (n < 0)
-			return n;
+		if (n < 0) {
+			if (!c->read_err)
+				c->read_err = n;
+			continue;
+		}
 		c->sources[i]->delivered += n;
 		total += n;
 	}
@@ -152,6 +155,11 @@ void consumer__destroy(struct consumer *c)
  */
 #define RINGBUF_FIRST_MAP (64 * 1024) /* bytes of the data area mapped at the start */
 
+/* MEMTRACK_TEST_RING_MAP_FAIL set: every mapping past the first fails, as with ENOMEM (the
+ * tests' way to check that such a run ends, releases its stopped tasks and says it is
+ * incomplete) */
+static bool ringbuf_fail_map;
+
 struct ringbuf_priv {
 	int map_fd;
 	size_t page, size;	/* bytes; size is a power of two */
@@ -182,13 +190,19 @@ static int ringbuf_cover(struct ringbuf_priv *p, uint64_t cons, uint64_t prod)
 	if (need <= p->mapped || p->mapped == p->size)
 		return 0;
 	want = p->mapped * 2 > need ? p->mapped * 2 : (size_t)need;
-	want = want < p->size ? (want + p->page - 1) & ~(p->page - 1) : p->size;
-	if (mmap((uint8_t *)p->data + p->mapped, want - p->mapped, PROT_READ,
-		 MAP_SHARED | MAP_FIXED, p->map_fd,
-		 (off_t)(2 * p->page + p->mapped)) == MAP_FAILED)
-		return -errno;
-	p->mapped = want;
-	return 0;
+	/* twice as far, or failing that (ENOMEM: a memory cgroup's limit, vm.max_map_count) just
+	 * as far as the records reach */
+	for (int i = 0; i < 2; i++, want = (size_t)need) {
+		want = want < p->size ? (want + p->page - 1) & ~(p->page - 1) : p->size;
+		if (!ringbuf_fail_map &&
+		    mmap((uint8_t *)p->data + p->mapped, want - p->mapped, PROT_READ,
+			 MAP_SHARED | MAP_FIXED, p->map_fd,
+			 (off_t)(2 * p->page + p->mapped)) != MAP_FAILED) {
+			p->mapped = want;
+			return 0;
+		}
+	}
+	return ringbuf_fail_map ? -ENOMEM : -errno;
 }
 
 static int ringbuf_source__drain(struct event_source *src, struct consumer *c)
@@ -272,6 +286,7 @@ int ringbuf_source__new(struct event_source **src, int map_fd)
 		return -ENOMEM;
 	p->map_fd = map_fd;
 	p->page = (size_t)sysconf(_SC_PAGESIZE);
+	ringbuf_fail_map = getenv("MEMTRACK_TEST_RING_MAP_FAIL") != NULL;
 	p->size = info.max_entries;
 	m = mmap(NULL, p->page, PROT_READ | PROT_WRITE, MAP_SHARED, map_fd, 0);
 	if (m == MAP_FAILED)

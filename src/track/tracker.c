@@ -90,8 +90,9 @@ int tracker__run(const struct tracker_opts *o)
 		log__error("out of memory");
 		goto cleanup;
 	}
-	/* The command is forked first, held before its exec: from a small process (no BPF maps
-	 * or ring mapped yet) the fork copies little, and its exec has little to tear down. */
+	/* The command is forked first, held before its exec: from a small process (the ring map
+	 * may exist already, but nothing of it is mapped) the fork copies little, and its exec has
+	 * little to tear down. */
 	err = spawn__start(&t.sp, o->argv, true);
 	if (err) {
 		log__error("cannot start '%s': %s", o->argv[0], strerror(-err));
