@@ -122,46 +122,55 @@ const char *preload_setup__mode_name(const struct preload_setup *p)
 	return p->autom ? "auto" : "preload";
 }
 
-void preload_setup__mark_probed(struct preload_setup *p, pid_t pid)
+void preload_setup__mark_probed(struct preload_setup *p, pid_t pid, unsigned kinds)
 {
 	if (p->nr_probed == p->cap_probed) {
 		size_t cap = p->cap_probed ? 2 * p->cap_probed : 64;
-		pid_t *v = realloc(p->probed, cap * sizeof(*v));
+		struct preload_probed *v = realloc(p->probed, cap * sizeof(*v));
 
 		if (!v)
 			return; /* the label only: "none" instead of "uprobe" */
 		p->probed = v;
 		p->cap_probed = cap;
 	}
-	p->probed[p->nr_probed++] = pid;
+	p->probed[p->nr_probed++] = (struct preload_probed){.pid = pid, .kinds = kinds};
 }
 
-static bool preload_setup__probed(const struct preload_setup *p, pid_t pid)
+/* pid's entry (its last image's: a pid judged at two execs keeps the later one), or NULL */
+static const struct preload_probed *preload_setup__probed(const struct preload_setup *p,
+							   pid_t pid)
 {
-	for (size_t i = 0; i < p->nr_probed; i++)
-		if (p->probed[i] == pid)
-			return true;
-	return false;
+	for (size_t i = p->nr_probed; i-- > 0;)
+		if (p->probed[i].pid == pid)
+			return &p->probed[i];
+	return NULL;
+}
+
+/* A family's label: preload when the interposer registered it for the process, uprobe when
+ * the process was judged to need uprobes with that family's library in its image, else unset. */
+static uint8_t preload_setup__family(int flags, unsigned flag, const struct preload_probed *pr,
+				     enum alloc_kind kind)
+{
+	if (flags >= 0 && (flags & flag))
+		return MANIFEST_HOOKS_PRELOAD;
+	if (pr && (pr->kinds & (1u << kind)))
+		return MANIFEST_HOOKS_UPROBE;
+	return MANIFEST_HOOKS_UNSET;
 }
 
 void preload_setup__fill(const struct preload_setup *p, struct manifest *m, bool libc_probed)
 {
 	for (uint32_t i = 0; i < m->nr_procs; i++) {
-		int f = p->on ? shm_source__proc_flags(p->shm, m->procs[i].pid) : -1;
-		uint8_t probed = libc_probed || preload_setup__probed(p, m->procs[i].pid)
-				     ? MANIFEST_HOOKS_UPROBE
-				     : MANIFEST_HOOKS_NONE;
+		struct manifest_proc *mp = &m->procs[i];
+		int f = p->on ? shm_source__proc_flags(p->shm, mp->pid) : -1;
+		const struct preload_probed *pr = preload_setup__probed(p, mp->pid);
+		uint8_t probed = libc_probed || pr ? MANIFEST_HOOKS_UPROBE : MANIFEST_HOOKS_NONE;
 
-		m->procs[i].hooks_libc =
-		    f >= 0 && (f & MT_SHM_PROC_LIBC) ? MANIFEST_HOOKS_PRELOAD : probed;
-		m->procs[i].hooks_cxx =
-		    f >= 0 && (f & MT_SHM_PROC_CXX) ? MANIFEST_HOOKS_PRELOAD : probed;
-		if (f >= 0 && (f & MT_SHM_PROC_JEMALLOC))
-			m->procs[i].hooks_jemalloc = MANIFEST_HOOKS_PRELOAD;
-		if (f >= 0 && (f & MT_SHM_PROC_MIMALLOC))
-			m->procs[i].hooks_mimalloc = MANIFEST_HOOKS_PRELOAD;
-		if (f >= 0 && (f & MT_SHM_PROC_TCMALLOC))
-			m->procs[i].hooks_tcmalloc = MANIFEST_HOOKS_PRELOAD;
+		mp->hooks_libc = f >= 0 && (f & MT_SHM_PROC_LIBC) ? MANIFEST_HOOKS_PRELOAD : probed;
+		mp->hooks_cxx = f >= 0 && (f & MT_SHM_PROC_CXX) ? MANIFEST_HOOKS_PRELOAD : probed;
+		mp->hooks_jemalloc = preload_setup__family(f, MT_SHM_PROC_JEMALLOC, pr, ALLOC_JEMALLOC);
+		mp->hooks_mimalloc = preload_setup__family(f, MT_SHM_PROC_MIMALLOC, pr, ALLOC_MIMALLOC);
+		mp->hooks_tcmalloc = preload_setup__family(f, MT_SHM_PROC_TCMALLOC, pr, ALLOC_TCMALLOC);
 	}
 }
 

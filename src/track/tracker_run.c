@@ -61,7 +61,7 @@ static void tracker__judge(struct tracker *t, pid_t pid, int inspected)
 	log__debug(LOG_DEBUG, "process %d: allocator kinds %#x, %s", pid, kinds,
 		   need ? "needs uprobes" : "the interposer's");
 	if (need || (kinds & PRELOAD_OTHER_ALLOCATORS))
-		preload_setup__mark_probed(&t->pre, pid);
+		preload_setup__mark_probed(&t->pre, pid, kinds);
 	if (!need || libs__glibc_attached(t->libs))
 		return;
 	err = tracker__glibc_on(t, pid);
@@ -216,10 +216,10 @@ int tracker__attach_root(struct tracker *t)
 		unsigned kinds = libs__kinds(t->libs);
 
 		if (kinds & PRELOAD_OTHER_ALLOCATORS)
-			preload_setup__mark_probed(&t->pre, t->sp.pid);
+			preload_setup__mark_probed(&t->pre, t->sp.pid, kinds);
 		log__debug(LOG_VERBOSE, "root '%s': allocator kinds %#x", t->root.exe, kinds);
 		if (preload_setup__root_needs_probes(&t->pre, t->root.exe, kinds)) {
-			preload_setup__mark_probed(&t->pre, t->sp.pid);
+			preload_setup__mark_probed(&t->pre, t->sp.pid, kinds);
 			libs__attach_glibc(t->libs); /* nothing bound yet: libs__bind attaches */
 		}
 	}

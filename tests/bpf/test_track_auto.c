@@ -86,7 +86,9 @@ static void same_events(struct mt_run *u, struct mt_run *a, const char *const *n
 }
 
 /* How many processes named comm have alloc_hooks.libc == want. */
-static size_t count_hooks(const struct mt_run *r, const char *comm, const char *want)
+/* Processes named comm whose family's mechanism (manifest) is want. */
+static size_t count_family(const struct mt_run *r, const char *comm, const char *family,
+			   const char *want)
 {
 	json_t *procs = json_object_get(r->manifest, "processes"), *p;
 	size_t i, n = 0;
@@ -94,11 +96,16 @@ static size_t count_hooks(const struct mt_run *r, const char *comm, const char *
 	json_array_foreach(procs, i, p)
 	{
 		int32_t pid = (int32_t)json_integer_value(json_object_get(p, "pid"));
-		const char *c = comm_of(r, pid), *h = hooks_of(r, pid, "libc");
+		const char *c = comm_of(r, pid), *h = hooks_of(r, pid, family);
 
 		n += c && h && !strcmp(c, comm) && !strcmp(h, want);
 	}
 	return n;
+}
+
+static size_t count_hooks(const struct mt_run *r, const char *comm, const char *want)
+{
+	return count_family(r, comm, "libc", want);
 }
 
 static void run_ok(struct mt_run *r, const char *const *opts, const char *shell)
@@ -368,6 +375,28 @@ static void test_allocators_unserved(void **state)
 	    count_hooks(a, "alloc_tcmalloc", "preload"), count_hooks(a, "alloc_tcmalloc", "uprobe"),
 	    count_hooks(a, "alloc_jemalloc_", "preload"),
 	    count_hooks(a, "alloc_jemalloc_", "uprobe"));
+	/* and the family's own label says the same: the served ones `preload`, the first
+	 * process under a cleared environment (judged at its exec stop) `uprobe`; the second
+	 * one's executable is known by then and its exec does not stop once glibc's probes are
+	 * attached, so its family goes unlabelled (README); no process gets a family it does
+	 * not map; jemalloc linked into the executable is jemalloc served by uprobes */
+	MT_CHECK(a,
+		 count_family(a, "alloc_jemalloc", "jemalloc", "preload") == 1 &&
+		     count_family(a, "alloc_jemalloc", "jemalloc", "uprobe") == 1 &&
+		     count_family(a, "alloc_mimalloc", "mimalloc", "preload") == 1 &&
+		     count_family(a, "alloc_tcmalloc", "tcmalloc", "preload") == 1 &&
+		     count_family(a, "alloc_tcmalloc", "tcmalloc", "uprobe") == 0 &&
+		     count_family(a, "alloc_jemalloc", "mimalloc", "uprobe") == 0 &&
+		     count_family(a, "alloc_jemalloc_", "jemalloc", "uprobe") == 1,
+		 "family labels, preload/uprobe: jemalloc %zu/%zu, mimalloc %zu/%zu, tcmalloc "
+		 "%zu/%zu, jemalloc_exe 0/%zu; want 1/1, 1/(0 or 1), 1/0, 0/1",
+		 count_family(a, "alloc_jemalloc", "jemalloc", "preload"),
+		 count_family(a, "alloc_jemalloc", "jemalloc", "uprobe"),
+		 count_family(a, "alloc_mimalloc", "mimalloc", "preload"),
+		 count_family(a, "alloc_mimalloc", "mimalloc", "uprobe"),
+		 count_family(a, "alloc_tcmalloc", "tcmalloc", "preload"),
+		 count_family(a, "alloc_tcmalloc", "tcmalloc", "uprobe"),
+		 count_family(a, "alloc_jemalloc_", "jemalloc", "uprobe"));
 	same_events(&u, a, names, 6);
 	mt_run_free(&u);
 }
