@@ -181,6 +181,10 @@ static inline void pl_leave(struct pl_thread *t)
 	t->depth--;
 }
 
+/* preload_dl.c: the loaded object holding addr (its link map: l_addr, l_name), or NULL. Through
+ * the loader's sorted table of objects, not dladdr, which scans the object's whole symbol table
+ * for the nearest name (~45 us on libc.so.6, in every process at start-up). */
+struct link_map *pl_obj_of(const void *addr) PL_HIDDEN;
 /* The first malloc in symbol lookup order is the interposer's (preload_ring.c). */
 int pl_malloc_is_ours(void) PL_HIDDEN;
 /* preload_families.c: when a shared jemalloc, mimalloc or tcmalloc is the next malloc, the

@@ -24,6 +24,13 @@
 
 /* The loader's dlpi_adds when last looked at (startup objects: the constructor below). */
 static unsigned long long pl_dl_adds;
+struct link_map *pl_obj_of(const void *addr)
+{
+	struct dl_find_object o;
+
+	return _dl_find_object((void *)addr, &o) == 0 ? o.dlfo_link_map : NULL;
+}
+
 /* glibc's dlsym (resolved at the first call through the stub) */
 static void *pl_dl_next;
 

@@ -18,6 +18,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <stdbool.h>
 #include <string.h>
 #include "bpf/probe_spec.h"
@@ -35,22 +36,22 @@ static const struct {
     {"mallocx", MT_SHM_PROC_JEMALLOC},
 };
 
-/* The served library's load address (dli_fbase): an entry point records only when its next
- * definition lies in it. NULL when no family is served. */
-static void *pl_fam_base;
+/* The served library (its link map): an entry point records only when its next definition
+ * lies in it. NULL when no family is served. */
+static struct link_map *pl_fam_obj;
 
 uint32_t pl_fam_serve(void)
 {
-	Dl_info next, mark;
+	struct link_map *next;
 
 	/* our malloc is the one the program calls, and the next one is a shared library's */
-	if (!pl_malloc_is_ours() || !pl.next.malloc || !dladdr((void *)pl.next.malloc, &next))
+	if (!pl_malloc_is_ours() || !pl.next.malloc || !(next = pl_obj_of((void *)pl.next.malloc)))
 		return 0;
 	for (size_t i = 0; i < sizeof(pl_fams) / sizeof(pl_fams[0]); i++) {
 		void *m = dlsym(RTLD_NEXT, pl_fams[i].mark);
 
-		if (m && dladdr(m, &mark) && mark.dli_fbase == next.dli_fbase) {
-			pl_fam_base = next.dli_fbase;
+		if (m && pl_obj_of(m) == next) {
+			pl_fam_obj = next;
 			return MT_SHM_PROC_LIBC | MT_SHM_PROC_CXX | pl_fams[i].flag;
 		}
 	}
@@ -196,7 +197,6 @@ static uintptr_t pl_fam_next[PF_NR];
 static uintptr_t pl_fam_resolve(enum pl_fam_fn i)
 {
 	uintptr_t v = __atomic_load_n(&pl_fam_next[i], __ATOMIC_ACQUIRE);
-	Dl_info info;
 	void *f;
 
 	if (pl_likely(v))
@@ -204,7 +204,7 @@ static uintptr_t pl_fam_resolve(enum pl_fam_fn i)
 	f = dlsym(RTLD_NEXT, pl_fam_fns[i].name);
 	if (!f)
 		return 0;
-	v = (uintptr_t)f | (pl_fam_base && dladdr(f, &info) && info.dli_fbase == pl_fam_base);
+	v = (uintptr_t)f | (pl_fam_obj && pl_obj_of(f) == pl_fam_obj);
 	__atomic_store_n(&pl_fam_next[i], v, __ATOMIC_RELEASE);
 	return v;
 }

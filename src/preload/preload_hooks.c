@@ -11,6 +11,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <stdlib.h>
 #include <string.h>
 #include "preload/preload.h"
@@ -334,11 +335,11 @@ static int pl_cxx_std(void)
 	int k = __atomic_load_n(&known, __ATOMIC_ACQUIRE);
 
 	if (pl_unlikely(!k)) {
-		Dl_info info;
+		struct link_map *o = pl_obj_of(pl_cxx(PL_NWM));
 
-		k = dladdr(pl_cxx(PL_NWM), &info) && info.dli_fname &&
-				    (strstr(info.dli_fname, "/libstdc++.so") ||
-				     strstr(info.dli_fname, "/libc++.so"))
+		k = o && o->l_name &&
+				    (strstr(o->l_name, "/libstdc++.so") ||
+				     strstr(o->l_name, "/libc++.so"))
 			    ? 1
 			    : 2;
 		__atomic_store_n(&known, k, __ATOMIC_RELEASE);
