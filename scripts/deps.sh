@@ -15,8 +15,9 @@ pkgs=(
 	make gcc g++ clang llvm pkg-config bpftool libbpf-dev libelf-dev zlib1g-dev libzstd-dev zstd
 	libmsgpack-dev libjansson-dev libyaml-dev libcmocka-dev
 	# call stacks: unwinding copied user stacks (src/stacks/unwind_dwfl.c); memtrack report:
-	# symbolisation (elfutils libdw/libdwfl), C++ and Rust demangling (libiberty)
-	libdw-dev libiberty-dev
+	# symbolisation (elfutils libdw/libdwfl), C++ and Rust demangling (libiberty); libdw's own
+	# compression libraries' archives (memtrack links these statically: Makefile)
+	libdw-dev libiberty-dev liblzma-dev libbz2-dev
 	# the pprof test reads our profiles back with an independent decoder
 	python3-protobuf protobuf-compiler
 	# --stacks in process: the interposer dlopens libunwind.so.8

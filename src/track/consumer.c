@@ -117,8 +117,11 @@ int consumer__drain(struct consumer *c)
 		int n = c->sources[i]->drain(c->sources[i], c);
 
 		consumer__flush(c);
-		if (n < 0)
-			return n;
+		if (n < 0) {
+			if (!c->read_err)
+				c->read_err = n;
+			continue;
+		}
 		c->sources[i]->delivered += n;
 		total += n;
 	}
@@ -143,10 +146,24 @@ void consumer__destroy(struct consumer *c)
  * out. The protocol is the kernel's (include/uapi/linux/bpf.h): an 8-byte header per record,
  * length with BUSY (still being written) and DISCARD bits, records 8-byte aligned, positions
  * growing forever and masked by the power-of-two size; the consumer position is ours to write.
+ *
+ * The data area is mapped as far as records have reached, not whole: the kernel inserts every
+ * page of a mapping at mmap, ~0.7 us a page (an 8 MiB ring: ~1.5 ms of every run's start-up,
+ * and as much again to unmap), while a short run's records fill a few pages. The address range
+ * is reserved whole at the start (PROT_NONE) and mapped over from its beginning, doubling, as
+ * the producer position moves on (ringbuf_cover); after one lap all of it is mapped.
  */
+#define RINGBUF_FIRST_MAP (64 * 1024) /* bytes of the data area mapped at the start */
+
+/* MEMTRACK_TEST_RING_MAP_FAIL set: every mapping past the first fails, as with ENOMEM (the
+ * tests' way to check that such a run ends, releases its stopped tasks and says it is
+ * incomplete) */
+static bool ringbuf_fail_map;
+
 struct ringbuf_priv {
 	int map_fd;
 	size_t page, size;	/* bytes; size is a power of two */
+	size_t mapped;		/* bytes of the data area mapped, from its start */
 	uint64_t *consumer_pos; /* one read-write page */
 	void *producer_map;	/* producer page, then the data area once, read-only */
 	const uint8_t *data;
@@ -163,15 +180,42 @@ static inline size_t ringbuf_span(uint32_t len)
 	return ((len & ~(uint32_t)BPF_RINGBUF_DISCARD_BIT) + BPF_RINGBUF_HDR_SZ + 7) & ~(size_t)7;
 }
 
+/* Maps the data area up to where records between cons and prod lie (the whole area once they
+ * cross the end): at least twice what was mapped. Returns 0 or -errno. */
+static int ringbuf_cover(struct ringbuf_priv *p, uint64_t cons, uint64_t prod)
+{
+	uint64_t need = prod - (cons & ~(uint64_t)(p->size - 1)); /* from the lap's start */
+	size_t want;
+
+	if (need <= p->mapped || p->mapped == p->size)
+		return 0;
+	want = p->mapped * 2 > need ? p->mapped * 2 : (size_t)need;
+	/* twice as far, or failing that (ENOMEM: a memory cgroup's limit, vm.max_map_count) just
+	 * as far as the records reach */
+	for (int i = 0; i < 2; i++, want = (size_t)need) {
+		want = want < p->size ? (want + p->page - 1) & ~(p->page - 1) : p->size;
+		if (!ringbuf_fail_map &&
+		    mmap((uint8_t *)p->data + p->mapped, want - p->mapped, PROT_READ,
+			 MAP_SHARED | MAP_FIXED, p->map_fd,
+			 (off_t)(2 * p->page + p->mapped)) != MAP_FAILED) {
+			p->mapped = want;
+			return 0;
+		}
+	}
+	return ringbuf_fail_map ? -ENOMEM : -errno;
+}
+
 static int ringbuf_source__drain(struct event_source *src, struct consumer *c)
 {
 	struct ringbuf_priv *p = src->priv;
 	uint64_t cons = __atomic_load_n(p->consumer_pos, __ATOMIC_ACQUIRE), prod;
 	uint64_t stop = cons + p->size; /* a bounded pass: the loop must get back to its signals */
 	size_t mask = p->size - 1;
-	int n = 0;
+	int n = 0, err;
 
 	prod = __atomic_load_n(p->producer_pos, __ATOMIC_ACQUIRE);
+	if ((err = ringbuf_cover(p, cons, prod)))
+		return err;
 	while (cons < prod && cons < stop) {
 		const uint8_t *hdr = p->data + (cons & mask); /* 8-aligned: a header never wraps */
 		uint32_t len = __atomic_load_n((const uint32_t *)hdr, __ATOMIC_ACQUIRE);
@@ -202,8 +246,11 @@ static int ringbuf_source__drain(struct event_source *src, struct consumer *c)
 		cons += ringbuf_span(len);
 		/* dispatch copied the record (or handled it): its space can go back */
 		__atomic_store_n(p->consumer_pos, cons, __ATOMIC_RELEASE);
-		if (cons >= prod)
+		if (cons >= prod) {
 			prod = __atomic_load_n(p->producer_pos, __ATOMIC_ACQUIRE);
+			if ((err = ringbuf_cover(p, cons, prod)))
+				return err;
+		}
 	}
 	src->caught_up = cons >= prod;
 	return n;
@@ -239,15 +286,23 @@ int ringbuf_source__new(struct event_source **src, int map_fd)
 		return -ENOMEM;
 	p->map_fd = map_fd;
 	p->page = (size_t)sysconf(_SC_PAGESIZE);
+	ringbuf_fail_map = getenv("MEMTRACK_TEST_RING_MAP_FAIL") != NULL;
 	p->size = info.max_entries;
 	m = mmap(NULL, p->page, PROT_READ | PROT_WRITE, MAP_SHARED, map_fd, 0);
 	if (m == MAP_FAILED)
 		goto fail;
 	p->consumer_pos = m;
-	m = mmap(NULL, p->page + p->size, PROT_READ, MAP_SHARED, map_fd, (off_t)p->page);
+	/* the producer page and the data area's addresses; what is mapped over them (ringbuf_cover)
+	 * reads the ring, the rest faults */
+	m = mmap(NULL, p->page + p->size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		 -1, 0);
 	if (m == MAP_FAILED)
 		goto fail;
 	p->producer_map = m;
+	p->mapped = p->size < RINGBUF_FIRST_MAP ? p->size : RINGBUF_FIRST_MAP;
+	if (mmap(m, p->page + p->mapped, PROT_READ, MAP_SHARED | MAP_FIXED, map_fd,
+		 (off_t)p->page) == MAP_FAILED)
+		goto fail;
 	p->producer_pos = m;
 	p->data = (const uint8_t *)m + p->page;
 	/* a ring buffer map polls readable while records are pending */

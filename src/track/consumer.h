@@ -68,6 +68,9 @@ struct consumer {
 	uint64_t round_ns; /* CLOCK_MONOTONIC when the current consumer__drain began */
 	uint64_t dispatched;
 	uint64_t rejected; /* refusals by a sink or the control handler, and unknown types */
+	/* the first error a source's drain returned (the BPF ring's data area could not be mapped
+	 * further: its records past that point are unread); 0 if none. The run is incomplete. */
+	int read_err;
 	unsigned nr_batch;
 	struct mt_event batch[CONSUMER_BATCH]; /* copies: a ring record is released on return */
 };
@@ -103,8 +106,9 @@ static inline void consumer__dispatch_fast(struct consumer *c, const struct mt_e
 		consumer__flush(c);
 }
 
-/* Drains every source once; returns records delivered or -errno. Every record delivered has
- * reached the sinks when it returns. */
+/* Drains every source once; returns the records delivered. A source's failure is kept in
+ * read_err and the other sources are still drained. Every record delivered has reached the
+ * sinks when it returns. */
 int consumer__drain(struct consumer *c);
 /* Frees the sources. Records still batched are dropped: drain (or flush) first. */
 void consumer__destroy(struct consumer *c);

@@ -122,7 +122,7 @@ const char *preload_setup__mode_name(const struct preload_setup *p)
 	return p->autom ? "auto" : "preload";
 }
 
-void preload_setup__mark_probed(struct preload_setup *p, pid_t pid, unsigned kinds)
+void preload_setup__mark_probed(struct preload_setup *p, pid_t pid, unsigned kinds, bool probed)
 {
 	if (p->nr_probed == p->cap_probed) {
 		size_t cap = p->cap_probed ? 2 * p->cap_probed : 64;
@@ -133,16 +133,18 @@ void preload_setup__mark_probed(struct preload_setup *p, pid_t pid, unsigned kin
 		p->probed = v;
 		p->cap_probed = cap;
 	}
-	p->probed[p->nr_probed++] = (struct preload_probed){.pid = pid, .kinds = kinds};
+	p->probed[p->nr_probed++] =
+	    (struct preload_probed){.pid = pid, .kinds = kinds, .probed = probed};
 }
 
-/* pid's entry (its last image's: a pid judged at two execs keeps the later one), or NULL */
+/* pid's last judgement when it said uprobes (a pid judged at two execs: the later one), or
+ * NULL */
 static const struct preload_probed *preload_setup__probed(const struct preload_setup *p,
 							   pid_t pid)
 {
 	for (size_t i = p->nr_probed; i-- > 0;)
 		if (p->probed[i].pid == pid)
-			return &p->probed[i];
+			return p->probed[i].probed ? &p->probed[i] : NULL;
 	return NULL;
 }
 

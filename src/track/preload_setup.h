@@ -36,11 +36,13 @@ struct preload_setup {
 	dev_t dev; /* the interposer's file: never probed itself */
 	ino_t ino;
 	struct shm_source *shm;
-	/* auto: processes judged to need uprobes, with their image's libs__kinds (the
-	 * manifest's labels: a family library's bit there makes its family `uprobe`) */
+	/* auto: each judgement at an exec stop, in order: whether the image needs uprobes, and
+	 * its libs__kinds (the manifest's labels come from a process's last one: a family
+	 * library's bit makes its family `uprobe`) */
 	struct preload_probed {
 		pid_t pid;
 		unsigned kinds;
+		bool probed;
 	} *probed;
 	size_t nr_probed, cap_probed;
 };
@@ -63,9 +65,9 @@ void preload_setup__close(struct preload_setup *p);
  * interposer's own registration stays authoritative (served.bpf.c): this only decides
  * whether the probes must be there before the process runs. */
 bool preload_setup__needs_probes(const struct preload_setup *p, pid_t pid, unsigned kinds);
-/* Remembers that pid's image (kinds: its libs__kinds) is served by uprobes
- * (preload_setup__fill). */
-void preload_setup__mark_probed(struct preload_setup *p, pid_t pid, unsigned kinds);
+/* Remembers whether pid's new image (kinds: its libs__kinds) is served by uprobes
+ * (preload_setup__fill); a later call for the same pid (its next exec) replaces it. */
+void preload_setup__mark_probed(struct preload_setup *p, pid_t pid, unsigned kinds, bool probed);
 /* The same for the root command before its exec, from its file (set-id bits, capabilities). */
 bool preload_setup__root_needs_probes(const struct preload_setup *p, const char *exe,
 				      unsigned kinds);

@@ -57,6 +57,13 @@ int tracker__run(const struct tracker_opts *o)
 	t.wd.sock = -1;
 	t.m.start_unix_ns = now_ns(CLOCK_REALTIME);
 	t.m.start_mono_ns = t.t_start = t_start;
+	/* Creating the ring map takes ~3 ms of kernel time, on a thread the load waits for: started
+	 * first thing. Not so when memtrack is the init of a new pid namespace, where a thread
+	 * started before the command's fork would take pid 2, the command's (below). A thread and
+	 * a map fd (close-on-exec, kernel memory) change nothing in what the forks copy; the
+	 * watchdog closes every fd it inherits. */
+	if (getpid() != 1)
+		tracker__ring_start(&t);
 	/* with --, the words as a shell command that runs them again */
 	t.m.command = o->command ? strdup(o->command) : shquote__argv(o->argv);
 	if (!t.m.command || manifest__set_argv(&t.m, o->argv) ||
@@ -83,8 +90,9 @@ int tracker__run(const struct tracker_opts *o)
 		log__error("out of memory");
 		goto cleanup;
 	}
-	/* The command is forked first, held before its exec: from a small process (no BPF maps
-	 * or ring mapped yet) the fork copies little, and its exec has little to tear down. */
+	/* The command is forked first, held before its exec: from a small process (the ring map
+	 * may exist already, but nothing of it is mapped) the fork copies little, and its exec has
+	 * little to tear down. */
 	err = spawn__start(&t.sp, o->argv, true);
 	if (err) {
 		log__error("cannot start '%s': %s", o->argv[0], strerror(-err));
@@ -92,16 +100,16 @@ int tracker__run(const struct tracker_opts *o)
 	}
 	t.m.root_pid = t.sp.pid;
 	tracker__mark(&t, "command forked, held");
+	if (getpid() == 1)
+		tracker__ring_start(&t);
 	/* The command is memtrack's first child: in a new pid namespace it is pid 2 (memtrack
-	 * pid 1), as test_track_outputs expects. Then the watchdog, while memtrack is one small
-	 * thread, and the ring on a thread. */
+	 * pid 1), as test_track_outputs expects. Then the watchdog, while memtrack is small. */
 	err = watchdog__start(&t.wd);
 	if (err) {
 		log__error("cannot start the watchdog process: %s", strerror(-err));
 		goto cleanup;
 	}
 	tracker__mark(&t, "watchdog started");
-	tracker__ring_start(&t);
 	/* Both names are claimed while the command is still held: a refusal runs nothing. */
 	snprintf(name, sizeof(name), "%d%s", t.sp.pid, ARTIFACT_SUFFIX);
 	snprintf(t.manifest_name, sizeof(t.manifest_name), "%d%s", t.sp.pid, MANIFEST_SUFFIX);

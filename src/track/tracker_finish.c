@@ -187,7 +187,8 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 		t->m.events_total += t->sinks.counts[i];
 	t->m.consumer_drops = t->cons.rejected;
 	t->m.complete =
-	    drops_total == 0 && t->cons.rejected == 0 && !t->sinks.write_err && !t->m.nr_running;
+	    drops_total == 0 && t->cons.rejected == 0 && !t->sinks.write_err && !t->m.nr_running &&
+	    !t->cons.read_err;
 	t->m.exit_status = exit_code;
 	t->m.term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 	uname(&un);

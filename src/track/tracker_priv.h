@@ -75,6 +75,7 @@ struct tracker {
 	struct outdir out; /* -o DIR: the artifact and the manifest are created in it */
 	char manifest_name[32];
 	int epfd, sigfd;
+	uint64_t ring_lost_ns; /* CLOCK_MONOTONIC when the ring could no longer be read; 0 */
 	uint64_t ctl_stops;
 	uint64_t drops_total; /* drops of every reason (BPF side, preload), by tracker__finish */
 	bool handed_off; /* a detacher holds every BPF fd and our address space (detach below) */

@@ -60,8 +60,7 @@ static void tracker__judge(struct tracker *t, pid_t pid, int inspected)
 	need = inspected < 0 || preload_setup__needs_probes(&t->pre, pid, kinds);
 	log__debug(LOG_DEBUG, "process %d: allocator kinds %#x, %s", pid, kinds,
 		   need ? "needs uprobes" : "the interposer's");
-	if (need || (kinds & PRELOAD_OTHER_ALLOCATORS))
-		preload_setup__mark_probed(&t->pre, pid, kinds);
+	preload_setup__mark_probed(&t->pre, pid, kinds, need || (kinds & PRELOAD_OTHER_ALLOCATORS));
 	if (!need || libs__glibc_attached(t->libs))
 		return;
 	err = tracker__glibc_on(t, pid);
@@ -216,10 +215,10 @@ int tracker__attach_root(struct tracker *t)
 		unsigned kinds = libs__kinds(t->libs);
 
 		if (kinds & PRELOAD_OTHER_ALLOCATORS)
-			preload_setup__mark_probed(&t->pre, t->sp.pid, kinds);
+			preload_setup__mark_probed(&t->pre, t->sp.pid, kinds, true);
 		log__debug(LOG_VERBOSE, "root '%s': allocator kinds %#x", t->root.exe, kinds);
 		if (preload_setup__root_needs_probes(&t->pre, t->root.exe, kinds)) {
-			preload_setup__mark_probed(&t->pre, t->sp.pid, kinds);
+			preload_setup__mark_probed(&t->pre, t->sp.pid, kinds, true);
 			libs__attach_glibc(t->libs); /* nothing bound yet: libs__bind attaches */
 		}
 	}
@@ -364,6 +363,43 @@ static bool tracker__tree_alive(struct tracker *t)
 	return bpf_map_get_next_key(bpf_map__fd(t->skel->maps.procs), NULL, &key) == 0;
 }
 
+/* Sends SIGCONT to every process of the tree (BPF's procs map). */
+static void tracker__cont_all(struct tracker *t)
+{
+	int fd = bpf_map__fd(t->skel->maps.procs);
+	__u32 key, next;
+
+	for (int err = bpf_map_get_next_key(fd, NULL, &key); !err;
+	     err = bpf_map_get_next_key(fd, &key, &next), key = next)
+		kill((pid_t)key, SIGCONT);
+}
+
+/*
+ * The ring's records can no longer be read (consumer read_err: its data area could not be
+ * mapped further). Whatever is past that point is lost, and a task stopped at an exec or a
+ * dlopen would wait forever for an answer its record cannot bring: end the stops, and for a
+ * second resume every process of the tree (a task can stop itself between our reading the
+ * switch and our SIGCONT; SIGCONT to a running process does nothing). The run goes on
+ * untracked by the ring, and ends incomplete (tracker__finish).
+ */
+static void tracker__ring_lost(struct tracker *t)
+{
+	uint64_t now = now_ns(CLOCK_MONOTONIC);
+
+	if (!t->ring_lost_ns) {
+		t->ring_lost_ns = now;
+		log__error("cannot read the BPF ring's records any further: %s: the records past "
+			   "them are lost and the artifact will be incomplete; the command runs on. "
+			   "If memory is short (a memory cgroup's limit, vm.max_map_count), raise it "
+			   "or use a smaller --ring-size",
+			   strerror(-t->cons.read_err));
+		tracker__set_stops(t, false);
+		epoll_ctl(t->epfd, EPOLL_CTL_DEL, bpf_map__fd(t->skel->maps.events), NULL);
+	}
+	if (now - t->ring_lost_ns < 1000000000ull)
+		tracker__cont_all(t);
+}
+
 /*
  * Runs until the root process has exited and, like strace -f, until every process of the tree
  * has: a child the root left behind is still part of the run. A signal received after the root
@@ -384,6 +420,8 @@ int tracker__loop(struct tracker *t)
 		if (n < 0 && errno != EINTR)
 			return -errno;
 		consumer__drain(&t->cons);
+		if (t->cons.read_err)
+			tracker__ring_lost(t);
 		for (int i = 0; i < n; i++) {
 			if (evs[i].data.u32 == 1) {
 				struct signalfd_siginfo si;

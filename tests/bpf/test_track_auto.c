@@ -425,6 +425,29 @@ static void test_family_preloaded_first(void **state)
 	mt_run_free(&u);
 }
 
+/* A process's labels are its last image's: bash with jemalloc preloaded ahead of the
+ * interposer (judged to need uprobes, jemalloc among its kinds) execs ls with the interposer
+ * alone (served), in the same pid: ls is `preload` and has no jemalloc label. */
+static void test_labels_last_image(void **state)
+{
+	struct mt_run *a = mt_new_run(state);
+	char shell[1024];
+
+	MT_REQUIRE_ROOT();
+	snprintf(shell, sizeof(shell),
+		 "LD_PRELOAD=\"/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 $LD_PRELOAD\" exec bash -c "
+		 "\"LD_PRELOAD=$LD_PRELOAD exec /usr/bin/ls / >/dev/null\"");
+	run_ok(a, auto_opts, shell);
+	MT_CHECK(a,
+		 count_hooks(a, "ls", "preload") == 1 &&
+		     count_family(a, "ls", "jemalloc", "uprobe") == 0 &&
+		     count_family(a, "ls", "jemalloc", "preload") == 0,
+		 "ls: libc by preload %zu (want 1), jemalloc labelled uprobe %zu / preload %zu "
+		 "(want 0/0: its earlier image's)",
+		 count_hooks(a, "ls", "preload"), count_family(a, "ls", "jemalloc", "uprobe"),
+		 count_family(a, "ls", "jemalloc", "preload"));
+}
+
 /* The environment chooses the mode, auto is the default, and uprobe mode stays available. */
 static void test_mode_choice(void **state)
 {
@@ -475,6 +498,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_allocators_preload_only, mt_teardown),
 	    cmocka_unit_test_teardown(test_allocators_unserved, mt_teardown),
 	    cmocka_unit_test_teardown(test_family_preloaded_first, mt_teardown),
+	    cmocka_unit_test_teardown(test_labels_last_image, mt_teardown),
 	    cmocka_unit_test_teardown(test_mode_choice, mt_teardown),
 	    cmocka_unit_test_teardown(test_dlsym_caller, mt_teardown),
 	};
