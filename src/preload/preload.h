@@ -86,8 +86,15 @@ static inline int pl_mode(void)
 
 /* Bootstrap buffer for the allocations dlsym makes while the next definitions are resolved. */
 void *pl_boot_alloc(size_t size, size_t align) PL_HIDDEN;
-int pl_boot_owns(const void *p) PL_HIDDEN;
 size_t pl_boot_size(const void *p) PL_HIDDEN;
+#define PL_BOOT_SIZE (64 << 10)
+extern unsigned char pl_boot[PL_BOOT_SIZE] PL_HIDDEN;
+
+/* Inline: every free asks (a call per free cost as much as the question). */
+static inline int pl_boot_owns(const void *p)
+{
+	return (uintptr_t)p - (uintptr_t)pl_boot < PL_BOOT_SIZE;
+}
 
 /* --stacks (preload_stack.c): set once the stack area is mapped; the stack of the calling
  * allocation as a ref for aux (0: none). */

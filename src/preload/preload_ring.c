@@ -32,7 +32,7 @@ static pthread_key_t pl_key;
 
 /* dlsym allocates its error state (a few dozen bytes) with calloc; 64 KiB is ample. Blocks are
  * never reused: a free of one is ignored. Each block is preceded by its size. */
-static _Alignas(64) unsigned char pl_boot[64 << 10];
+_Alignas(64) unsigned char pl_boot[PL_BOOT_SIZE];
 static size_t pl_boot_used;
 
 void *pl_boot_alloc(size_t size, size_t align)
@@ -52,11 +52,6 @@ void *pl_boot_alloc(size_t size, size_t align)
 	}
 	memcpy(pl_boot + off - sizeof(size_t), &size, sizeof(size));
 	return pl_boot + off;
-}
-
-int pl_boot_owns(const void *p)
-{
-	return (const unsigned char *)p >= pl_boot && (const unsigned char *)p < pl_boot + sizeof(pl_boot);
 }
 
 size_t pl_boot_size(const void *p)
