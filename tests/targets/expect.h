@@ -71,9 +71,32 @@ static inline void mt_say(const char *op, uintptr_t addr, uintptr_t old, uint64_
 		(void)!write(mt_expect_fd, buf, (size_t)n);
 }
 
+/*
+ * The interposer's TSC stamps lie within 0.4 us of CLOCK_MONOTONIC read at the same instant
+ * (src/preload/preload_clock.c), while a window's "begin"/"end" reads here are exact: a call
+ * made tens of ns after "begin" (or before "end") could be stamped outside its window. So the
+ * reads stand 1 us from the calls they bracket: after "begin" and before "end" the thread
+ * waits that long (reading the clock: no allocation).
+ */
+#define MT_WINDOW_GAP_NS 1000ull
+
+static inline void mt_spin_ns(uint64_t ns)
+{
+	uint64_t until = mt_now_ns() + ns;
+
+	while (mt_now_ns() < until)
+		;
+}
+
 static inline void mt_say_fact(const char *op, uint64_t value)
 {
+	int end = op[0] == 'e' && op[1] == 'n' && op[2] == 'd' && !op[3];
+
+	if (end)
+		mt_spin_ns(MT_WINDOW_GAP_NS);
 	mt_say(op, 0, 0, value);
+	if (op[0] == 'b' && op[1] == 'e' && op[2] == 'g' && op[3] == 'i' && op[4] == 'n' && !op[5])
+		mt_spin_ns(MT_WINDOW_GAP_NS);
 }
 
 /* The standard names every replacement allocator exports, with what each call should record.
