@@ -94,10 +94,11 @@ static __always_inline void mt_rmap_fentry(struct folio *folio, struct page *pag
 					   struct vm_area_struct *vma, __u64 addr, __s64 nr,
 					   bool anon)
 {
-	__u64 mm = (__u64)BPF_CORE_READ(vma, vm_mm);
+	__u64 mm = (__u64)BPF_CORE_READ(vma, vm_mm), id = bpf_get_current_pid_tgid();
 	__u32 *owner = bpf_map_lookup_elem(&mm_owner, &mm);
 	struct mt_event *e;
 	struct mt_proc *p;
+	bool locked = false;
 	__u32 tgid;
 
 	if (!owner)
@@ -106,15 +107,30 @@ static __always_inline void mt_rmap_fentry(struct folio *folio, struct page *pag
 	p = bpf_map_lookup_elem(&procs, &tgid);
 	if (!p || p->mm != mm || !nr)
 		return;
-	e = mt_reserve(MT_EV_RMAP, tgid, (__u32)bpf_get_current_pid_tgid());
-	if (!e)
-		return;
-	/* the anon-add functions change MM_ANONPAGES; a new anon folio (or a swap-cache page
-	 * mapped the first time) only becomes anon inside them, after fentry */
-	e->aux = anon ? MT_RSS_ANON : mt_folio_member(folio);
-	e->addr = addr ? addr & ~((1ull << mt_page_shift) - 1) : mt_page_addr(folio, page, vma);
-	e->size = (__u64)nr;
-	mt_submit(e, false);
+	/* Another task acting on this mm (kswapd reclaiming, process_madvise) races with the
+	 * owner's exit: its check above may pass just before the Exit is written, its record
+	 * land after it. The Exit is written, and the mm let go, under the process's lock: take
+	 * it and check again, so a record is before the Exit or not at all. The owner's own
+	 * threads need not: their records all precede the exit of the last of them. */
+	if (id >> 32 != tgid) {
+		locked = mt_proc_lock(tgid);
+		if (locked && p->mm != mm) {
+			mt_proc_unlock(p);
+			return;
+		}
+	}
+	e = mt_reserve(MT_EV_RMAP, tgid, (__u32)id);
+	if (e) {
+		/* the anon-add functions change MM_ANONPAGES; a new anon folio (or a swap-cache
+		 * page mapped the first time) only becomes anon inside them, after fentry */
+		e->aux = anon ? MT_RSS_ANON : mt_folio_member(folio);
+		e->addr =
+		    addr ? addr & ~((1ull << mt_page_shift) - 1) : mt_page_addr(folio, page, vma);
+		e->size = (__u64)nr;
+		mt_submit(e, false);
+	}
+	if (locked)
+		mt_proc_unlock(p);
 }
 
 /* folio_add_new_anon_rmap(folio, vma, address[, flags]): a new anon folio, all of it mapped
