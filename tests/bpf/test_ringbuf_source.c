@@ -114,6 +114,17 @@ static size_t check_sink(void *ctx, const struct mt_event *ev, size_t n)
 	return 0;
 }
 
+/* A consumer draining ring into check_sink (s), through a new ring source. */
+static void open_consumer(struct consumer *c, int ring, struct seen *s)
+{
+	struct event_source *src;
+
+	consumer__init(c);
+	assert_int_equal(ringbuf_source__new(&src, ring), 0);
+	assert_int_equal(consumer__add_source(c, src), 0);
+	assert_int_equal(consumer__add_sink(c, check_sink, s), 0);
+}
+
 /* An 8 MiB ring: the source maps a small part of it, not 8 MiB (every page counts in RSS). */
 static void test_maps_lazily(void **state)
 {
@@ -140,7 +151,6 @@ static void test_laps_in_order(void **state)
 {
 	const unsigned ring_bytes = 1 << 20, span = REC + 8; /* a record and its header */
 	const uint64_t total = 5ull * ring_bytes / span;
-	struct event_source *src;
 	struct consumer c;
 	struct seen s = {0};
 	uint64_t written = 0;
@@ -151,10 +161,7 @@ static void test_laps_in_order(void **state)
 	ring = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "mt_test_ring", 0, 0, ring_bytes, NULL);
 	assert_true(ring >= 0);
 	prog = load_writer(ring);
-	consumer__init(&c);
-	assert_int_equal(ringbuf_source__new(&src, ring), 0);
-	assert_int_equal(consumer__add_source(&c, src), 0);
-	assert_int_equal(consumer__add_sink(&c, check_sink, &s), 0);
+	open_consumer(&c, ring, &s);
 	for (unsigned i = 0; written < total; i++) {
 		/* 1 to ~15,000 records: below the ring's ~18,700, so that nothing is refused */
 		unsigned n = 1 + (i * 7919u) % 15000;
@@ -177,7 +184,6 @@ static void test_laps_in_order(void **state)
 static void test_fresh_source_mid_lap(void **state)
 {
 	const unsigned ring_bytes = 1 << 20;
-	struct event_source *src;
 	struct consumer c;
 	struct seen s = {0};
 	uint64_t written = 0;
@@ -191,10 +197,7 @@ static void test_fresh_source_mid_lap(void **state)
 	for (unsigned round = 0; round < 12; round++) {
 		unsigned n = 9000 + round * 517; /* below the ring's ~18,700 records */
 
-		consumer__init(&c);
-		assert_int_equal(ringbuf_source__new(&src, ring), 0);
-		assert_int_equal(consumer__add_source(&c, src), 0);
-		assert_int_equal(consumer__add_sink(&c, check_sink, &s), 0);
+		open_consumer(&c, ring, &s);
 		write_records(prog, n);
 		written += n;
 		assert_true(consumer__drain(&c) >= 0);
