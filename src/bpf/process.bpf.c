@@ -102,10 +102,10 @@ int mt_rebase(void *ctx)
 
 	if (!r)
 		return 0;
-	if (r->one) /* rss_stat: the counter it names, not forced, always locked */
-		mt_rss_rebase(r->tgid, r->tid, r->member, r->mm, MT_RSS_READ_LOCKED);
+	if (r->one) /* rss_stat: the counter it names, not forced */
+		mt_rss_rebase(r->tgid, r->tid, r->member, r->mm, 0);
 	else
-		mt_rss_seed(r->tgid, r->tid, r->mm, r->locked);
+		mt_rss_seed(r->tgid, r->tid, r->mm);
 	mt_rebase_finish(r);
 	return 0;
 }

@@ -150,8 +150,11 @@ __noinline int mt_rss_read_pcpu(__u64 mm, struct mt_pcpu_read *out)
  * when no consistent read (*bytes untouched). A global function: checked once, whatever its
  * callers' states.
  */
-__noinline int mt_rss_read_once(__u32 tgid, __u64 mm, __u32 member, __s64 *bytes, __u32 flags)
+__noinline int mt_rss_read_once(__u32 tgid, __u64 mm, __u32 member, __s64 *bytes, __u32 force)
 {
+	struct mt_rebase_req *req;
+	__u32 zero = 0;
+	bool locked;
 	static const struct mt_rss_shadow none;
 	struct mt_pcpu_read r = {.member = member};
 	__s64 pages = 0;
@@ -170,13 +173,15 @@ __noinline int mt_rss_read_once(__u32 tgid, __u64 mm, __u32 member, __s64 *bytes
 	if (!p)
 		return 1;
 	bit = 1u << m;
-	if (flags & MT_RSS_READ_LOCKED) {
+	/* the request being served (mt_rebase is the only caller): whether its lock is held */
+	req = bpf_map_lookup_elem(&rebase_req, &zero);
+	locked = req && req->locked;
+	if (locked) {
 		if (p->rss_resync) {
 			__sync_lock_test_and_set(&p->rss_resync, 0);
 			p->rss_synced = 0;
 		}
-		if (!(flags & MT_RSS_READ_FORCE) &&
-		    !mt_rss_read_fast(p, tgid, (struct mm_struct *)mm, m, &pages))
+		if (!force && !mt_rss_read_fast(p, tgid, (struct mm_struct *)mm, m, &pages))
 			goto out;
 		p->rss_synced &= ~bit;
 	} else {
@@ -191,7 +196,7 @@ __noinline int mt_rss_read_once(__u32 tgid, __u64 mm, __u32 member, __s64 *bytes
 	if (mt_rss_read_pcpu(mm, &r))
 		return 1;
 	pages = r.value;
-	if (flags & MT_RSS_READ_LOCKED) {
+	if (locked) {
 		p->rss_count[m] = r.count;
 		p->rss_sum[m] = pages;
 		p->rss_synced |= bit;
@@ -203,11 +208,10 @@ out:
 	return 0;
 }
 
-__noinline int mt_rss_rebase(__u32 tgid, __u32 tid, __u32 member, __u64 mm, __u32 flags)
+__noinline int mt_rss_rebase(__u32 tgid, __u32 tid, __u32 member, __u64 mm, __u32 force)
 {
 	struct mt_proc *p = bpf_map_lookup_elem(&procs, &tgid);
 	__s64 val = 0;
-	bool force;
 
 	/* a 64-bit copy: the bound survives the compiler's spills of it (a 32-bit fill loses it) */
 	__u64 m = member;
@@ -215,12 +219,8 @@ __noinline int mt_rss_rebase(__u32 tgid, __u32 tid, __u32 member, __u64 mm, __u3
 	barrier_var(m);
 	if (!p || m >= MT_RSS_NR)
 		return 0;
-	/* one register the verifier learns from at its first test: recomputed from flags at
-	 * every test, each was a new branch (~400 more instructions to verify) */
-	force = (flags & MT_RSS_READ_FORCE) != 0;
-	barrier_var(force);
-	if (!mm || !mt_rss_read_once(tgid, mm, m, &val, flags))
-		mt_rss_set(p, tgid, tid, m, val, force);
+	if (!mm || !mt_rss_read_once(tgid, mm, m, &val, force))
+		mt_rss_set(p, tgid, tid, m, val, force != 0);
 	return 0;
 }
 

@@ -189,10 +189,6 @@ static __always_inline int mt_rss_read_fast(struct mt_proc *p, __u32 tgid, struc
 	return 0;
 }
 
-/* mt_rss_read_once's flags */
-#define MT_RSS_READ_FORCE 1u  /* a re-base (fork, exec): always the walk */
-#define MT_RSS_READ_LOCKED 2u /* the caller holds p->lock: the fast path's state may be used */
-
 /*
  * One writer at a time per process: the exchange of a counter's value and the reservation of
  * its Rmap and Rss records happen under p->lock, so the ring holds a process's records in the
@@ -368,13 +364,13 @@ static __always_inline void mt_rss_set(struct mt_proc *p, __u32 tgid, __u32 tid,
  * and exec (every member), the read's retries and the peak keeping's branches multiplied into
  * ~29,000 instructions and 40-50 ms of verification per program, at every run's start.
  */
-int mt_rss_rebase(__u32 tgid, __u32 tid, __u32 member, __u64 mm, __u32 flags);
+int mt_rss_rebase(__u32 tgid, __u32 tid, __u32 member, __u64 mm, __u32 force);
 
 /* Every counter of mm (0: every counter to 0), see mt_rss_rebase. */
-static __always_inline void mt_rss_seed(__u32 tgid, __u32 tid, __u64 mm, bool locked)
+static __always_inline void mt_rss_seed(__u32 tgid, __u32 tid, __u64 mm)
 {
 	for (__u32 m = 0; m < MT_RSS_NR; m++)
-		mt_rss_rebase(tgid, tid, m, mm, MT_RSS_READ_FORCE | (locked ? MT_RSS_READ_LOCKED : 0));
+		mt_rss_rebase(tgid, tid, m, mm, 1);
 }
 
 /* What fork, exec, exit and rss_stat ask of mt_rebase (process.bpf.c), which they tail-call. */
