@@ -125,7 +125,11 @@ __noinline int mt_rss_read_pcpu(__u64 mm, struct mt_pcpu_read *out)
 	barrier_var(m);
 	if (m >= MT_RSS_NR)
 		return 1;
-	pc = &((struct mm_struct *)mm)->rss_stat[m];
+	if (bpf_core_type_exists(struct mm_rss_stat___old))
+		return 1; /* 6.1: atomics, no walk (the code below is poisoned there) */
+	pc = (void *)mt_rss_counter(mm, m);
+	if (!pc)
+		return 1;
 	r.pc = (__u64)pc;
 	r.member = m;
 	r.tgid = out->tgid;

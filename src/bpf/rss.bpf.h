@@ -67,6 +67,20 @@ static __noinline __attribute__((unused)) __s64 mt_rss_read_old(struct mm_struct
 }
 
 /*
+ * &mm->rss_stat[member] since 6.2 (0 for a bad member). Not inlined, and called only once
+ * bpf_core_type_exists() said the kernel is 6.2+: its relocation fails on 6.1 (mm_struct's
+ * rss_stat is a struct of atomics there), libbpf poisons the instruction, and the verifier
+ * accepts it only where it can prove it unreachable; the global functions that read the
+ * counter are checked whatever their callers, inlined code may be hoisted above the test.
+ */
+static __noinline __attribute__((unused)) __u64 mt_rss_counter(__u64 mm, __u64 member)
+{
+	if (member >= MT_RSS_NR)
+		return 0;
+	return (__u64) & ((struct mm_struct *)mm)->rss_stat[member];
+}
+
+/*
  * The fast read (mt_rss_read_fast, since 6.2): per process and CPU, each counter's pending
  * batch on that CPU as the process last saw it (pages). Per-CPU values of a hash keyed by
  * tgid: an entry takes 16 bytes per possible CPU, made at the process's first walk (not
@@ -166,8 +180,8 @@ static __always_inline int mt_rss_read_fast(struct mt_proc *p, __u32 tgid, struc
 
 	if (member >= MT_RSS_NR || !(p->rss_synced & (1u << member)))
 		return 1;
-	pc = &mm->rss_stat[member];
-	if (BPF_CORE_READ(pc, count) != p->rss_count[member])
+	pc = (void *)mt_rss_counter((__u64)mm, member);
+	if (!pc || BPF_CORE_READ(pc, count) != p->rss_count[member])
 		return 1;
 	s = bpf_map_lookup_elem(&rss_shadow, &tgid);
 	here = bpf_map_lookup_elem(&pcpu_probe, &zero);
