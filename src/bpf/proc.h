@@ -43,6 +43,7 @@ struct mt_proc {
 	 * 64 bits: set with an exchange, outside the lock. */
 	mt_s64 rss_count[MT_RSS_NR];
 	mt_s64 rss_sum[MT_RSS_NR];
+	mt_u64 rss_counters[MT_RSS_NR]; /* each counter's __percpu pointer, as the walk read it */
 	mt_u64 rss_resync;
 	mt_u32 rss_synced;
 	mt_u32 rss_pad;

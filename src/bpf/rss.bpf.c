@@ -144,42 +144,44 @@ __noinline int mt_rss_read_pcpu(__u64 mm, struct mt_pcpu_read *out)
 		return 1;
 	out->value = r.value;
 	out->count = r.count;
+	out->counters = r.counters;
 	return 0;
 }
 
 /*
- * The exact value of counter `member` of process tgid's mm in *bytes: the atomic before 6.2;
- * since, the fast read (mt_rss_read_fast) when it can, else the walk of every CPU, which also
- * sets the fast read's state when the caller holds the lock (flags: MT_RSS_READ_*). 0, or 1
- * when no consistent read (*bytes untouched). A global function: checked once, whatever its
- * callers' states.
+ * The exact value of counter `member` of mm, process p's (the one rebase_req names), in
+ * *bytes: the atomic before 6.2; since, the fast read (mt_rss_read_fast) unless forced (fork,
+ * exec), else the walk of every CPU, which also sets the fast read's state when the request
+ * holds p's lock. 0, or 1 when no consistent read (*bytes untouched). A global function:
+ * checked once, whatever its callers' states.
  */
-__noinline int mt_rss_read_once(__u32 tgid, __u64 mm, __u32 member, __s64 *bytes, __u32 force)
+__noinline int mt_rss_read_once(struct mt_proc *p, __u64 mm, __u32 member, __s64 *bytes,
+				__u32 force)
 {
-	struct mt_rebase_req *req;
-	__u32 zero = 0;
-	bool locked;
 	static const struct mt_rss_shadow none;
-	struct mt_pcpu_read r = {.member = member};
+	struct mt_pcpu_read r = {};
+	struct mt_rebase_req *req;
+	__u32 zero = 0, bit, tgid;
 	__s64 pages = 0;
-	struct mt_proc *p;
-	__u32 bit;
 	__u64 m = member;
+	bool locked;
 
 	barrier_var(m);
-	if (!bytes || !mm || m >= MT_RSS_NR)
+	if (!p || !bytes || !mm || m >= MT_RSS_NR)
 		return 1;
 	if (bpf_core_type_exists(struct mm_rss_stat___old)) {
 		pages = mt_rss_read_old((struct mm_struct *)mm, m);
 		goto out;
 	}
-	p = bpf_map_lookup_elem(&procs, &tgid);
-	if (!p)
-		return 1;
-	bit = 1u << m;
-	/* the request being served (mt_rebase is the only caller): whether its lock is held */
+	/* the request being served (mt_rebase is the only caller): the process, and whether
+	 * its lock is held */
 	req = bpf_map_lookup_elem(&rebase_req, &zero);
-	locked = req && req->locked;
+	if (!req)
+		return 1;
+	tgid = req->tgid;
+	locked = req->locked;
+	bit = 1u << m;
+	r.member = m;
 	if (locked) {
 		if (p->rss_resync) {
 			__sync_lock_test_and_set(&p->rss_resync, 0);
@@ -188,20 +190,21 @@ __noinline int mt_rss_read_once(__u32 tgid, __u64 mm, __u32 member, __s64 *bytes
 		if (!force && !mt_rss_read_fast(p, tgid, (struct mm_struct *)mm, m, &pages))
 			goto out;
 		p->rss_synced &= ~bit;
+		/* the walk sets the shadows; without an entry (out of memory) no fast read */
+		if (!bpf_map_lookup_elem(&rss_shadow, &tgid))
+			bpf_map_update_elem(&rss_shadow, &tgid, &none, BPF_NOEXIST);
+		r.tgid = tgid;
 	} else {
-		/* another program may hold the lock and use the state: have the next holder
-		 * re-sync (exec and fork change the mm here), before the walk's shadow writes */
+		/* another program may hold the lock and use the state: the walk leaves the
+		 * shadows alone, and the next holder walks (exec and fork change the mm here) */
 		__sync_lock_test_and_set(&p->rss_resync, 1);
 	}
-	/* the walk sets the shadows; without an entry (out of memory) the fast path walks */
-	if (!bpf_map_lookup_elem(&rss_shadow, &tgid))
-		bpf_map_update_elem(&rss_shadow, &tgid, &none, BPF_NOEXIST);
-	r.tgid = tgid;
 	if (mt_rss_read_pcpu(mm, &r))
 		return 1;
 	pages = r.value;
 	if (locked) {
 		p->rss_count[m] = r.count;
+		p->rss_counters[m] = r.counters;
 		p->rss_sum[m] = pages;
 		p->rss_synced |= bit;
 	}
@@ -223,7 +226,7 @@ __noinline int mt_rss_rebase(__u32 tgid, __u32 tid, __u32 member, __u64 mm, __u3
 	barrier_var(m);
 	if (!p || m >= MT_RSS_NR)
 		return 0;
-	if (!mm || !mt_rss_read_once(tgid, mm, m, &val, force))
+	if (!mm || !mt_rss_read_once(p, mm, m, &val, force))
 		mt_rss_set(p, tgid, tid, m, val, force != 0);
 	return 0;
 }

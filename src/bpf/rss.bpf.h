@@ -16,7 +16,9 @@ extern const volatile __u32 mt_rmap; /* enum mt_rmap_backend */
  * typed ksyms such as this_cpu_off cannot load). A per-CPU array knows both halves of the
  * sum: its element's __percpu pointer (bpf_array.pptrs[0]) and, through
  * bpf_map_lookup_percpu_elem(), that element's address on any CPU. Their difference is the
- * CPU's offset, which applies to every __percpu pointer, the rss counters' included.
+ * CPU's offset, which applies to every __percpu pointer, the rss counters' included. The
+ * element's value is that __percpu pointer once the fast read has read it on that CPU (0
+ * before): the address is all the walk uses of the element.
  */
 struct mt_pcpu_map {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -173,9 +175,8 @@ static __always_inline int mt_rss_read_fast(struct mt_proc *p, __u32 tgid, struc
 {
 	struct percpu_counter *pc;
 	struct mt_rss_shadow *s;
-	__u64 counters, pptr = 0;
+	__u64 counters, *here;
 	__u32 zero = 0;
-	void *here;
 	__s32 pend = 0;
 
 	if (member >= MT_RSS_NR || !(p->rss_synced & (1u << member)))
@@ -185,16 +186,20 @@ static __always_inline int mt_rss_read_fast(struct mt_proc *p, __u32 tgid, struc
 		return 1;
 	s = bpf_map_lookup_elem(&rss_shadow, &tgid);
 	here = bpf_map_lookup_elem(&pcpu_probe, &zero);
-	counters = (__u64)BPF_CORE_READ(pc, counters);
+	counters = p->rss_counters[member]; /* the walk's: fixed for the mm's life */
 	if (!s || !here || !counters)
 		return 1;
-	bpf_probe_read_kernel(&pptr, sizeof(pptr),
-			      (void *)(mt_ptr_value(&pcpu_probe) +
-				       bpf_core_field_offset(struct bpf_array, pptrs)));
-	if (!pptr)
-		return 1;
+	/* this CPU's copy of pcpu_probe caches the map's __percpu pointer (see pcpu_probe) */
+	if (!*here) {
+		bpf_probe_read_kernel(here, sizeof(*here),
+				      (void *)(mt_ptr_value(&pcpu_probe) +
+					       bpf_core_field_offset(struct bpf_array, pptrs)));
+		if (!*here)
+			return 1;
+	}
 	/* this CPU's copy: no other CPU writes it, and this one runs this program */
-	bpf_probe_read_kernel(&pend, sizeof(pend), (void *)(counters + (mt_ptr_value(here) - pptr)));
+	bpf_probe_read_kernel(&pend, sizeof(pend),
+			      (void *)(counters + (mt_ptr_value(here) - *here)));
 	if (!pend)
 		return 1;
 	p->rss_sum[member] += pend - s->pend[member];
