@@ -30,7 +30,7 @@ int mt_on_rss_stat(struct bpf_raw_tracepoint_args *ctx)
 	 * ring in that order. Not locked (the holder stalled) or no consistent read: nothing is
 	 * written now, the next change of this counter writes the move. The mm is checked again
 	 * under the lock: exec and exit switch it (and write their Exec or Exit) holding it. */
-	if (!mt_proc_lock(tgid)) {
+	if (!mt_proc_trylock(p) && !mt_proc_lock(tgid)) {
 		/* this change is taken by the next walk: every hit walks until then */
 		__sync_lock_test_and_set(&p->rss_resync, 1);
 		return 0;

@@ -250,6 +250,13 @@ static __always_inline bool mt_proc_lock(__u32 tgid)
 	return c.got;
 }
 
+/* One try without the loop: most rss_stat hits find the lock free (a bpf_loop call and a procs
+ * lookup saved per hit). */
+static __always_inline bool mt_proc_trylock(struct mt_proc *p)
+{
+	return __sync_val_compare_and_swap(&p->lock, 0, 1) == 0;
+}
+
 static __always_inline void mt_proc_unlock(struct mt_proc *p)
 {
 	__sync_lock_test_and_set(&p->lock, 0); /* an exchange: a full barrier on x86-64 */
@@ -327,7 +334,6 @@ static __always_inline void mt_rss_set(struct mt_proc *p, __u32 tgid, __u32 tid,
 				       __s64 val, bool force)
 {
 	__s64 old, total, diff;
-	__u64 now = bpf_ktime_get_ns();
 
 	if (member >= MT_RSS_NR)
 		return;
@@ -363,7 +369,7 @@ static __always_inline void mt_rss_set(struct mt_proc *p, __u32 tgid, __u32 tid,
 	}
 	if (val > p->top[member]) {
 		p->top[member] = val;
-		p->top_ts[member] = now;
+		p->top_ts[member] = bpf_ktime_get_ns(); /* only here: a clock read per hit saved */
 	} else if (val < old && old == p->top[member] && p->top[member] > p->emitted[member]) {
 		/* falling from an unwritten top: write the top at the time it was reached */
 		mt_rss_emit(tgid, tid, member, p->top[member], p->top_ts[member]);
