@@ -152,8 +152,8 @@ __noinline int mt_rss_read_pcpu(__u64 mm, struct mt_pcpu_read *out)
  * The exact value of counter `member` of mm, process p's (the one rebase_req names), in
  * *bytes: the atomic before 6.2; since, the fast read (mt_rss_read_fast) unless forced (fork,
  * exec), else the walk of every CPU, which also sets the fast read's state when the request
- * holds p's lock. 0, or 1 when no consistent read (*bytes untouched). A global function:
- * checked once, whatever its callers' states.
+ * holds p's lock; mm 0 (exit): 0. Returns 0, or 1 when no consistent read (*bytes untouched).
+ * A global function: checked once, whatever its callers' states.
  */
 __noinline int mt_rss_read_once(struct mt_proc *p, __u64 mm, __u32 member, __s64 *bytes,
 				__u32 force)
@@ -167,8 +167,10 @@ __noinline int mt_rss_read_once(struct mt_proc *p, __u64 mm, __u32 member, __s64
 	bool locked;
 
 	barrier_var(m);
-	if (!p || !bytes || !mm || m >= MT_RSS_NR)
+	if (!p || !bytes || m >= MT_RSS_NR)
 		return 1;
+	if (!mm)
+		goto out; /* exit: 0 */
 	if (bpf_core_type_exists(struct mm_rss_stat___old)) {
 		pages = mt_rss_read_old((struct mm_struct *)mm, m);
 		goto out;
@@ -226,7 +228,9 @@ __noinline int mt_rss_rebase(__u32 tgid, __u32 tid, __u32 member, __u64 mm, __u3
 	barrier_var(m);
 	if (!p || m >= MT_RSS_NR)
 		return 0;
-	if (!mm || !mt_rss_read_once(p, mm, m, &val, force))
+	/* mm 0 (exit) too: val unknown here on every path, one walk of mt_rss_set for the
+	 * verifier (with val a known 0 on the exit's path it walked it twice) */
+	if (!mt_rss_read_once(p, mm, m, &val, force))
 		mt_rss_set(p, tgid, tid, m, val, force != 0);
 	return 0;
 }
