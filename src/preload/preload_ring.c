@@ -211,14 +211,16 @@ static int pl_init(void)
 			if (mine) {
 				pl.flags = mine;
 				state = PL_ON;
-				pl_ctl_served();
 			}
 			pl.gen_counter = 1;
 			*pl.wipe = 1;
-		} else if (mine) {
-			pl_ctl_unserved(); /* could serve it, cannot: say so */
 		}
+		/* registered before the served call (preload_ctl.c: the link may miss the call) */
 		pl_register();
+		if (state == PL_ON)
+			pl_ctl_served();
+		else if (mine)
+			pl_ctl_unserved(); /* could serve it, cannot: say so */
 	}
 	pl_t.in_init = 0;
 	__atomic_store_n(&pl.state, state, __ATOMIC_RELEASE);
@@ -256,7 +258,7 @@ __attribute__((constructor)) static void pl_ctor(void)
 
 /* A fork (or raw clone) child: its page was wiped. Take a new generation, so that every thread
  * claims a slot of its own before writing. */
-static uint32_t pl_refork(void)
+uint32_t pl_refork(void)
 {
 	uint32_t gen = __atomic_load_n(pl.wipe, __ATOMIC_ACQUIRE), want = 0;
 
@@ -323,7 +325,7 @@ static void pl_release(void *arg)
 	t->slot = NULL;
 }
 
-static int pl_consumer_gone(void)
+int pl_consumer_gone(void)
 {
 	if (__atomic_load_n(&pl.hdr->closed, __ATOMIC_ACQUIRE))
 		return 1;
