@@ -206,8 +206,10 @@ static int pl_init(void)
 			pl_ctl_unserved();
 	} else {
 		pl.wipe = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		/* MEMTRACK_TEST_PRELOAD_UNSERVED: the tests' way to reach the refusal below */
 		if (pl.wipe != MAP_FAILED && !madvise(pl.wipe, 4096, MADV_WIPEONFORK) &&
-		    !pthread_key_create(&pl_key, pl_release)) {
+		    !pthread_key_create(&pl_key, pl_release) &&
+		    !getenv("MEMTRACK_TEST_PRELOAD_UNSERVED")) {
 			if (mine) {
 				pl.flags = mine;
 				state = PL_ON;
