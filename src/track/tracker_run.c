@@ -304,15 +304,18 @@ int tracker__ctl_ready(struct tracker *t)
 
 	if (!t->pre.on || t->ctl_ready)
 		return 0;
+	t->ctl_ready = true; /* once: a failure below is not retried */
 	if (t->early_ok && early_links__has_ctl(&t->early)) {
 		err = early_links__ctl_wait(&t->early);
 		log__debug(LOG_VERBOSE, "%7.2f ms the interposer's control link %s",
 			   ((double)t->early.ctl_end_ns - (double)t->t_start) / 1e6,
 			   err ? "failed" : "made");
-		if (err && (err = tracker__attach_served(t)))
+		if (err && (err = tracker__attach_served(t))) {
+			/* logged: the interposers waiting for it go on (no dlopen stop) */
+			early_links__publish(shm_source__ctl_live(t->pre.shm));
 			return err;
+		}
 	}
-	t->ctl_ready = true;
 	/* Live: a served call traps from now on. The registrations of those that may not have
 	 * trapped were written before ctl_live was set (preload_ctl.c): all listed now. Only the
 	 * uprobes with MT_SPEC_PL consult the mark, and they go in after this (libs' gate). */
