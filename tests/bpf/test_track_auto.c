@@ -16,7 +16,6 @@
 #include <stdint.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <cmocka.h>
 #include "../lib/mt_check.h"
@@ -241,26 +240,6 @@ static void test_dynamic_tree_preload_only(void **state)
 	mt_run_free(&u);
 }
 
-/* Copies the target alloc_each to dir/alloc_each, set-group-id to nogroup: run by root, its
- * exec is secure (AT_SECURE: egid != gid), and ld.so ignores LD_PRELOAD's paths. */
-static void make_setgid_copy(const char *dir, char *out, size_t cap)
-{
-	int in = open(mt_target("alloc_each"), O_RDONLY | O_CLOEXEC), fd;
-	struct stat st;
-
-	snprintf(out, cap, "%s/alloc_each", dir);
-	fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
-	assert_true(in >= 0 && fd >= 0 && !fstat(in, &st));
-	assert_true(sendfile(fd, in, NULL, (size_t)st.st_size) == st.st_size);
-	close(in);
-	assert_int_equal(fchown(fd, 0, 65534), 0);
-	assert_int_equal(fchmod(fd, 02755), 0);
-	close(fd);
-}
-
-/* Children the interposer cannot serve, among ones it serves (before and after the first of
- * them made memtrack attach glibc's probes): each counted once, by the mechanism the manifest
- * names. */
 static void test_children_each_once(void **state)
 {
 	struct mt_run *a = mt_new_run(state), u = {0};
@@ -271,7 +250,7 @@ static void test_children_each_once(void **state)
 	MT_REQUIRE_ROOT();
 	mt_need_file(mt_target("alloc_ownmalloc"));
 	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "auto"), 0);
-	make_setgid_copy(dir, sg, sizeof(sg));
+	assert_int_equal(mt_tmpdir_setgid_copy(dir, "alloc_each", sg, sizeof(sg)), 0);
 	snprintf(shell, sizeof(shell),
 		 "'%s' && env -i '%s' && '%s' && '%s' 20 && '%s' && '%s' && '%s' > /dev/null",
 		 mt_target("alloc_each"), mt_target("alloc_each"), mt_target("alloc_static"),

@@ -22,7 +22,6 @@
 #include <string.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -32,23 +31,6 @@
 static const char *const auto_opts[] = {"--alloc-hooks", "auto", NULL};
 static const char *const preload_opts[] = {"--alloc-hooks", "preload", NULL};
 static const char *const late_env[] = {"MEMTRACK_TEST_CTL_DELAY_MS=300", NULL};
-
-/* dir/alloc_each, set-group-id to nogroup: run by root, its exec is secure (AT_SECURE) and
- * ld.so ignores LD_PRELOAD: it needs glibc's uprobes. */
-static void make_setgid_copy(const char *dir, char *out, size_t cap)
-{
-	int in = open(mt_target("alloc_each"), O_RDONLY | O_CLOEXEC), fd;
-	struct stat st;
-
-	snprintf(out, cap, "%s/alloc_each", dir);
-	fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
-	assert_true(in >= 0 && fd >= 0 && !fstat(in, &st));
-	assert_true(sendfile(fd, in, NULL, (size_t)st.st_size) == st.st_size);
-	close(in);
-	assert_int_equal(fchown(fd, 0, 65534), 0);
-	assert_int_equal(fchmod(fd, 02755), 0);
-	close(fd);
-}
 
 static void check_complete(struct mt_run *r)
 {
@@ -65,7 +47,7 @@ static void test_served_before_link(void **state)
 
 	MT_REQUIRE_ROOT();
 	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "ctl"), 0);
-	make_setgid_copy(dir, sg, sizeof(sg));
+	assert_int_equal(mt_tmpdir_setgid_copy(dir, "alloc_each", sg, sizeof(sg)), 0);
 	/* late_work's second half comes 500 ms in, well after the link (300 ms) and the attach
 	 * that waits for it at the set-gid exec's stop; `sh -c "exec"` registers, then execs it */
 	snprintf(cmd, sizeof(cmd), "'%s' 500 & sh -c \"exec '%s'\"; wait", mt_target("late_work"),

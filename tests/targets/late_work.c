@@ -12,22 +12,6 @@
 #include <unistd.h>
 #include "expect.h"
 
-static void work(size_t base)
-{
-	void *p, *q;
-
-	mt_say_fact("begin", 0);
-	p = malloc(base);
-	mt_say("malloc", MT_P(p), 0, base);
-	q = calloc(3, base);
-	mt_say("calloc", MT_P(q), 0, 3 * base);
-	mt_say("free", MT_P(p), 0, 0);
-	free(p);
-	mt_say("free", MT_P(q), 0, 0);
-	free(q);
-	mt_say_fact("end", 0);
-}
-
 static void nap(long ms)
 {
 	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -41,18 +25,18 @@ int main(int argc, char **argv)
 	pid_t pid;
 
 	mt_expect_init();
-	work(1111); /* before the link */
+	mt_alloc_round(1111); /* before the link */
 	pid = fork();
 	if (pid < 0)
 		return 1;
 	if (pid == 0) {
 		nap(ms);
-		work(2222);
+		mt_alloc_round(2222);
 		_exit(0);
 	}
 	mt_say_fact("fork", (uint64_t)pid);
 	nap(ms);
-	work(3333);
+	mt_alloc_round(3333);
 	waitpid(pid, NULL, 0);
 	return 0;
 }
