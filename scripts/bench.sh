@@ -54,6 +54,19 @@ if [ "$config" = benchmarks/memtrack.yml ] && [ ! -x "$BUILD/targets/alloc_storm
 		--skip bare-alloc-storm-2m --skip track-alloc-storm-2m --skip track-alloc-storm-2m-preload
 		--skip track-alloc-storm-2m-auto)
 fi
+# The tools users would pick instead (rows heaptrack-*, massif-*): Debian packages that
+# scripts/deps.sh installs; without one, its rows are skipped, loudly.
+if [ "$config" = benchmarks/memtrack.yml ]; then
+	for pair in heaptrack:heaptrack massif:valgrind; do
+		rows=${pair%%:*} cmd=${pair#*:}
+		if ! command -v "$cmd" >/dev/null; then
+			echo "memtrack-bench: $cmd is not installed; skipping the $rows rows (scripts/deps.sh installs it)" >&2
+			for r in true ls python sqlite alloc-storm-2m; do args+=(--skip "$rows-$r"); done
+		elif [ ! -x "$BUILD/targets/alloc_storm" ]; then
+			args+=(--skip "$rows-alloc-storm-2m")
+		fi
+	done
+fi
 if [ "${BENCH_SMOKE:-0}" = 1 ]; then
 	args+=(--warmup-time 0 --max-time 200ms --min-time 0 --min-rounds 2 --max-rounds 5)
 fi

@@ -26,6 +26,9 @@ pkgs=(
 	libjemalloc-dev libmimalloc-dev libgoogle-perftools-dev
 	# real programs the overhead suite's rows run (benchmarks/memtrack.yml)
 	sqlite3 python3
+	# what users would pick instead, measured beside memtrack by the same suite (heaptrack-*,
+	# massif-* rows)
+	heaptrack valgrind
 	# <sys/sdt.h>: test_usdt checks that memtrack reads its notes like ours (include/memtrack.h
 	# itself needs nothing)
 	systemtap-sdt-dev
