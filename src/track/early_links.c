@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* Links made on a thread while the real programs load (see early_links.h). */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -30,9 +29,6 @@ const char *const early_ctl_fns[MT_PRELOAD_CTL_NR] = {
     [MT_PRELOAD_CTL_DLOPEN] = "__memtrack_preload_dlopen",
     [MT_PRELOAD_CTL_UNSERVED] = "__memtrack_preload_unserved",
 };
-
-/* the control link's fd is at least this: after every tracepoint link's (see early__ctl_run) */
-#define EARLY_CTL_FD_MIN 512
 
 static unsigned long long early__ns(void)
 {
@@ -139,19 +135,6 @@ static void *early__ctl_run(void *arg)
 		usleep((useconds_t)atoi(delay) * 1000);
 	fd = attach__multi_link(e->ctl_prog, e->lib, e->ctl_offs, e->ctl_cookies,
 				MT_PRELOAD_CTL_NR);
-	if (fd >= 0) {
-		/* Above the tracepoints' links: an exiting process closes its fds in order, and the
-		 * detacher's exit must remove the tracepoints' probes before it waits out this
-		 * link's grace period, so that the next run's tracepoint links do not wait for
-		 * one after them (back to back, they did: 12-37 ms instead of the control link's
-		 * 10-35 ms before it went off the critical path). */
-		int high = fcntl(fd, F_DUPFD_CLOEXEC, EARLY_CTL_FD_MIN);
-
-		if (high >= 0) {
-			close(fd);
-			fd = high;
-		}
-	}
 	pthread_mutex_lock(&e->mu);
 	e->ctl_end_ns = early__ns();
 	if (fd < 0) {
