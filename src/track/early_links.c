@@ -2,16 +2,16 @@
 /* Links made on a thread while the real programs load (see early_links.h). */
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/eventfd.h>
 #include <limits.h>
-#include <linux/futex.h>
-#include <sys/syscall.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include <linux/bpf.h>
+#include <linux/futex.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <bpf/bpf.h>
 #include "bpf/proc.h"
 #include "common/log.h"
@@ -25,6 +25,10 @@ static const char *const early_tp_names[EARLY_TP_NR] = {
     [EARLY_EXIT] = "sched_process_exit",
     [EARLY_RSS_STAT] = "rss_stat",
 };
+
+_Static_assert(sizeof(((struct early_links *)0)->ctl_offs) / sizeof(uint64_t) ==
+		   MT_PRELOAD_CTL_NR,
+	       "an offset per control point");
 
 const char *const early_ctl_fns[MT_PRELOAD_CTL_NR] = {
     [MT_PRELOAD_CTL_SERVED] = "__memtrack_preload_served",
