@@ -88,8 +88,7 @@ static void pl_ctl_child(void)
 	if (__atomic_load_n(&pl.state, __ATOMIC_ACQUIRE) != PL_ON ||
 	    !__atomic_load_n(&pl.ctl_unseen, __ATOMIC_RELAXED))
 		return;
-	pl_refork();
-	pl_ctl_served();
+	pl_refork(); /* registers and calls again */
 }
 
 __attribute__((constructor)) static void pl_ctl_ctor(void)

@@ -272,6 +272,10 @@ uint32_t pl_refork(void)
 	if (__atomic_compare_exchange_n(pl.wipe, &want, gen, false, __ATOMIC_ACQ_REL,
 					__ATOMIC_ACQUIRE)) {
 		pl_register();
+		/* the parent's served call may have come before memtrack's control link: the BPF
+		 * side gave this child its unmarked state (preload_ctl.c) */
+		if (__atomic_load_n(&pl.ctl_unseen, __ATOMIC_RELAXED))
+			pl_ctl_served();
 		return gen;
 	}
 	return want;
