@@ -39,6 +39,18 @@ struct mt_proc {
 	 * allocation with a stack, alloc.bpf.c). Cleared at exec; a fork child inherits it with
 	 * the parent's maps, which user space copies. 64 bits: atomic fetch-add. */
 	mt_u64 maps_stop;
+	/* The fast read of the rss counters since 6.2 (src/bpf/rss.bpf.h, mt_rss_read_fast),
+	 * under lock: per member, the counter's shared count (pages) as last seen and the
+	 * counter's value (pages, not clamped at 0) as rss_count + the sum of the process's
+	 * per-CPU shadows; bit m of rss_synced: member m's shadows were set by a walk since the
+	 * mm was taken. rss_resync: 1 when a hit gave up on the lock (the next walks re-sync);
+	 * 64 bits: set with an exchange, outside the lock. */
+	mt_s64 rss_count[MT_RSS_NR];
+	mt_s64 rss_sum[MT_RSS_NR];
+	mt_u64 rss_counters[MT_RSS_NR]; /* each counter's __percpu pointer, as the walk read it */
+	mt_u64 rss_resync;
+	mt_u32 rss_synced;
+	mt_u32 rss_pad;
 };
 
 /*

@@ -35,6 +35,8 @@ struct mt_stop_ctl_map stop_ctl SEC(".maps");
 
 struct mt_pcpu_map pcpu_probe SEC(".maps");
 
+struct mt_rss_shadow_map rss_shadow SEC(".maps");
+
 /* Executables user space has inspected: key = mt_exe_key (proc.h), value unused. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -86,8 +88,10 @@ static __always_inline void mt_rebase_finish(const struct mt_rebase_req *r)
 	}
 	if (r->locked)
 		mt_proc_unlock(p);
-	if (r->exit)
+	if (r->exit) {
 		bpf_map_delete_elem(&procs, &tgid);
+		bpf_map_delete_elem(&rss_shadow, &tgid);
+	}
 }
 
 SEC("raw_tp")
@@ -130,8 +134,10 @@ static __always_inline void mt_rebase_call(void *ctx, __u32 tgid, __u32 tid, __u
 		if (p)
 			mt_proc_unlock(p);
 	}
-	if (exit)
+	if (exit) {
 		bpf_map_delete_elem(&procs, &tgid);
+		bpf_map_delete_elem(&rss_shadow, &tgid);
+	}
 }
 
 /* A process' name, after its Fork or Exec record (MT_EV_CTL_COMM): task's comm (fork), or the

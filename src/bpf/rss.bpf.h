@@ -16,7 +16,9 @@ extern const volatile __u32 mt_rmap; /* enum mt_rmap_backend */
  * typed ksyms such as this_cpu_off cannot load). A per-CPU array knows both halves of the
  * sum: its element's __percpu pointer (bpf_array.pptrs[0]) and, through
  * bpf_map_lookup_percpu_elem(), that element's address on any CPU. Their difference is the
- * CPU's offset, which applies to every __percpu pointer, the rss counters' included.
+ * CPU's offset, which applies to every __percpu pointer, the rss counters' included. The
+ * element's value is that __percpu pointer once the fast read has read it on that CPU (0
+ * before): the address is all the walk uses of the element.
  */
 struct mt_pcpu_map {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -56,7 +58,7 @@ struct mm_struct___old {
  * offset above the bpf_core_type_exists() test (mt_rss_seed's loop), and the 6.1 kernel
  * refused the whole object ("invalid CO-RE relocation ... mm_struct.rss_stat").
  */
-static __noinline __s64 mt_rss_read_old(struct mm_struct *mm, __u32 member)
+static __noinline __attribute__((unused)) __s64 mt_rss_read_old(struct mm_struct *mm, __u32 member)
 {
 	struct mm_struct___old *om = (void *)mm;
 	long v = 0;
@@ -66,27 +68,38 @@ static __noinline __s64 mt_rss_read_old(struct mm_struct *mm, __u32 member)
 	return v;
 }
 
-/* One CPU's pending batch of a percpu_counter, for bpf_loop: that CPU's copy of pcpu_probe
- * gives the CPU's per-CPU base (its address minus the map's own per-CPU pointer). */
-struct mt_pcpu_sum {
-	__u64 counters; /* the counter's __percpu s32 pointer */
-	__u64 pptr; /* pcpu_probe's __percpu pointer */
-	__s64 sum;
+/*
+ * &mm->rss_stat[member] since 6.2 (0 for a bad member). Not inlined, and called only once
+ * bpf_core_type_exists() said the kernel is 6.2+: its relocation fails on 6.1 (mm_struct's
+ * rss_stat is a struct of atomics there), libbpf poisons the instruction, and the verifier
+ * accepts it only where it can prove it unreachable; the global functions that read the
+ * counter are checked whatever their callers, inlined code may be hoisted above the test.
+ */
+static __noinline __attribute__((unused)) __u64 mt_rss_counter(__u64 mm, __u64 member)
+{
+	if (member >= MT_RSS_NR)
+		return 0;
+	return (__u64) & ((struct mm_struct *)mm)->rss_stat[member];
+}
+
+/*
+ * The fast read (mt_rss_read_fast, since 6.2): per process and CPU, each counter's pending
+ * batch on that CPU as the process last saw it (pages). Per-CPU values of a hash keyed by
+ * tgid: an entry takes 16 bytes per possible CPU, made at the process's first walk (not
+ * preallocated: 16,384 x CPUs would be paid at every start), deleted at its exit.
+ */
+struct mt_rss_shadow {
+	__s32 pend[MT_RSS_NR];
 };
 
-static long mt_pcpu_add(__u64 cpu, void *arg)
-{
-	struct mt_pcpu_sum *c = arg;
-	__u32 zero = 0;
-	void *here = bpf_map_lookup_percpu_elem(&pcpu_probe, &zero, (__u32)cpu);
-	__s32 v = 0;
-
-	if (!here)
-		return 1; /* past the last possible CPU: stop */
-	bpf_probe_read_kernel(&v, sizeof(v), (void *)(c->counters + (mt_ptr_value(here) - c->pptr)));
-	c->sum += v;
-	return 0;
-}
+struct mt_rss_shadow_map {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, MT_MAX_PROCS);
+	__type(key, __u32); /* tgid */
+	__type(value, struct mt_rss_shadow);
+};
+extern struct mt_rss_shadow_map rss_shadow SEC(".maps");
 
 /*
  * Since 6.2, as the kernel's percpu_counter_sum_positive() computes it: the shared count plus
@@ -103,8 +116,7 @@ static long mt_pcpu_add(__u64 cpu, void *arg)
  * CPU, count again, and it is retried when the count moved (the fold's first half happened
  * during the walk) or the lock was held (the fold's halves straddle the walk's start: the
  * lock is held from before the count store to after the CPU's store). Consistent reads are
- * the counter's value at one instant of the walk.
- * Returns 0 with *out set, or 1 when MT_RSS_READ_TRIES reads all raced with folds.
+ * the counter's value at one instant of the walk. Most hits do not walk: mt_rss_read_fast.
  */
 #define MT_RSS_READ_TRIES 8
 
@@ -116,66 +128,83 @@ struct mt_pcpu_read {
 	__u64 counters; /* its __percpu s32 pointer */
 	__u64 pptr;	/* pcpu_probe's __percpu pointer */
 	__s64 value;	/* pages, once got */
+	__s64 count;	/* the shared count that value was read with */
+	__u32 tgid;	/* see mt_pcpu_sum */
+	__u32 member;
 	__u32 got;
 };
 
-static long mt_pcpu_try(__u64 i, void *arg)
-{
-	struct mt_pcpu_read *r = arg;
-	struct percpu_counter *pc = (void *)r->pc;
-	struct mt_pcpu_sum c = {.counters = r->counters, .pptr = r->pptr};
-	__s64 before = BPF_CORE_READ(pc, count), after;
-	__u32 lock = 0;
+/* The walk of r->member: r->value = the counter's value at one instant of it (pages),
+ * r->count = the shared count then; with r->tgid, every CPU's shadow set to what the walk
+ * read. Returns 0, or 1 when MT_RSS_READ_TRIES reads all raced with folds. A global function
+ * (rss.bpf.c): checked once, where as a static one it was checked again for every state of
+ * its caller reaching it. */
+int mt_rss_read_pcpu(__u64 mm, struct mt_pcpu_read *r);
 
-	/* the first word of raw_spinlock_t: the qspinlock, non-zero while held or wanted */
-	bpf_probe_read_kernel(&lock, sizeof(lock), &pc->lock);
-	if (c.counters && c.pptr)
-		bpf_loop(mt_nr_cpus < MT_MAX_CPUS ? mt_nr_cpus : MT_MAX_CPUS, mt_pcpu_add, &c, 0);
-	after = BPF_CORE_READ(pc, count);
-	if (lock || before != after)
-		return 0; /* raced with a fold: try again */
-	r->value = before + c.sum;
-	r->got = 1;
-	return 1;
-}
-
-static __noinline int mt_rss_read_pcpu(struct mm_struct *mm, __u32 member, __s64 *out)
+/*
+ * The fast read, since 6.2: the counter's new value from the shared count and this CPU's
+ * pending batch only, where the walk reads every CPU's (several microseconds per page fault
+ * with 64 CPUs). Since 6.2 every change of an mm counter is percpu_counter_add() on the CPU
+ * that makes it, followed at once by this tracepoint (add_mm_counter()), practically always
+ * under a page-table lock: on that CPU. (A change traced on another CPU is taken at its CPU's
+ * next hit or at the next walk: late, never lost or counted twice.) Under p->lock the process
+ * keeps, per member, the shared count as last seen (rss_count), every CPU's pending batch as
+ * last seen (the shadows) and their sum (rss_sum): rss_sum == rss_count + sum of shadows,
+ * always, as every value in it was read. While the count has not moved, the counter moved by
+ * this CPU's pending minus its shadow: this CPU's changes since its last hit (one change, or
+ * more when a hit gave up). Other CPUs' changes are taken at their own hits, which are on
+ * their way to this lock: each change takes effect at its tracepoint, one consistent order
+ * of the changes, so every value written is the counter's value in that order.
+ * The walk is needed when that order cannot be known from two words:
+ *  - the count moved: some CPU folded its batch into it (percpu_counter_add_batch: under the
+ *    counter's lock, count += batch + amount, then that CPU's pending to 0), every ~32 pages
+ *    per CPU. A fold on another CPU whose count store is not visible yet is no exception: its
+ *    pending is not read here, its own hit finds the count moved;
+ *  - this CPU's pending is 0: a fold here may have moved the batch into a count that another
+ *    CPU's opposite fold brought back to the value seen (the count alone cannot tell; 0 is
+ *    where every fold leaves the pending, in both the locked and the lockless variants).
+ *    Without this check, one thread faulting pages in and one zapping them, one page per
+ *    change, gave -31/+31 record pairs (test_track_rss_folds);
+ *  - the shadows are not set (fork, exec, a walk that raced with folds MT_RSS_READ_TRIES
+ *    times, a hit that gave up on the lock: rss_resync).
+ * The walk sets every shadow from the values it read, with the count it read them with.
+ * Returns 0 with *pages set, or 1: walk.
+ */
+static __always_inline int mt_rss_read_fast(struct mt_proc *p, __u32 tgid, struct mm_struct *mm,
+					    __u32 member, __s64 *pages)
 {
-	struct mt_pcpu_read r = {};
 	struct percpu_counter *pc;
+	struct mt_rss_shadow *s;
+	__u64 counters, *here;
+	__u32 zero = 0;
+	__s32 pend = 0;
 
-	if (member >= MT_RSS_NR)
+	if (member >= MT_RSS_NR || !(p->rss_synced & (1u << member)))
 		return 1;
-	pc = &mm->rss_stat[member];
-	r.pc = (__u64)pc;
-	r.counters = (__u64)BPF_CORE_READ(pc, counters);
-	if (r.counters) {
-		__u64 map_addr = mt_ptr_value(&pcpu_probe);
-
-		bpf_probe_read_kernel(
-		    &r.pptr, sizeof(r.pptr),
-		    (void *)(map_addr + bpf_core_field_offset(struct bpf_array, pptrs)));
+	pc = (void *)mt_rss_counter((__u64)mm, member);
+	if (!pc || BPF_CORE_READ(pc, count) != p->rss_count[member])
+		return 1;
+	s = bpf_map_lookup_elem(&rss_shadow, &tgid);
+	here = bpf_map_lookup_elem(&pcpu_probe, &zero);
+	counters = p->rss_counters[member]; /* the walk's: fixed for the mm's life */
+	if (!s || !here || !counters)
+		return 1;
+	/* this CPU's copy of pcpu_probe caches the map's __percpu pointer (see pcpu_probe) */
+	if (!*here) {
+		bpf_probe_read_kernel(here, sizeof(*here),
+				      (void *)(mt_ptr_value(&pcpu_probe) +
+					       bpf_core_field_offset(struct bpf_array, pptrs)));
+		if (!*here)
+			return 1;
 	}
-	bpf_loop(MT_RSS_READ_TRIES, mt_pcpu_try, &r, 0);
-	if (!r.got)
+	/* this CPU's copy: no other CPU writes it, and this one runs this program */
+	bpf_probe_read_kernel(&pend, sizeof(pend),
+			      (void *)(counters + (mt_ptr_value(here) - *here)));
+	if (!pend)
 		return 1;
-	*out = r.value;
-	return 0;
-}
-
-/* Exact value of one counter of mm in bytes (fork seed, exec baseline, updates since 6.2).
- * Returns 0, or 1 (no consistent read, see mt_rss_read_pcpu: *bytes untouched). */
-static __always_inline int mt_rss_read(struct mm_struct *mm, __u32 member, __s64 *bytes)
-{
-	__s64 sum = 0;
-
-	if (bpf_core_type_exists(struct mm_rss_stat___old))
-		sum = mt_rss_read_old(mm, member);
-	else if (mt_rss_read_pcpu(mm, member, &sum))
-		return 1;
-	if (sum < 0)
-		sum = 0;
-	*bytes = sum << mt_page_shift;
+	p->rss_sum[member] += pend - s->pend[member];
+	s->pend[member] = pend;
+	*pages = p->rss_sum[member];
 	return 0;
 }
 
@@ -219,6 +248,13 @@ static __always_inline bool mt_proc_lock(__u32 tgid)
 
 	bpf_loop(MT_LOCK_SPINS, mt_lock_spin, &c, 0);
 	return c.got;
+}
+
+/* One try without the loop: most rss_stat hits find the lock free (a bpf_loop call and a procs
+ * lookup saved per hit). */
+static __always_inline bool mt_proc_trylock(struct mt_proc *p)
+{
+	return __sync_val_compare_and_swap(&p->lock, 0, 1) == 0;
 }
 
 static __always_inline void mt_proc_unlock(struct mt_proc *p)
@@ -298,7 +334,6 @@ static __always_inline void mt_rss_set(struct mt_proc *p, __u32 tgid, __u32 tid,
 				       __s64 val, bool force)
 {
 	__s64 old, total, diff;
-	__u64 now = bpf_ktime_get_ns();
 
 	if (member >= MT_RSS_NR)
 		return;
@@ -334,7 +369,7 @@ static __always_inline void mt_rss_set(struct mt_proc *p, __u32 tgid, __u32 tid,
 	}
 	if (val > p->top[member]) {
 		p->top[member] = val;
-		p->top_ts[member] = now;
+		p->top_ts[member] = bpf_ktime_get_ns(); /* only here: a clock read per hit saved */
 	} else if (val < old && old == p->top[member] && p->top[member] > p->emitted[member]) {
 		/* falling from an unwritten top: write the top at the time it was reached */
 		mt_rss_emit(tgid, tid, member, p->top[member], p->top_ts[member]);

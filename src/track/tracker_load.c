@@ -305,8 +305,10 @@ static uint32_t tracker__ustack_bytes(void)
  * on ring's map when it has one. Returns 0 or -errno. */
 static int tracker__open_load(struct tracker *t, struct ring_prep *ring)
 {
+	/* -vvv: the verifier's statistics per program (processed insns, verification time) */
 	LIBBPF_OPTS(bpf_object_open_opts, oo,
-		    .btf_custom_path = t->btf.path[0] ? t->btf.path : NULL);
+		    .btf_custom_path = t->btf.path[0] ? t->btf.path : NULL,
+		    .kernel_log_level = log__level >= LOG_TRACE ? 4 : 0);
 	int backend = t->o->rmap ? t->rmap.backend : MT_RMAP_OFF;
 	/* Load the allocator programs now (one object, one verification pass) when the root
 	 * needs them for sure: uprobe mode (every allocator), preload mode (libc's dlopen stop).

@@ -27,6 +27,16 @@
  *	threads   two threads touch 16 MiB each at once ("thread" per thread, inside
  *	          "threads_begin"/"threads_end"); neither exits before both reported, so
  *	          nothing is unmapped (glibc's exit-time stack madvise) before the last "thread"
+ *	folds     three threads, pinned round-robin to the CPUs, fault in and MADV_DONTNEED
+ *	          random runs of pages of their own 8 MiB at once (runs of 1-64 and 1-256
+ *	          pages: the rss counter's per-CPU batches fold in both directions, racing),
+ *	          in 24 phases; after each, with every thread parked, the exact anon figure
+ *	          of /proc/self/smaps_rollup ("anon", SIZE = bytes)
+ *	pagepairs two threads pinned to two CPUs change one page per call, at once: one faults
+ *	          2048 fresh pages in, the other zaps (MADV_DONTNEED) the 2048 the first faulted
+ *	          in the round before, one madvise each; 32 rounds between "pairs_begin" and
+ *	          "pairs_end", each followed by "anon" as in `folds`. Every batch folds at
+ *	          exactly +32 and -32 pages: folds that cancel in the shared count
  *
  * Pages are touched one write (or read) per 4 KiB page, so the tests know how many pages each
  * step faults in (THP is disabled for the process: see main). No stdio on the way: nothing here
@@ -34,6 +44,7 @@
  */
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -428,6 +439,164 @@ static int do_threads(void)
 	return 0;
 }
 
+#define FOLD_THREADS 3
+#define FOLD_PHASES 24
+#define FOLD_OPS 300 /* per thread and phase */
+#define FOLD_PAGES 2048 /* 8 MiB of 4 KiB pages per thread */
+
+struct folder {
+	char *m;
+	unsigned seed;
+	int cpu;
+	pthread_barrier_t *run, *parked;
+};
+
+static char smaps_buf[4096]; /* touched before the first phase: reading faults nothing */
+
+/* smaps_rollup's "Anonymous:" in bytes (a walk of the page tables: exact, every kernel), or
+ * -1. open/read/close only: nothing allocated, no page of ours faulted. */
+static long long smaps_anon(void)
+{
+	int fd = open("/proc/self/smaps_rollup", O_RDONLY);
+	ssize_t n;
+	char *p;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, smaps_buf, sizeof(smaps_buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	smaps_buf[n] = 0;
+	p = strstr(smaps_buf, "\nAnonymous:");
+	return p ? strtoll(p + 11, NULL, 10) * 1024 : -1;
+}
+
+static unsigned fold_rand(unsigned *s)
+{
+	*s = *s * 1103515245u + 12345u;
+	return *s >> 8;
+}
+
+static void *folder_main(void *arg)
+{
+	struct folder *f = arg;
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(f->cpu, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set); /* best effort */
+	for (int ph = 0; ph < FOLD_PHASES; ph++) {
+		pthread_barrier_wait(f->run);
+		for (int i = 0; i < FOLD_OPS; i++) {
+			unsigned r = fold_rand(&f->seed);
+			size_t first = r % FOLD_PAGES, n;
+
+			if ((r >> 12) % 5 < 3) {
+				n = 1 + (r >> 16) % 64;
+				if (first + n > FOLD_PAGES)
+					n = FOLD_PAGES - first;
+				touch(f->m + first * pg, n * pg);
+			} else {
+				n = 1 + (r >> 16) % 256;
+				if (first + n > FOLD_PAGES)
+					n = FOLD_PAGES - first;
+				madvise(f->m + first * pg, n * pg, MADV_DONTNEED);
+			}
+		}
+		pthread_barrier_wait(f->parked);
+	}
+	return NULL;
+}
+
+/* Threads folding the rss counter's per-CPU batches against each other (see the usage). */
+static int do_folds(void)
+{
+	struct folder f[FOLD_THREADS];
+	pthread_t th[FOLD_THREADS];
+	pthread_barrier_t run, parked;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (ncpu < 1)
+		ncpu = 1;
+	if (pthread_barrier_init(&run, NULL, FOLD_THREADS + 1) ||
+	    pthread_barrier_init(&parked, NULL, FOLD_THREADS + 1) || smaps_anon() < 0)
+		return 1;
+	for (int i = 0; i < FOLD_THREADS; i++) {
+		f[i] = (struct folder){.m = map_anon(FOLD_PAGES * pg), .seed = 7919u * (i + 1),
+				       .cpu = (int)(i % ncpu), .run = &run, .parked = &parked};
+		if (!f[i].m || pthread_create(&th[i], NULL, folder_main, &f[i]))
+			return 1;
+	}
+	for (int ph = 0; ph < FOLD_PHASES; ph++) {
+		pthread_barrier_wait(&run);
+		pthread_barrier_wait(&parked);
+		mt_say("anon", 0, 0, (uint64_t)smaps_anon());
+	}
+	for (int i = 0; i < FOLD_THREADS; i++)
+		pthread_join(th[i], NULL);
+	return 0;
+}
+
+#define PAIR_ROUNDS 32
+
+struct pairer {
+	char *m[2]; /* the two regions, FOLD_PAGES each, used in turn */
+	int zapper; /* 0: faults region[k % 2] in round k; 1: zaps region[(k + 1) % 2] */
+	pthread_barrier_t *run, *parked;
+};
+
+static void *pairer_main(void *arg)
+{
+	struct pairer *t = arg;
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(t->zapper % (int)sysconf(_SC_NPROCESSORS_ONLN), &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set); /* best effort */
+	for (int k = 0; k < PAIR_ROUNDS; k++) {
+		char *m = t->m[(k + t->zapper) % 2];
+
+		pthread_barrier_wait(t->run);
+		for (size_t i = 0; i < FOLD_PAGES; i++) {
+			if (t->zapper)
+				madvise(m + i * pg, pg, MADV_DONTNEED);
+			else
+				m[i * pg] = 1;
+		}
+		pthread_barrier_wait(t->parked);
+	}
+	return NULL;
+}
+
+/* One page per change on two CPUs at once (see the usage). */
+static int do_pagepairs(void)
+{
+	struct pairer t[2];
+	pthread_t th[2];
+	pthread_barrier_t run, parked;
+	char *m0 = map_anon(FOLD_PAGES * pg), *m1 = map_anon(FOLD_PAGES * pg);
+
+	if (!m0 || !m1 || pthread_barrier_init(&run, NULL, 3) ||
+	    pthread_barrier_init(&parked, NULL, 3) || smaps_anon() < 0)
+		return 1;
+	for (int i = 0; i < 2; i++) {
+		t[i] = (struct pairer){.m = {m0, m1}, .zapper = i, .run = &run, .parked = &parked};
+		if (pthread_create(&th[i], NULL, pairer_main, &t[i]))
+			return 1;
+	}
+	mt_say_fact("pairs_begin", 0);
+	for (int k = 0; k < PAIR_ROUNDS; k++) {
+		pthread_barrier_wait(&run);
+		pthread_barrier_wait(&parked);
+		mt_say("anon", 0, 0, (uint64_t)smaps_anon());
+	}
+	mt_say_fact("pairs_end", 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	return 0;
+}
+
 /* exec after touching: the re-based counters of the new image have no page address. */
 static int do_exec(void)
 {
@@ -487,5 +656,9 @@ int main(int argc, char **argv)
 		return do_sparse();
 	if (!strcmp(mode, "threads"))
 		return do_threads();
+	if (!strcmp(mode, "folds"))
+		return do_folds();
+	if (!strcmp(mode, "pagepairs"))
+		return do_pagepairs();
 	return 2;
 }
