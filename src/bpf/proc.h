@@ -31,6 +31,10 @@ struct mt_proc {
 	/* 1: the next exec of a known executable does not stop even when every exec stops
 	 * (stop_ctl[1]): the root's, judged by user space before it ran. Cleared at exec. */
 	mt_u32 no_stop;
+	/* CLOCK_MONOTONIC ns when this image began (its exec, or its fork: a fork child runs a
+	 * copy); 0 for the root until its exec. A registration the interposer wrote before the
+	 * control link was live is this image's only if stamped later (mt_mark_served). */
+	mt_u64 image_ts;
 	/* --stacks: nonzero once this image asked user space to read its maps (at its first
 	 * allocation with a stack, alloc.bpf.c). Cleared at exec; a fork child inherits it with
 	 * the parent's maps, which user space copies. 64 bits: atomic fetch-add. */

@@ -207,6 +207,7 @@ int BPF_PROG(mt_on_fork, struct task_struct *parent, struct task_struct *child)
 	init.mm = (__u64)cmm;
 	init.ppid = ptgid;
 	init.served = pp->served; /* the interposer's state is copied with the memory */
+	init.image_ts = bpf_ktime_get_ns();
 	init.maps_stop = pp->maps_stop; /* so are the maps user space read (--stacks) */
 	if (bpf_map_update_elem(&procs, &ctgid, &init, BPF_NOEXIST)) {
 		mt_drop(MT_DROP_PROC_MAP);
@@ -248,6 +249,9 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	mt_disown_mm(p->mm, tgid);
 	p->mm = (__u64)mm;
 	p->execs++;
+	/* an exchange, a full barrier, before served's clearing: mt_mark_served (served.bpf.c)
+	 * sets served, then reads image_ts: it sees this exec, or this clears its mark */
+	__sync_lock_test_and_set(&p->image_ts, bpf_ktime_get_ns());
 	p->served = 0; /* the new image registers again if the interposer serves it */
 	p->maps_stop = 0; /* the new image's maps are read at its first stack (alloc.bpf.c) */
 	no_stop = p->no_stop;

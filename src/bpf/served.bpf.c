@@ -53,3 +53,31 @@ int mt_preload_ctl_perf(struct pt_regs *ctx)
 {
 	return mt_preload_ctl(ctx);
 }
+
+/*
+ * Run by memtrack (BPF_PROG_TEST_RUN, args: pid, the registration's CLOCK_MONOTONIC stamp)
+ * for each image the interposer registered as served while its control link was not live yet
+ * (the registration is written before the served call: whichever of the two the link missed,
+ * memtrack's scan after the link went live sees the registration). Marks the process served
+ * unless it has exec'd since, or is another process reusing the pid: its image began after
+ * the stamp. Against an exec on another CPU: served is set first, then image_ts read by an
+ * atomic (a full barrier), while the exec sets image_ts by an exchange before clearing served
+ * (process.bpf.c): either this sees the exec's stamp and undoes the mark, or the exec's
+ * clearing comes after the mark.
+ */
+SEC("raw_tp")
+int mt_mark_served(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u32 pid = (__u32)ctx->args[0];
+	__u64 reg_ts = ctx->args[1];
+	struct mt_proc *p = bpf_map_lookup_elem(&procs, &pid);
+
+	if (!p || p->image_ts > reg_ts)
+		return 0;
+	p->served = 1;
+	if (__sync_fetch_and_add(&p->image_ts, 0) > reg_ts) {
+		p->served = 0;
+		return 0;
+	}
+	return 1;
+}

@@ -56,6 +56,9 @@ struct pl_proc {
 	/* TSC stamps (preload_clock.c): ns = cycles * tsc_mult >> PL_TSC_SHIFT; 0 until known */
 	uint64_t tsc_mult, tsc_span; /* tsc_span: a thread's anchor lasts this many cycles */
 	int tsc_off;		     /* the TSC cannot be used: clock_gettime */
+	/* this image's served call may have come before memtrack's control link was live
+	 * (preload_ctl.c): its fork children call again */
+	int ctl_unseen;
 };
 
 /* Per-thread state: initial-exec TLS (no __tls_get_addr, which may allocate). */
@@ -110,6 +113,12 @@ uint64_t pl_clock(uint64_t floor) PL_HIDDEN;
 /* Marks this image served for the BPF side (preload_ctl.c); before the first recorded call. */
 void pl_ctl_served(void) PL_HIDDEN;
 void pl_ctl_unserved(void) PL_HIDDEN;
+/* Before announcing a dlopen: until the control points trap, or memtrack is gone. */
+void pl_ctl_wait_live(void) PL_HIDDEN;
+/* memtrack stopped reading or died (preload_ring.c) */
+int pl_consumer_gone(void) PL_HIDDEN;
+/* A fork child's first look: a new generation, registered (preload_ring.c) */
+uint32_t pl_refork(void) PL_HIDDEN;
 
 /* CLOCK_MONOTONIC through the vDSO (pl_clock: read twice after an idle millisecond), never
  * below the thread's last stamp (pl_now gives 0 when it had no sane read) */

@@ -77,8 +77,10 @@ PL_HIDDEN void *pl_dl_check(void)
 	if ((s == PL_ON || s == PL_PASS) && pl.hdr) {
 		unsigned long long now = pl_dl_count();
 
-		if (__atomic_exchange_n(&pl_dl_adds, now, __ATOMIC_RELAXED) != now)
+		if (__atomic_exchange_n(&pl_dl_adds, now, __ATOMIC_RELAXED) != now) {
+			pl_ctl_wait_live(); /* a call before memtrack's link would not stop */
 			__memtrack_preload_dlopen();
+		}
 	}
 	return next;
 }

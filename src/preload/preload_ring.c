@@ -206,19 +206,23 @@ static int pl_init(void)
 			pl_ctl_unserved();
 	} else {
 		pl.wipe = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		/* MEMTRACK_TEST_PRELOAD_UNSERVED: the tests' way to reach the refusal below */
 		if (pl.wipe != MAP_FAILED && !madvise(pl.wipe, 4096, MADV_WIPEONFORK) &&
-		    !pthread_key_create(&pl_key, pl_release)) {
+		    !pthread_key_create(&pl_key, pl_release) &&
+		    !getenv("MEMTRACK_TEST_PRELOAD_UNSERVED")) {
 			if (mine) {
 				pl.flags = mine;
 				state = PL_ON;
-				pl_ctl_served();
 			}
 			pl.gen_counter = 1;
 			*pl.wipe = 1;
-		} else if (mine) {
-			pl_ctl_unserved(); /* could serve it, cannot: say so */
 		}
+		/* registered before the served call (preload_ctl.c: the link may miss the call) */
 		pl_register();
+		if (state == PL_ON)
+			pl_ctl_served();
+		else if (mine)
+			pl_ctl_unserved(); /* could serve it, cannot: say so */
 	}
 	pl_t.in_init = 0;
 	__atomic_store_n(&pl.state, state, __ATOMIC_RELEASE);
@@ -256,7 +260,7 @@ __attribute__((constructor)) static void pl_ctor(void)
 
 /* A fork (or raw clone) child: its page was wiped. Take a new generation, so that every thread
  * claims a slot of its own before writing. */
-static uint32_t pl_refork(void)
+uint32_t pl_refork(void)
 {
 	uint32_t gen = __atomic_load_n(pl.wipe, __ATOMIC_ACQUIRE), want = 0;
 
@@ -268,6 +272,10 @@ static uint32_t pl_refork(void)
 	if (__atomic_compare_exchange_n(pl.wipe, &want, gen, false, __ATOMIC_ACQ_REL,
 					__ATOMIC_ACQUIRE)) {
 		pl_register();
+		/* the parent's served call may have come before memtrack's control link: the BPF
+		 * side gave this child its unmarked state (preload_ctl.c) */
+		if (__atomic_load_n(&pl.ctl_unseen, __ATOMIC_RELAXED))
+			pl_ctl_served();
 		return gen;
 	}
 	return want;
@@ -323,7 +331,7 @@ static void pl_release(void *arg)
 	t->slot = NULL;
 }
 
-static int pl_consumer_gone(void)
+int pl_consumer_gone(void)
 {
 	if (__atomic_load_n(&pl.hdr->closed, __ATOMIC_ACQUIRE))
 		return 1;

@@ -40,7 +40,7 @@
 
 #define MT_SHM_ENV "MEMTRACK_PRELOAD_SHM"
 #define MT_SHM_MAGIC 0x316b61727474656dull /* "mettrak1" little-endian */
-#define MT_SHM_VERSION	 2
+#define MT_SHM_VERSION	 3
 #define MT_SHM_MAX_PROCS 16384
 
 enum mt_slot_state {
@@ -88,7 +88,12 @@ struct mt_shm_hdr {
 	mt_u32 closed; /* set by memtrack when it stops reading: producers pass through */
 	mt_u32 next_slot; /* 1 + the highest slot index ever claimed: the consumer scans below */
 	mt_u32 nr_procs; /* entries of procs[] taken (may exceed MT_SHM_MAX_PROCS: not listed) */
-	mt_u32 pad;
+	/* Set to 1 by memtrack once a call of the control points (preload_ctl.c, preload_dl.c)
+	 * traps into its BPF side (futex woken); 0 while the link is still being made: the command
+	 * runs meanwhile. A process then registers before it marks itself served (memtrack scans
+	 * the registrations once the link is live), waits here before announcing a dlopen, and
+	 * counts its refusal in `unserved` below instead of calling. */
+	mt_u32 ctl_live;
 	mt_u64 drops[MT_SHM_DROP_NR];
 	/* TSC timestamps (src/preload/preload_clock.c): a TSC read and CLOCK_MONOTONIC taken
 	 * together when memtrack created the file; 0 when the TSC cannot stand in for the clock
@@ -97,6 +102,8 @@ struct mt_shm_hdr {
 	/* the doorbell, on its own cache line (see above) */
 	_Alignas(64) mt_u32 bell;
 	mt_u32 bell_sleeping;
+	/* processes that could not be served, told while ctl_live was 0 (drops.unserved) */
+	mt_u32 unserved;
 };
 
 struct mt_shm_slot {

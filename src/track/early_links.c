@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: MIT
 /* Links made on a thread while the real programs load (see early_links.h). */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include <linux/bpf.h>
+#include <linux/futex.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <bpf/bpf.h>
 #include "bpf/proc.h"
 #include "common/log.h"
@@ -20,6 +25,10 @@ static const char *const early_tp_names[EARLY_TP_NR] = {
     [EARLY_EXIT] = "sched_process_exit",
     [EARLY_RSS_STAT] = "rss_stat",
 };
+
+_Static_assert(sizeof(((struct early_links *)0)->ctl_offs) / sizeof(uint64_t) ==
+		   MT_PRELOAD_CTL_NR,
+	       "an offset per control point");
 
 const char *const early_ctl_fns[MT_PRELOAD_CTL_NR] = {
     [MT_PRELOAD_CTL_SERVED] = "__memtrack_preload_served",
@@ -74,9 +83,10 @@ static int early__trampoline(enum bpf_prog_type type, enum bpf_attach_type expec
 	return fd < 0 ? -errno : fd;
 }
 
-static int early__ctl(struct early_links *e)
+/* The control points' program array and trampoline, on the early thread (no waiting): the
+ * slot can be filled after the load whether or not the link is made by then. */
+static int early__ctl_prep(struct early_links *e)
 {
-	uint64_t offs[MT_PRELOAD_CTL_NR], cookies[MT_PRELOAD_CTL_NR];
 	struct elf_info info;
 	int err;
 
@@ -84,8 +94,8 @@ static int early__ctl(struct early_links *e)
 	if (err)
 		return early__fail(e, err, "the interposer's symbols");
 	for (int i = 0; i < MT_PRELOAD_CTL_NR; i++) {
-		cookies[i] = (uint64_t)i;
-		if (!(offs[i] = elf_info__find(&info, early_ctl_fns[i])))
+		e->ctl_cookies[i] = (uint64_t)i;
+		if (!(e->ctl_offs[i] = elf_info__find(&info, early_ctl_fns[i])))
 			err = -ENOENT;
 	}
 	elf_info__free(&info);
@@ -98,18 +108,50 @@ static int early__ctl(struct early_links *e)
 					e->ctl_map, 0);
 	if (e->ctl_prog < 0)
 		return early__fail(e, e->ctl_prog, "the uprobe trampoline");
-	e->ctl_link =
-	    attach__multi_link(e->ctl_prog, e->lib, offs, cookies, MT_PRELOAD_CTL_NR);
-	if (e->ctl_link < 0)
-		return early__fail(e, e->ctl_link, "the interposer's control points");
 	return 0;
 }
 
-/* The interposer's control points, on a thread of their own: each link waits for its grace
- * period at the same time as the others. */
+/* Tells the interposers that a call now traps (shm_abi.h: ctl_live); under e->mu, once the
+ * link is made and its slot filled, whichever comes last. */
+static void early__publish(struct early_links *e)
+{
+	if (!e->ctl_linked || !e->ctl_filled || e->published)
+		return;
+	e->published = true;
+	early_links__publish(e->live);
+}
+
+void early_links__publish(uint32_t *live)
+{
+	if (!live)
+		return;
+	__atomic_store_n(live, 1, __ATOMIC_SEQ_CST);
+	syscall(SYS_futex, live, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* The interposer's control link, on a thread of its own: it waits for its grace period while
+ * the programs load and while the command runs (early_links.h). */
 static void *early__ctl_run(void *arg)
 {
-	early__ctl(arg);
+	struct early_links *e = arg;
+	const char *delay = getenv("MEMTRACK_TEST_CTL_DELAY_MS"); /* the tests' late link */
+	int fd;
+
+	if (delay)
+		usleep((useconds_t)atoi(delay) * 1000);
+	fd = attach__multi_link(e->ctl_prog, e->lib, e->ctl_offs, e->ctl_cookies,
+				MT_PRELOAD_CTL_NR);
+	pthread_mutex_lock(&e->mu);
+	e->ctl_end_ns = early__ns();
+	if (fd < 0) {
+		e->ctl_err = fd;
+	} else {
+		e->ctl_link = fd;
+		e->ctl_linked = true;
+		early__publish(e);
+	}
+	pthread_mutex_unlock(&e->mu);
+	__atomic_store_n(&e->ctl_done, true, __ATOMIC_RELEASE);
 	return NULL;
 }
 
@@ -123,9 +165,18 @@ static void *early__tp_run(void *arg)
 	struct early_tp_job *j = arg;
 	struct early_links *e = j->e;
 
-	e->tp_link[j->i] = bpf_raw_tracepoint_open(early_tp_names[j->i], e->tp_prog[j->i]);
-	if (e->tp_link[j->i] < 0)
+	int fd = bpf_raw_tracepoint_open(early_tp_names[j->i], e->tp_prog[j->i]);
+
+	if (fd < 0) {
 		early__fail(e, -errno, early_tp_names[j->i]);
+		return NULL;
+	}
+	/* onto its placeholder, below the control link's fd (early__run) */
+	if (e->tp_link[j->i] >= 0 && dup3(fd, e->tp_link[j->i], O_CLOEXEC) >= 0) {
+		close(fd);
+		return NULL;
+	}
+	e->tp_link[j->i] = fd;
 	return NULL;
 }
 
@@ -143,8 +194,18 @@ static void *early__run(void *arg)
 	pthread_t threads[EARLY_TP_NR];
 	bool started[EARLY_TP_NR] = {false};
 
-	if (e->lib && e->multi)
+	/* Placeholders for the tracepoints' links, taken before the control link's fd: an exiting
+	 * process closes its fds in order, and the detacher's exit must remove the tracepoints'
+	 * probes before it waits out the control link's grace period, else the next run's
+	 * tracepoint links wait for one after that removal (back to back: 12-37 ms, the control
+	 * link made in 2-7 ms meanwhile). dup3 onto one expands no fd table (which waits for a
+	 * grace period in a process with threads). */
+	for (int i = 0; i < EARLY_TP_NR; i++)
+		e->tp_link[i] = eventfd(0, EFD_CLOEXEC);
+	if (e->lib && e->multi && !early__ctl_prep(e))
 		e->ctl_started = !pthread_create(&e->ctl_thread, NULL, early__ctl_run, e);
+	if (e->lib && e->multi && !e->ctl_started && !e->err)
+		early__fail(e, -EAGAIN, "a thread for the interposer's control link");
 	e->tp_map = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, "mt_early_tp", 4, 4, EARLY_TP_NR, NULL);
 	if (e->tp_map < 0) {
 		early__fail(e, -errno, "a program array");
@@ -168,18 +229,15 @@ static void *early__run(void *arg)
 		if (started[i])
 			pthread_join(threads[i], NULL);
 out:
-	if (e->lib && e->multi && !e->ctl_started)
-		early__ctl(e); /* no thread for it */
-	if (e->ctl_started)
-		pthread_join(e->ctl_thread, NULL);
-	e->ctl_started = false;
 	e->wait_ns = early__ns() - t0;
 	return NULL;
 }
 
-void early_links__start(struct early_links *e, const char *lib, bool multi)
+void early_links__start(struct early_links *e, const char *lib, bool multi, uint32_t *live)
 {
 	memset(e, 0, sizeof(*e));
+	pthread_mutex_init(&e->mu, NULL);
+	e->live = live;
 	e->tp_map = e->ctl_map = e->ctl_prog = e->ctl_link = -1;
 	for (int i = 0; i < EARLY_TP_NR; i++)
 		e->tp_prog[i] = e->tp_link[i] = -1;
@@ -210,11 +268,16 @@ int early_links__fill(struct early_links *e, const int tp[EARLY_TP_NR], int ctl)
 	for (uint32_t i = 0; i < EARLY_TP_NR && !e->err; i++)
 		if (bpf_map_update_elem(e->tp_map, &i, &tp[i], BPF_ANY))
 			early__fail(e, -errno, "a tracepoint program's slot");
-	if (!e->err && e->ctl_link >= 0 && bpf_map_update_elem(e->ctl_map, &zero, &ctl, BPF_ANY))
+	if (!e->err && e->ctl_prog >= 0 && bpf_map_update_elem(e->ctl_map, &zero, &ctl, BPF_ANY))
 		early__fail(e, -errno, "the interposer program's slot");
 	if (!e->err) {
-		log__debug(LOG_VERBOSE, "links made early, on a thread, in %.2f ms",
-			   e->wait_ns / 1e6);
+		pthread_mutex_lock(&e->mu);
+		e->ctl_filled = true;
+		early__publish(e);
+		pthread_mutex_unlock(&e->mu);
+		log__debug(LOG_VERBOSE, "tracepoints linked early, on a thread, in %.2f ms%s",
+			   e->wait_ns / 1e6,
+			   e->ctl_started ? "; the interposer's control link goes on" : "");
 		return 0;
 	}
 	log__debug(LOG_VERBOSE, "cannot link early (%s: %s): attaching after the load",
@@ -225,7 +288,31 @@ int early_links__fill(struct early_links *e, const int tp[EARLY_TP_NR], int ctl)
 
 bool early_links__has_ctl(const struct early_links *e)
 {
-	return e->ctl_link >= 0;
+	return e->ctl_started || e->ctl_link >= 0;
+}
+
+bool early_links__ctl_pending(const struct early_links *e)
+{
+	return e->ctl_started && !__atomic_load_n(&e->ctl_done, __ATOMIC_ACQUIRE);
+}
+
+static void early__close_fd(int *fd);
+
+int early_links__ctl_wait(struct early_links *e)
+{
+	if (e->ctl_started) {
+		pthread_join(e->ctl_thread, NULL);
+		e->ctl_started = false;
+		if (e->ctl_err)
+			log__debug(LOG_VERBOSE, "cannot link the interposer's control points early "
+				   "(%s): attaching them now", strerror(-e->ctl_err));
+	}
+	if (e->ctl_link >= 0)
+		return 0;
+	/* failed: the caller attaches them itself */
+	early__close_fd(&e->ctl_prog);
+	early__close_fd(&e->ctl_map);
+	return e->ctl_err ? e->ctl_err : -ENOENT;
 }
 
 static void early__close_fd(int *fd)
@@ -240,6 +327,9 @@ void early_links__close(struct early_links *e)
 	if (!e->inited)
 		return;
 	early__join(e);
+	if (e->ctl_started)
+		pthread_join(e->ctl_thread, NULL);
+	e->ctl_started = false;
 	early__close_fd(&e->ctl_link);
 	for (int i = 0; i < EARLY_TP_NR; i++)
 		early__close_fd(&e->tp_link[i]);

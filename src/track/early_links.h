@@ -7,12 +7,19 @@
  * array, attached on a thread at the run's start; the real programs go into the slots once
  * loaded (early_links__fill). Until then a hit runs an empty slot: nothing, for any process
  * (and no process of the tree runs before the fill: the root is released after it).
+ *
+ * The interposer's control link alone is not waited for: its slot is filled with the
+ * tracepoints', the command is released, and the link goes on on its own thread (its grace
+ * period decided the release in most runs, 10-35 ms). Once it is made and filled, the shared
+ * memory's ctl_live is set (early_links__publish); what the interposer does until then, and
+ * what memtrack does before attaching glibc's uprobes, is in src/preload/preload_ctl.c.
  */
 #ifndef MEMTRACK_EARLY_LINKS_H
 #define MEMTRACK_EARLY_LINKS_H
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 /* The raw tracepoints every run attaches, in slot order. */
 enum early_tp {
@@ -30,8 +37,15 @@ struct early_links {
 	pthread_t thread;
 	bool inited;  /* by early_links__start: the fds below are valid or -1 */
 	bool started; /* the thread runs or has not been joined */
-	pthread_t ctl_thread; /* the control points' link, joined by the thread above */
+	pthread_t ctl_thread; /* the control points' link: joined by early_links__ctl_wait */
 	bool ctl_started;
+	pthread_mutex_t mu; /* ctl_linked, ctl_filled, published */
+	bool ctl_linked, ctl_filled, published;
+	bool ctl_done; /* the control link's thread is over (atomic) */
+	int ctl_err;   /* its failure, -errno */
+	uint32_t *live; /* the shared memory's ctl_live, or NULL */
+	uint64_t ctl_offs[3], ctl_cookies[3]; /* by MT_PRELOAD_CTL_* */
+	unsigned long long ctl_end_ns; /* CLOCK_MONOTONIC when the link was made or failed */
 	bool multi;	 /* uprobe_multi links: the interposer's control points too */
 	const char *lib; /* the interposer, or NULL */
 	int tp_map, ctl_map; /* program arrays (raw_tp, uprobe_multi) */
@@ -44,18 +58,27 @@ struct early_links {
 
 /*
  * Starts attaching on a thread: the four raw tracepoints and, with multi and lib, one
- * uprobe_multi link on the interposer's control points (cookies MT_PRELOAD_CTL_*). Never fails:
- * a failure is reported by early_links__fill, and the caller then attaches as before.
+ * uprobe_multi link on the interposer's control points (cookies MT_PRELOAD_CTL_*), whose
+ * making sets *live (the shared memory's ctl_live) once its slot is filled. Never fails: a
+ * failure is reported by early_links__fill (or early_links__ctl_wait for the control link),
+ * and the caller then attaches as before.
  */
-void early_links__start(struct early_links *e, const char *lib, bool multi);
+void early_links__start(struct early_links *e, const char *lib, bool multi, uint32_t *live);
 /*
- * Waits for the thread, then puts the programs into the slots: tp[] by enum early_tp, ctl the
- * interposer's program (ignored when no control link was asked for). 0 when every hook is
- * served from now on; -errno (what failed is logged at -v) after closing everything made.
+ * Waits for the tracepoints' links (not the control link's), then puts the programs into the
+ * slots: tp[] by enum early_tp, ctl the interposer's program (ignored when no control link was
+ * asked for). 0 when every tracepoint is served from now on and the control link is made or
+ * being made; -errno (what failed is logged at -v) after closing everything made.
  */
 int early_links__fill(struct early_links *e, const int tp[EARLY_TP_NR], int ctl);
-/* Did early_links__fill make the interposer's control link? */
+/* Is the interposer's control link made, or being made, here? */
 bool early_links__has_ctl(const struct early_links *e);
+/* Is it still being made? */
+bool early_links__ctl_pending(const struct early_links *e);
+/* Waits until it is made: 0, or -errno when it failed (then closed: attach it otherwise). */
+int early_links__ctl_wait(struct early_links *e);
+/* Sets *live (shm_abi.h: ctl_live) and wakes the interposers waiting on it; NULL: nothing. */
+void early_links__publish(uint32_t *live);
 /* Closes every link, program and array (detaches); idempotent, waits for the thread. */
 void early_links__close(struct early_links *e);
 

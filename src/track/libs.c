@@ -60,6 +60,8 @@ struct libs {
 	bool defer;   /* auto: glibc's and libstdc++'s sites wait for libs__attach_glibc */
 	bool glibc_on; /* libs__attach_glibc was called */
 	bool loading; /* inspecting what an exec maps (not a dlopen) */
+	int (*pl_gate)(void *ctx); /* libs__set_pl_gate; NULL once passed */
+	void *pl_ctx;
 	dev_t pre_dev;
 	ino_t pre_ino;
 	unsigned kinds; /* of the last inspection (libs__kinds) */
@@ -129,9 +131,19 @@ static int libs__attach_sites(struct libs *l, struct lib_entry *e, const struct 
 {
 	char fdpath[32];
 	const char *path = e->path;
-	uint64_t t0 = libs__now();
+	uint64_t t0;
 	int err;
 
+	for (int i = 0; i < n && l->pl_gate; i++) {
+		/* a dlopen site stops every process alike: it needs no mark */
+		if ((sites[i].spec & MT_SPEC_PL) && !(sites[i].spec & MT_SPEC_DLOPEN)) {
+			err = l->pl_gate(l->pl_ctx);
+			if (err)
+				return err;
+			l->pl_gate = NULL;
+		}
+	}
+	t0 = libs__now();
 	if (e->fd >= 0) {
 		snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", e->fd);
 		path = fdpath;
@@ -355,6 +367,12 @@ int libs__bind(struct libs *l, struct attach_set *set)
 		l->v[i].pending = NULL;
 	}
 	return err;
+}
+
+void libs__set_pl_gate(struct libs *l, int (*gate)(void *ctx), void *ctx)
+{
+	l->pl_gate = gate;
+	l->pl_ctx = ctx;
 }
 
 int libs__attach_glibc(struct libs *l)

@@ -24,6 +24,9 @@ void libs__preload(struct libs *l, dev_t dev, ino_t ino, bool defer);
  * every later one at once.
  * Returns the number of libraries attached, or -errno. */
 int libs__attach_glibc(struct libs *l);
+/* gate is called (until it returns 0) before the first uprobe sites that skip the processes
+ * the interposer serves (MT_SPEC_PL) are attached: their skipping needs its control link. */
+void libs__set_pl_gate(struct libs *l, int (*gate)(void *ctx), void *ctx);
 bool libs__glibc_attached(const struct libs *l);
 /* A library other than glibc's libc.so that defines malloc as glibc does (another interposer,
  * such as a counting LD_PRELOAD library): the interposer forwards to it (libs__kinds). */

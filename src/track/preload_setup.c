@@ -218,7 +218,7 @@ static bool preload_setup__secure(pid_t pid)
 
 /* Is our interposer in pid's LD_PRELOAD (the same file, seen from its root) and our shared
  * memory in its MEMTRACK_PRELOAD_SHM? */
-static bool preload_setup__env_reaches(const struct preload_setup *p, pid_t pid)
+bool preload_setup__env_reaches(const struct preload_setup *p, pid_t pid)
 {
 	static char env[256 << 10];
 	ssize_t n = preload_setup__read(pid, "environ", env, sizeof(env) - 1);

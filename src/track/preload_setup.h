@@ -64,6 +64,9 @@ void preload_setup__close(struct preload_setup *p);
  * secure (AT_SECURE), or its environment lost our LD_PRELOAD or shared memory. The
  * interposer's own registration stays authoritative (served.bpf.c): this only decides
  * whether the probes must be there before the process runs. */
+/* Is our interposer in pid's LD_PRELOAD (the same file, seen from its root) and our shared
+ * memory in its MEMTRACK_PRELOAD_SHM? */
+bool preload_setup__env_reaches(const struct preload_setup *p, pid_t pid);
 bool preload_setup__needs_probes(const struct preload_setup *p, pid_t pid, unsigned kinds);
 /* Remembers whether pid's new image (kinds: its libs__kinds) is served by uprobes
  * (preload_setup__fill); a later call for the same pid (its next exec) replaces it. */

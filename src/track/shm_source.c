@@ -379,6 +379,39 @@ int shm_source__proc_flags(const struct shm_source *s, int32_t pid)
 	return flags;
 }
 
+uint32_t *shm_source__ctl_live(struct shm_source *s)
+{
+	return s ? &s->hdr->ctl_live : NULL;
+}
+
+uint64_t shm_source__unserved(const struct shm_source *s)
+{
+	return s ? __atomic_load_n(&s->hdr->unserved, __ATOMIC_RELAXED) : 0;
+}
+
+uint32_t shm_source__each_served(const struct shm_source *s,
+				 void (*fn)(void *ctx, int32_t pid, uint64_t ts), void *ctx)
+{
+	const struct mt_shm_proc *procs;
+	uint32_t n, nr = 0;
+
+	if (!s)
+		return 0;
+	procs = (const void *)((const char *)s->hdr + s->hdr->procs_off);
+	n = __atomic_load_n(&s->hdr->nr_procs, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n && i < MT_SHM_MAX_PROCS; i++) {
+		int32_t pid = __atomic_load_n(&procs[i].pid, __ATOMIC_ACQUIRE);
+
+		/* pid is stored last: an entry still being written is not a served call yet */
+		if (pid > 0 && !(procs[i].flags & MT_SHM_PROC_OFF) &&
+		    (procs[i].flags & MT_SHM_PROC_LIBC)) {
+			fn(ctx, pid, procs[i].ts);
+			nr++;
+		}
+	}
+	return nr;
+}
+
 void shm_source__set_stacks(struct shm_source *s, uint32_t (*fn)(void *ctx, const struct mt_event *ev),
 			    void *ctx)
 {

@@ -51,5 +51,13 @@ void shm_source__close(struct shm_source *s);
 uint64_t shm_source__drops(const struct shm_source *s, uint64_t drops[MT_SHM_DROP_NR]);
 /* The processes the interposer saw: flags (MT_SHM_PROC_*) of pid, or -1 if it never loaded. */
 int shm_source__proc_flags(const struct shm_source *s, int32_t pid);
+/* The header's ctl_live word (shm_abi.h), for early_links__publish; NULL without s. */
+uint32_t *shm_source__ctl_live(struct shm_source *s);
+/* Processes that told their refusal in the header rather than by the control point. */
+uint64_t shm_source__unserved(const struct shm_source *s);
+/* Calls fn for each registration of a served image (pid, its CLOCK_MONOTONIC stamp) listed
+ * now; returns how many. */
+uint32_t shm_source__each_served(const struct shm_source *s,
+				 void (*fn)(void *ctx, int32_t pid, uint64_t ts), void *ctx);
 
 #endif

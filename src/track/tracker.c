@@ -122,12 +122,15 @@ int tracker__run(const struct tracker_opts *o)
 	tracker__mark(&t, "output files created");
 	/* the links wait for the kernel (early_links.h) while this thread loads the programs */
 	t.multi = attach__probe_uprobe_multi();
-	early_links__start(&t.early, t.pre.on ? t.pre.lib : NULL, t.multi);
+	early_links__start(&t.early, t.pre.on ? t.pre.lib : NULL, t.multi,
+			   t.pre.on ? shm_source__ctl_live(t.pre.shm) : NULL);
 	tracker__mark(&t, "early links started");
 	if (libs__new(&t.libs, NULL))
 		goto cleanup;
-	if (t.pre.on)
+	if (t.pre.on) {
 		libs__preload(t.libs, t.pre.dev, t.pre.ino, t.pre.autom);
+		libs__set_pl_gate(t.libs, tracker__pl_gate, &t);
+	}
 	if (root_prep__start(&t.root, t.libs, o->argv[0]))
 		goto cleanup;
 	tracker__mark(&t, "root inspection started");
@@ -156,9 +159,12 @@ int tracker__run(const struct tracker_opts *o)
 	if (tracker__attach_tracepoints(&t))
 		goto cleanup;
 	tracker__mark(&t, "tracepoints attached");
+	/* now unless made early; then the command does not wait for that link (early_links.h) */
 	if (tracker__attach_served(&t))
 		goto cleanup;
-	tracker__mark(&t, "interposer's control points attached");
+	tracker__mark(&t, early_links__ctl_pending(&t.early)
+			      ? "interposer's control points linking on"
+			      : "interposer's control points attached");
 	if (tracker__attach_root(&t))
 		goto cleanup;
 	tracker__mark(&t, "root's libraries attached");

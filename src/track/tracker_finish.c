@@ -144,6 +144,7 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 
 	t->m.t_run = now_ns(CLOCK_MONOTONIC) - t_run0;
 	t0 = now_ns(CLOCK_MONOTONIC);
+	tracker__ctl_ready(t); /* a tree over before the control link: its fd is handed off too */
 	tracker__set_stops(t, false);
 	if (tracker__untrack_running(t))
 		log__warn("cannot list the processes still running: out of memory");
@@ -172,6 +173,8 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 	tracker__mark(t, "artifact closed");
 
 	tracker__read_drops(t, t->m.drops);
+	/* refusals told before the control link was live (preload_ctl.c) */
+	t->m.drops[MT_DROP_UNSERVED] += shm_source__unserved(t->pre.shm);
 	t->drops_total = drops_total = records__drops_sum(t->m.drops);
 	bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.global), &zero, &g);
 	heap_acct__fill(t->acct, &t->m);

@@ -58,6 +58,10 @@ struct tracker {
 	bool early_ok;
 	/* the interposer's control points (served.bpf.c): one uprobe_multi link, or two perf */
 	int ctl_fd;
+	/* the control points trap (the shm's ctl_live set) and, in auto mode, the registrations
+	 * made before were scanned: glibc's uprobes may go in (tracker__ctl_ready) */
+	bool ctl_ready;
+	uint32_t ctl_marked; /* processes that scan marked served */
 	struct bpf_link *ctl_links[3]; /* one per MT_PRELOAD_CTL_* (bpf/proc.h) */
 	struct bpf_link *rmap_links[RMAP_FN_NR + 1]; /* fentry rmap backend */
 	struct rmap_choice rmap;
@@ -125,6 +129,12 @@ int tracker__attach_tracepoints(struct tracker *t);
 int tracker__attach_root(struct tracker *t);
 /* The interposer's registration probe (auto and preload modes); before the command runs. */
 int tracker__attach_served(struct tracker *t);
+/* Waits for the interposer's control link (made on its thread while the command runs) or
+ * attaches it, then marks served the processes whose served call it may have missed (auto).
+ * Before anything attaches glibc's uprobes; idempotent. 0 or -errno (logged). */
+int tracker__ctl_ready(struct tracker *t);
+/* tracker__ctl_ready for libs__set_pl_gate (ctx: the tracker) */
+int tracker__pl_gate(void *ctx);
 /* Adds the held command to the procs map: from then on the BPF side tracks it. */
 int tracker__register_root(struct tracker *t);
 int tracker__setup_loop(struct tracker *t);

@@ -81,6 +81,10 @@ static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 
 	if (err < 0 && err != -ENOENT && err != -ESRCH)
 		log__warn("process %d: cannot inspect its libraries: %s", ev->pid, strerror(-err));
+	/* an interposer that cannot reach our shared memory can tell its refusal only by the
+	 * control point: it waits for the link here (preload_ctl.c) */
+	if (t->pre.on && !t->ctl_ready && !preload_setup__env_reaches(&t->pre, ev->pid))
+		tracker__ctl_ready(t);
 	if (t->pre.autom)
 		tracker__judge(t, ev->pid, err);
 	bpf_map_update_elem(bpf_map__fd(t->skel->maps.known_exe), &ev->addr, &one, BPF_ANY);
@@ -273,7 +277,58 @@ int tracker__attach_served(struct tracker *t)
 		log__error("cannot attach to the interposer '%s': %s. Use --alloc-hooks uprobe or "
 			   "preload",
 			   t->pre.lib, strerror(-err));
+	else
+		early_links__publish(shm_source__ctl_live(t->pre.shm));
 	return err;
+}
+
+/* One registration of a served image made while the control link was not live: marked in
+ * the procs map unless its process exec'd since (mt_mark_served, served.bpf.c). */
+static void tracker__mark_served(void *ctx, int32_t pid, uint64_t ts)
+{
+	struct tracker *t = ctx;
+	__u64 args[2] = {(__u64)pid, ts};
+	LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = args, .ctx_size_in = sizeof(args));
+
+	if (bpf_prog_test_run_opts(bpf_program__fd(t->skel->progs.mt_mark_served), &o))
+		log__warn("process %d: cannot mark it served by the interposer: %s", pid,
+			  strerror(errno));
+	else
+		t->ctl_marked += o.retval;
+}
+
+int tracker__ctl_ready(struct tracker *t)
+{
+	uint32_t n;
+	int err;
+
+	if (!t->pre.on || t->ctl_ready)
+		return 0;
+	t->ctl_ready = true; /* once: a failure below is not retried */
+	if (t->early_ok && early_links__has_ctl(&t->early)) {
+		err = early_links__ctl_wait(&t->early);
+		log__debug(LOG_VERBOSE, "%7.2f ms the interposer's control link %s",
+			   ((double)t->early.ctl_end_ns - (double)t->t_start) / 1e6,
+			   err ? "failed" : "made");
+		if (err && (err = tracker__attach_served(t))) {
+			/* logged: the interposers waiting for it go on (no dlopen stop) */
+			early_links__publish(shm_source__ctl_live(t->pre.shm));
+			return err;
+		}
+	}
+	/* Live: a served call traps from now on. The registrations of those that may not have
+	 * trapped were written before ctl_live was set (preload_ctl.c): all listed now. Only the
+	 * uprobes with MT_SPEC_PL consult the mark, and they go in after this (libs' gate). */
+	n = shm_source__each_served(t->pre.shm, tracker__mark_served, t);
+	log__debug(LOG_VERBOSE, "%u served registrations scanned, %u processes marked served", n,
+		   t->ctl_marked);
+	return 0;
+}
+
+/* libs' gate (libs__set_pl_gate): before the first uprobe that skips served processes */
+int tracker__pl_gate(void *ctx)
+{
+	return tracker__ctl_ready(ctx);
 }
 
 int tracker__register_root(struct tracker *t)
@@ -420,6 +475,9 @@ int tracker__loop(struct tracker *t)
 		if (n < 0 && errno != EINTR)
 			return -errno;
 		consumer__drain(&t->cons);
+		/* the control link made (or failed) on its thread: scan, or attach it otherwise */
+		if (!t->ctl_ready && t->pre.on && !early_links__ctl_pending(&t->early))
+			tracker__ctl_ready(t);
 		if (t->cons.read_err)
 			tracker__ring_lost(t);
 		for (int i = 0; i < n; i++) {

@@ -16,7 +16,6 @@
 #include <stdint.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <cmocka.h>
 #include "../lib/mt_check.h"
@@ -153,7 +152,8 @@ static char *links_of(const char *file)
 }
 
 /* Nothing attached to any library in auto run a, links (links_of) dumped while it ran: its only
- * uprobe_multi link is the interposer's control points (want: that line), no library in the
+ * uprobe_multi link is the interposer's control points (want: that line; none yet when the
+ * dump ran before that link was made: the command does not wait for it), no library in the
  * manifest, the allocator programs never loaded. False when this kernel has no uprobe_multi
  * links (perf uprobes: their fdinfo names no file; the manifest still says it). */
 static bool only_control_points(struct mt_run *a, const char *links, char *want, size_t cap)
@@ -163,8 +163,8 @@ static bool only_control_points(struct mt_run *a, const char *links, char *want,
 	snprintf(want, cap, "%s 3\n", /* the control points: MT_PRELOAD_CTL_NR */
 		 json_string_value(mt_json(a, "mechanisms.preload_lib")));
 	if (multi)
-		MT_CHECK(a, !strcmp(links, want), "uprobe links in auto mode:\n%s\nnot only:\n%s",
-			 links, want);
+		MT_CHECK(a, !strcmp(links, want) || !*links,
+			 "uprobe links in auto mode:\n%s\nnot only:\n%s", links, want);
 	else
 		fprintf(stderr, "skip the link check: this kernel has no uprobe_multi links\n");
 	MT_CHECK(a, json_array_size(mt_json(a, "libraries")) == 0,
@@ -208,9 +208,13 @@ static void test_dynamic_tree_preload_only(void **state)
 	la = links_of(fa);
 	lp = links_of(fp);
 	mt_tmpdir_remove(dir);
-	/* the same control points in preload mode, and glibc's dlopen sites there */
+	/* the same control points in preload mode (unless not made yet), and glibc's dlopen
+	 * sites there */
 	if (only_control_points(a, la, want, sizeof(want)))
-		MT_CHECK(&p, strstr(lp, want) && strstr(lp, "libc.so"),
+		MT_CHECK(&p,
+			 (strstr(lp, want) ||
+			  !strstr(lp, json_string_value(mt_json(&p, "mechanisms.preload_lib")))) &&
+			     strstr(lp, "libc.so"),
 			 "uprobe links in preload mode:\n%s", lp);
 	MT_CHECK(a, !strcmp(json_string_value(mt_json(a, "mechanisms.alloc_hooks")), "auto"),
 		 "mechanisms.alloc_hooks is not auto");
@@ -236,26 +240,6 @@ static void test_dynamic_tree_preload_only(void **state)
 	mt_run_free(&u);
 }
 
-/* Copies the target alloc_each to dir/alloc_each, set-group-id to nogroup: run by root, its
- * exec is secure (AT_SECURE: egid != gid), and ld.so ignores LD_PRELOAD's paths. */
-static void make_setgid_copy(const char *dir, char *out, size_t cap)
-{
-	int in = open(mt_target("alloc_each"), O_RDONLY | O_CLOEXEC), fd;
-	struct stat st;
-
-	snprintf(out, cap, "%s/alloc_each", dir);
-	fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
-	assert_true(in >= 0 && fd >= 0 && !fstat(in, &st));
-	assert_true(sendfile(fd, in, NULL, (size_t)st.st_size) == st.st_size);
-	close(in);
-	assert_int_equal(fchown(fd, 0, 65534), 0);
-	assert_int_equal(fchmod(fd, 02755), 0);
-	close(fd);
-}
-
-/* Children the interposer cannot serve, among ones it serves (before and after the first of
- * them made memtrack attach glibc's probes): each counted once, by the mechanism the manifest
- * names. */
 static void test_children_each_once(void **state)
 {
 	struct mt_run *a = mt_new_run(state), u = {0};
@@ -266,7 +250,7 @@ static void test_children_each_once(void **state)
 	MT_REQUIRE_ROOT();
 	mt_need_file(mt_target("alloc_ownmalloc"));
 	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "auto"), 0);
-	make_setgid_copy(dir, sg, sizeof(sg));
+	assert_int_equal(mt_tmpdir_setgid_copy(dir, "alloc_each", sg, sizeof(sg)), 0);
 	snprintf(shell, sizeof(shell),
 		 "'%s' && env -i '%s' && '%s' && '%s' 20 && '%s' && '%s' && '%s' > /dev/null",
 		 mt_target("alloc_each"), mt_target("alloc_each"), mt_target("alloc_static"),

@@ -19,12 +19,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
 #include "../lib/mt_check.h"
+#include "preload/shm_abi.h"
 
 #define EXPECT_FD 200
 /* memtrack's start (BPF load and attach) on a loaded machine or in an emulated guest */
@@ -208,6 +210,46 @@ static void hold_end(struct hold *h)
 	}
 }
 
+/*
+ * Until memtrack's control link on the interposer is live (the shared memory's ctl_live): the
+ * command runs before it is made (src/track/early_links.h), and a dlopen announced before it
+ * waits in the interposer, not at memtrack's stop, so a memtrack stopped before the link
+ * would make the dlopen case test nothing. True at once without the interposer.
+ */
+static bool wait_ctl_live(pid_t pid, int timeout_ms)
+{
+	char path[64], env[16384], *shm = NULL;
+	const struct mt_shm_hdr *h;
+	uint64_t end = now_ms() + (uint64_t)timeout_ms;
+	bool live = false;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/environ", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	n = fd >= 0 ? read(fd, env, sizeof(env) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n > 0)
+		env[n] = 0;
+	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(env + i) + 1) {
+		if (!strncmp(env + i, MT_SHM_ENV "=", sizeof(MT_SHM_ENV)))
+			shm = env + i + sizeof(MT_SHM_ENV);
+	}
+	if (!shm)
+		return true;
+	fd = open(shm, O_RDONLY | O_CLOEXEC);
+	h = fd >= 0 ? mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+	if (fd >= 0)
+		close(fd);
+	if (h == MAP_FAILED)
+		return false;
+	while (!(live = __atomic_load_n(&h->ctl_live, __ATOMIC_ACQUIRE)) && now_ms() < end)
+		usleep(1000);
+	munmap((void *)h, 4096);
+	return live;
+}
+
 static void check_killed_at_stop(const char *mode)
 {
 	struct hold h;
@@ -230,6 +272,10 @@ static void check_killed_at_stop(const char *mode)
 	}
 	/* the pid line's own pid field is what we need, the size is 0: read it from the buffer */
 	sscanf(strstr(h.buf, "pid "), "pid %d", &h.root);
+	if (!wait_ctl_live(h.root, START_TIMEOUT_MS)) {
+		why = "memtrack's control link on the interposer never went live";
+		goto out;
+	}
 	kill(h.memtrack, SIGSTOP);
 	if (waitpid(h.memtrack, &status, WUNTRACED) != h.memtrack || !WIFSTOPPED(status)) {
 		why = "memtrack did not stop";

@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "mt_harness.h"
 #include "mt_tmpdir.h"
 
 int mt_tmpdir_make(char *dir, size_t cap, const char *name)
@@ -29,4 +34,23 @@ int mt_tmpdir_remove(const char *dir)
 	/* depth first, so a directory is empty when its turn comes; FTW_PHYS: links are removed,
 	 * never followed */
 	return nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+int mt_tmpdir_setgid_copy(const char *dir, const char *name, char *out, size_t cap)
+{
+	int in = open(mt_target(name), O_RDONLY | O_CLOEXEC), fd = -1, err = 0;
+	struct stat st;
+
+	snprintf(out, cap, "%s/%s", dir, name);
+	if (in >= 0)
+		fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+	if (in < 0 || fd < 0 || fstat(in, &st) ||
+	    sendfile(fd, in, NULL, (size_t)st.st_size) != st.st_size || fchown(fd, 0, 65534) ||
+	    fchmod(fd, 02755))
+		err = errno ? -errno : -EIO;
+	if (in >= 0)
+		close(in);
+	if (fd >= 0)
+		close(fd);
+	return err;
 }

@@ -99,6 +99,24 @@ static inline void mt_say_fact(const char *op, uint64_t value)
 		mt_spin_ns(MT_WINDOW_GAP_NS);
 }
 
+/* One window: malloc(base), calloc(3, base), both freed, each call reported (forker,
+ * late_work). */
+static inline void mt_alloc_round(size_t base)
+{
+	void *p, *q;
+
+	mt_say_fact("begin", 0);
+	p = malloc(base);
+	mt_say("malloc", MT_P(p), 0, base);
+	q = calloc(3, base);
+	mt_say("calloc", MT_P(q), 0, 3 * base);
+	mt_say("free", MT_P(p), 0, 0);
+	free(p);
+	mt_say("free", MT_P(q), 0, 0);
+	free(q);
+	mt_say_fact("end", 0);
+}
+
 /* The standard names every replacement allocator exports, with what each call should record.
  * Shared by the jemalloc, tcmalloc and static targets; their own APIs come between the two. */
 struct mt_std {

@@ -13,19 +13,8 @@
 
 static void child_work(size_t base)
 {
-	void *p, *q;
-
 	free(malloc(1)); /* a fresh process inherits the arena, but stay symmetric with others */
-	mt_say_fact("begin", 0);
-	p = malloc(base);
-	mt_say("malloc", MT_P(p), 0, base);
-	q = calloc(3, base);
-	mt_say("calloc", MT_P(q), 0, 3 * base);
-	mt_say("free", MT_P(p), 0, 0);
-	free(p);
-	mt_say("free", MT_P(q), 0, 0);
-	free(q);
-	mt_say_fact("end", 0);
+	mt_alloc_round(base);
 }
 
 static int many(int n)

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Root tests: the command runs before the interposer's control link is live (early_links.h;
+ * src/preload/preload_ctl.c). MEMTRACK_TEST_CTL_DELAY_MS holds the link back for 300 ms, so
+ * that what the tree does in its first milliseconds happens before it, deterministically:
+ * - a served process and its fork child (no call between the fork and their later work),
+ *   both started before the link, allocate after a secure-exec process in the tree made
+ *   memtrack attach glibc's uprobes: each call once (memtrack's scan of the registrations
+ *   marks them served; the child registers and calls again at the fork), and a process that
+ *   registered, then exec'd the secure one, is not marked (its calls by uprobes, once);
+ * - a dlopen announced in the first milliseconds still stops (the interposer waits for the
+ *   link): jemalloc's calls recorded once;
+ * - a refusal before the link is counted once (drops.unserved), from the shared memory's
+ *   header or, when it cannot be mapped, by the call (memtrack waits for the link at that
+ *   exec's stop).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include "../lib/mt_check.h"
+#include "../lib/mt_tmpdir.h"
+
+static const char *const auto_opts[] = {"--alloc-hooks", "auto", NULL};
+static const char *const preload_opts[] = {"--alloc-hooks", "preload", NULL};
+static const char *const late_env[] = {"MEMTRACK_TEST_CTL_DELAY_MS=300", NULL};
+
+static void check_complete(struct mt_run *r)
+{
+	MT_CHECK(r, mt_json(r, "drops.total") && mt_need_u64(r, "drops.total") == 0,
+		 "records were dropped");
+}
+
+static void test_served_before_link(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	char dir[128], sg[192], cmd[1024];
+	struct mt_run_opts o = {.track_opts = auto_opts, .shell = cmd, .env = late_env};
+	const char *links;
+
+	MT_REQUIRE_ROOT();
+	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "ctl"), 0);
+	assert_int_equal(mt_tmpdir_setgid_copy(dir, "alloc_each", sg, sizeof(sg)), 0);
+	/* late_work's second half comes 500 ms in, well after the link (300 ms) and the attach
+	 * that waits for it at the set-gid exec's stop; `sh -c "exec"` registers, then execs it */
+	snprintf(cmd, sizeof(cmd), "'%s' 500 & sh -c \"exec '%s'\"; wait", mt_target("late_work"),
+		 sg);
+	mt_track_ok(r, &o, NULL, 0);
+	mt_tmpdir_remove(dir);
+	links = json_string_value(mt_json(r, "mechanisms.hook_links"));
+	MT_CHECK(r, links && !strcmp(links, "while loading"), "hook_links %s",
+		 links ? links : "-");
+	MT_CHECK(r, json_array_size(mt_json(r, "libraries")) > 0,
+		 "glibc's uprobes were not attached: the test proves nothing");
+	check_complete(r);
+	mt_each_op_once(r);
+}
+
+/* jemalloc dlopen'ed in the first milliseconds: announced at its dlsym, after the interposer
+ * waited for the link; inspected and attached before the calls. */
+static void test_dlopen_before_link(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	struct mt_run_opts o = {.track_opts = auto_opts, .env = late_env};
+	const struct mt_expect *b;
+
+	MT_REQUIRE_ROOT();
+	mt_track_ok(r, &o, MT_TARGET_ARGV("alloc_dlopen"), 0);
+	b = mt_need_expect(r, "begin", 0, 0);
+	mt_window_ok(r, b->tid, 0);
+	mt_each_op_once(r);
+	check_complete(r);
+}
+
+/* One refusal, told before the link: drops.unserved exactly 1, the run incomplete. */
+static void check_unserved(const char *const *opts, const char *how)
+{
+	struct mt_run r = {0};
+	char cmd[512];
+	struct mt_run_opts o = {.track_opts = opts, .shell = cmd, .no_expect_fd = true,
+				.env = late_env};
+
+	snprintf(cmd, sizeof(cmd), "%s '%s' 64 12345", how, mt_target("alloc_fixed"));
+	assert_int_equal(mt_track(&r, &o, NULL), 0);
+	MT_CHECK(&r, r.status == 123, "%s: memtrack status %d, want 123 (events lost)", how,
+		 r.status);
+	MT_CHECK(&r, mt_need_u64(&r, "drops.unserved") == 1, "%s: drops.unserved %llu, want 1",
+		 how, (unsigned long long)mt_need_u64(&r, "drops.unserved"));
+	mt_run_free(&r);
+}
+
+static void test_unserved_before_link(void **state)
+{
+	(void)state;
+	MT_REQUIRE_ROOT();
+	/* mapped, cannot record: counted in the header */
+	check_unserved(preload_opts, "MEMTRACK_TEST_PRELOAD_UNSERVED=1");
+	check_unserved(auto_opts, "MEMTRACK_TEST_PRELOAD_UNSERVED=1");
+	/* cannot even map: the call, once memtrack waited for the link at the exec's stop */
+	check_unserved(preload_opts, "MEMTRACK_PRELOAD_SHM=/dev/shm/memtrack-none");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_teardown(test_served_before_link, mt_teardown),
+	    cmocka_unit_test_teardown(test_dlopen_before_link, mt_teardown),
+	    cmocka_unit_test_teardown(test_unserved_before_link, mt_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
