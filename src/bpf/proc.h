@@ -44,11 +44,14 @@ struct mt_proc {
 	 * counter's value (pages, not clamped at 0) as rss_count + the sum of the process's
 	 * per-CPU shadows; bit m of rss_synced: member m's shadows were set by a walk since the
 	 * mm was taken. rss_resync: 1 when a hit gave up on the lock (the next walks re-sync);
-	 * 64 bits: set with an exchange, outside the lock. */
+	 * 64 bits: set with an exchange, outside the lock. rss_inflight: rss_stat hits of this
+	 * process between their start and their end (atomic adds, outside the lock): the fast
+	 * read is taken only by a hit that is alone in flight. */
 	mt_s64 rss_count[MT_RSS_NR];
 	mt_s64 rss_sum[MT_RSS_NR];
 	mt_u64 rss_counters[MT_RSS_NR]; /* each counter's __percpu pointer, as the walk read it */
 	mt_u64 rss_resync;
+	mt_u64 rss_inflight;
 	mt_u32 rss_synced;
 	mt_u32 rss_pad;
 };

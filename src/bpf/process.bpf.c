@@ -86,6 +86,8 @@ static __always_inline void mt_rebase_finish(const struct mt_rebase_req *r)
 		mt_disown_mm(p->mm, tgid);
 		p->mm = 0;
 	}
+	if (r->one) /* rss_stat's hit ends (rss.bpf.c) */
+		__sync_fetch_and_add(&p->rss_inflight, -1);
 	if (r->locked)
 		mt_proc_unlock(p);
 	if (r->exit) {

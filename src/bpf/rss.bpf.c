@@ -25,6 +25,10 @@ int mt_on_rss_stat(struct bpf_raw_tracepoint_args *ctx)
 	p = bpf_map_lookup_elem(&procs, &tgid);
 	if (!p || p->mm != mm || member >= MT_RSS_NR)
 		return 0;
+	/* In flight from here to its end (mt_rebase_finish, or below when it writes nothing):
+	 * a hit that sees another one in flight does not take the fast read (rss.bpf.h). Before
+	 * the lock: a hit waiting for it is counted by the holder. */
+	__sync_fetch_and_add(&p->rss_inflight, 1);
 	/* Read and written under p->lock (rss.bpf.h): reads are then in time order, each
 	 * record's change is the counter's move between two reads, and the records reach the
 	 * ring in that order. Not locked (the holder stalled) or no consistent read: nothing is
@@ -33,12 +37,11 @@ int mt_on_rss_stat(struct bpf_raw_tracepoint_args *ctx)
 	if (!mt_proc_trylock(p) && !mt_proc_lock(tgid)) {
 		/* this change is taken by the next walk: every hit walks until then */
 		__sync_lock_test_and_set(&p->rss_resync, 1);
+		__sync_fetch_and_add(&p->rss_inflight, -1);
 		return 0;
 	}
-	if (p->mm != mm) {
-		mt_proc_unlock(p);
-		return 0;
-	}
+	if (p->mm != mm)
+		goto out;
 	/* Before 6.2 the tracepoint also passes the atomic's value after the change, but two
 	 * CPUs' values may take the lock in the other order (a bogus -1 then +1): the atomic is
 	 * read instead, under the lock, by mt_rebase (process.bpf.c), which also unlocks: the
@@ -55,6 +58,8 @@ int mt_on_rss_stat(struct bpf_raw_tracepoint_args *ctx)
 		r->member = member;
 		bpf_tail_call(ctx, &rebase_prog, 0);
 	}
+out:
+	__sync_fetch_and_add(&p->rss_inflight, -1);
 	mt_proc_unlock(p);
 	return 0;
 }
@@ -193,8 +198,18 @@ __noinline int mt_rss_read_once(struct mt_proc *p, __u64 mm, __u32 member, __s64
 			goto out;
 		p->rss_synced &= ~bit;
 		/* the walk sets the shadows; without an entry (out of memory) no fast read */
-		if (!bpf_map_lookup_elem(&rss_shadow, &tgid))
+		if (!bpf_map_lookup_elem(&rss_shadow, &tgid)) {
 			bpf_map_update_elem(&rss_shadow, &tgid, &none, BPF_NOEXIST);
+			/* Exit deletes the entry after letting go of the mm (mt_rebase_finish),
+			 * under the lock, or without it when its wait ran out: then it may have
+			 * done so before this entry was made, which would be no one's. An atomic
+			 * read, a full barrier after the entry's making: the mm still ours here
+			 * means the exit's deletion is still to come. */
+			if (__sync_fetch_and_add(&p->mm, 0) != mm) {
+				bpf_map_delete_elem(&rss_shadow, &tgid);
+				return 1;
+			}
+		}
 		r.tgid = tgid;
 	} else {
 		/* another program may hold the lock and use the state: the walk leaves the

@@ -152,9 +152,18 @@ int mt_rss_read_pcpu(__u64 mm, struct mt_pcpu_read *r);
  * last seen (the shadows) and their sum (rss_sum): rss_sum == rss_count + sum of shadows,
  * always, as every value in it was read. While the count has not moved, the counter moved by
  * this CPU's pending minus its shadow: this CPU's changes since its last hit (one change, or
- * more when a hit gave up). Other CPUs' changes are taken at their own hits, which are on
- * their way to this lock: each change takes effect at its tracepoint, one consistent order
- * of the changes, so every value written is the counter's value in that order.
+ * more when a hit gave up). Other CPUs' changes are taken at their own hits.
+ * That is the counter's real value only when no other CPU's change is pending: a change
+ * made elsewhere, whose hit is on its way to this lock, is in the counter but not in this
+ * sum. Taking the hits' order for the changes' order then writes values the counter never
+ * held (a fault here, a zap there: x+1 in truth, x-1 written, and a peak missed; with two
+ * threads faulting and zapping, thousands of such values per 100k hits). So a hit takes the
+ * fast read only when it is alone in flight (p->rss_inflight, counted from the program's
+ * start, before the lock); otherwise it walks, which reads every CPU's batch: the value at
+ * one instant. What remains: a change whose hit has not yet counted itself in flight (the
+ * few instructions from percpu_counter_add() to the program's first): at most one change
+ * per other CPU, each smaller than twice the batch, missing from a value written then, and
+ * taken at its own hit.
  * The walk is needed when that order cannot be known from two words:
  *  - the count moved: some CPU folded its batch into it (percpu_counter_add_batch: under the
  *    counter's lock, count += batch + amount, then that CPU's pending to 0), every ~32 pages
@@ -166,7 +175,8 @@ int mt_rss_read_pcpu(__u64 mm, struct mt_pcpu_read *r);
  *    Without this check, one thread faulting pages in and one zapping them, one page per
  *    change, gave -31/+31 record pairs (test_track_rss_folds);
  *  - the shadows are not set (fork, exec, a walk that raced with folds MT_RSS_READ_TRIES
- *    times, a hit that gave up on the lock: rss_resync).
+ *    times, a hit that gave up on the lock: rss_resync);
+ *  - another hit of the process is in flight (above).
  * The walk sets every shadow from the values it read, with the count it read them with.
  * Returns 0 with *pages set, or 1: walk.
  */
@@ -179,15 +189,18 @@ static __always_inline int mt_rss_read_fast(struct mt_proc *p, __u32 tgid, struc
 	__u32 zero = 0;
 	__s32 pend = 0;
 
-	if (member >= MT_RSS_NR || !(p->rss_synced & (1u << member)))
+	if (member >= MT_RSS_NR || !(p->rss_synced & (1u << member)) ||
+	    *(volatile __u64 *)&p->rss_inflight != 1)
 		return 1;
 	pc = (void *)mt_rss_counter((__u64)mm, member);
 	if (!pc || BPF_CORE_READ(pc, count) != p->rss_count[member])
 		return 1;
 	s = bpf_map_lookup_elem(&rss_shadow, &tgid);
 	here = bpf_map_lookup_elem(&pcpu_probe, &zero);
-	counters = p->rss_counters[member]; /* the walk's: fixed for the mm's life */
-	if (!s || !here || !counters)
+	/* the walk's, fixed for the mm's life: the one this mm has, or the state is another
+	 * mm's (an exec that could not take the lock switched p->mm under a holder's feet) */
+	counters = p->rss_counters[member];
+	if (!s || !here || !counters || (__u64)BPF_CORE_READ(pc, counters) != counters)
 		return 1;
 	/* this CPU's copy of pcpu_probe caches the map's __percpu pointer (see pcpu_probe) */
 	if (!*here) {

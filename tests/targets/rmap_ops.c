@@ -27,7 +27,8 @@
  *	threads   two threads touch 16 MiB each at once ("thread" per thread, inside
  *	          "threads_begin"/"threads_end"); neither exits before both reported, so
  *	          nothing is unmapped (glibc's exit-time stack madvise) before the last "thread"
- *	folds     three threads, pinned round-robin to the CPUs, fault in and MADV_DONTNEED
+ *	folds     three threads, pinned round-robin to the CPUs it may run on (its affinity:
+ *	          a test run under taskset gets those CPUs), fault in and MADV_DONTNEED
  *	          random runs of pages of their own 8 MiB at once (runs of 1-64 and 1-256
  *	          pages: the rss counter's per-CPU batches fold in both directions, racing),
  *	          in 24 phases; after each, with every thread parked, the exact anon figure
@@ -36,7 +37,9 @@
  *	          2048 fresh pages in, the other zaps (MADV_DONTNEED) the 2048 the first faulted
  *	          in the round before, one madvise each; 32 rounds between "pairs_begin" and
  *	          "pairs_end", each followed by "anon" as in `folds`. Every batch folds at
- *	          exactly +32 and -32 pages: folds that cancel in the shared count
+ *	          exactly +32 and -32 pages: folds that cancel in the shared count.
+ *	          "pair_cpus" (before "pairs_end", SIZE): how many CPUs the two threads
+ *	          were seen on: 1 when the affinity left one CPU, and nothing raced
  *
  * Pages are touched one write (or read) per 4 KiB page, so the tests know how many pages each
  * step faults in (THP is disabled for the process: see main). No stdio on the way: nothing here
@@ -472,6 +475,30 @@ static long long smaps_anon(void)
 	return p ? strtoll(p + 11, NULL, 10) * 1024 : -1;
 }
 
+/* The CPUs this process may run on (its affinity), at most max of them; at least one. */
+static int allowed_cpus(int *cpus, int max)
+{
+	cpu_set_t set;
+	int n = 0;
+
+	if (!sched_getaffinity(0, sizeof(set), &set))
+		for (int c = 0; c < CPU_SETSIZE && n < max; c++)
+			if (CPU_ISSET(c, &set))
+				cpus[n++] = c;
+	if (!n)
+		cpus[n++] = 0;
+	return n;
+}
+
+static void pin_to(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set); /* best effort */
+}
+
 static unsigned fold_rand(unsigned *s)
 {
 	*s = *s * 1103515245u + 12345u;
@@ -481,11 +508,8 @@ static unsigned fold_rand(unsigned *s)
 static void *folder_main(void *arg)
 {
 	struct folder *f = arg;
-	cpu_set_t set;
 
-	CPU_ZERO(&set);
-	CPU_SET(f->cpu, &set);
-	pthread_setaffinity_np(pthread_self(), sizeof(set), &set); /* best effort */
+	pin_to(f->cpu);
 	for (int ph = 0; ph < FOLD_PHASES; ph++) {
 		pthread_barrier_wait(f->run);
 		for (int i = 0; i < FOLD_OPS; i++) {
@@ -515,16 +539,14 @@ static int do_folds(void)
 	struct folder f[FOLD_THREADS];
 	pthread_t th[FOLD_THREADS];
 	pthread_barrier_t run, parked;
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	int cpus[FOLD_THREADS], ncpu = allowed_cpus(cpus, FOLD_THREADS);
 
-	if (ncpu < 1)
-		ncpu = 1;
 	if (pthread_barrier_init(&run, NULL, FOLD_THREADS + 1) ||
 	    pthread_barrier_init(&parked, NULL, FOLD_THREADS + 1) || smaps_anon() < 0)
 		return 1;
 	for (int i = 0; i < FOLD_THREADS; i++) {
 		f[i] = (struct folder){.m = map_anon(FOLD_PAGES * pg), .seed = 7919u * (i + 1),
-				       .cpu = (int)(i % ncpu), .run = &run, .parked = &parked};
+				       .cpu = cpus[i % ncpu], .run = &run, .parked = &parked};
 		if (!f[i].m || pthread_create(&th[i], NULL, folder_main, &f[i]))
 			return 1;
 	}
@@ -543,19 +565,19 @@ static int do_folds(void)
 struct pairer {
 	char *m[2]; /* the two regions, FOLD_PAGES each, used in turn */
 	int zapper; /* 0: faults region[k % 2] in round k; 1: zaps region[(k + 1) % 2] */
+	int cpu;
+	uint64_t seen; /* bit c: the thread ran on CPU c (c < 64) during a round */
 	pthread_barrier_t *run, *parked;
 };
 
 static void *pairer_main(void *arg)
 {
 	struct pairer *t = arg;
-	cpu_set_t set;
 
-	CPU_ZERO(&set);
-	CPU_SET(t->zapper % (int)sysconf(_SC_NPROCESSORS_ONLN), &set);
-	pthread_setaffinity_np(pthread_self(), sizeof(set), &set); /* best effort */
+	pin_to(t->cpu);
 	for (int k = 0; k < PAIR_ROUNDS; k++) {
 		char *m = t->m[(k + t->zapper) % 2];
+		int c;
 
 		pthread_barrier_wait(t->run);
 		for (size_t i = 0; i < FOLD_PAGES; i++) {
@@ -563,6 +585,8 @@ static void *pairer_main(void *arg)
 				madvise(m + i * pg, pg, MADV_DONTNEED);
 			else
 				m[i * pg] = 1;
+			if (i % 256 == 0 && (c = sched_getcpu()) >= 0 && c < 64)
+				t->seen |= 1ull << c;
 		}
 		pthread_barrier_wait(t->parked);
 	}
@@ -580,8 +604,11 @@ static int do_pagepairs(void)
 	if (!m0 || !m1 || pthread_barrier_init(&run, NULL, 3) ||
 	    pthread_barrier_init(&parked, NULL, 3) || smaps_anon() < 0)
 		return 1;
+	int cpus[2], ncpu = allowed_cpus(cpus, 2);
+
 	for (int i = 0; i < 2; i++) {
-		t[i] = (struct pairer){.m = {m0, m1}, .zapper = i, .run = &run, .parked = &parked};
+		t[i] = (struct pairer){.m = {m0, m1}, .zapper = i, .cpu = cpus[i % ncpu],
+				       .run = &run, .parked = &parked};
 		if (pthread_create(&th[i], NULL, pairer_main, &t[i]))
 			return 1;
 	}
@@ -591,6 +618,8 @@ static int do_pagepairs(void)
 		pthread_barrier_wait(&parked);
 		mt_say("anon", 0, 0, (uint64_t)smaps_anon());
 	}
+	/* parked: their `seen` is final */
+	mt_say_fact("pair_cpus", (uint64_t)__builtin_popcountll(t[0].seen | t[1].seen));
 	mt_say_fact("pairs_end", 0);
 	for (int i = 0; i < 2; i++)
 		pthread_join(th[i], NULL);
