@@ -11,9 +11,7 @@
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_tracing.h>
 #include "bpf/events.h"
-#include "bpf/proc.h" /* struct mt_proc, shared with user space */
-
-#define MT_MAX_PROCS 16384
+#include "bpf/proc.h" /* struct mt_proc, MT_MAX_PROCS: shared with user space */
 
 /* Per-thread allocator call state: nesting depth and the outermost call's arguments. Kept in
  * task-local storage (the threads map): it belongs to the task_struct, not to a tid. */

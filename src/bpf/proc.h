@@ -9,6 +9,10 @@
 
 #include "bpf/events.h"
 
+/* Entries of the per-process maps (procs, mm_owner, rss_shadow); user space creates them
+ * ahead of the load with this size (src/track/map_prep.c). */
+#define MT_MAX_PROCS 16384
+
 /* One tracked thread group, the procs map's value (key: tgid). Written by process.bpf.c
  * (fork/exec/exit), rss.bpf.c and served.bpf.c; user space registers the root with
  * everything zero but no_stop. */

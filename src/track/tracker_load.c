@@ -240,6 +240,9 @@ static int tracker__fill_tail(struct memtrack_bpf *s)
  * for the consumer later, on the main thread (tracker__setup_loop): mapped on this thread it
  * cost more CPU than it saved wall time (the main thread's page faults spin on mmap_lock
  * while ~2,000 pages are inserted, each an rss_stat hit).
+ * Then, on the same thread, the big hash maps (map_prep.h): the main thread reaches the load
+ * ~10 ms after the start, this thread is done with the ring after ~3, so one thread has room
+ * for both and costs one thread creation.
  */
 
 static void *ring_prep__run(void *arg)
@@ -249,6 +252,7 @@ static void *ring_prep__run(void *arg)
 	r->fd = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "events", 0, 0, r->bytes, NULL);
 	if (r->fd < 0)
 		r->fd = -errno;
+	map_prep__create(&r->maps); /* a map not created is libbpf's to create, as before */
 	return NULL;
 }
 
@@ -259,6 +263,7 @@ void tracker__ring_start(struct tracker *t)
 
 	r->bytes = t->o->ring_bytes;
 	r->fd = -EAGAIN;
+	map_prep__init(&r->maps, map_prep_memtrack, map_prep_memtrack_nr);
 	sigfillset(&all); /* memtrack's signals are for its signalfd, later */
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	r->started = !pthread_create(&r->thread, NULL, ring_prep__run, r);
@@ -274,7 +279,7 @@ static int ring_prep__join(struct ring_prep *r)
 	return r->fd;
 }
 
-/* Closes its descriptor (the object holds the map). Idempotent. */
+/* Closes its descriptors (the object holds the maps it took). Idempotent. */
 void tracker__ring_close(struct tracker *t)
 {
 	struct ring_prep *r = &t->ring;
@@ -282,6 +287,7 @@ void tracker__ring_close(struct tracker *t)
 	if (ring_prep__join(r) >= 0)
 		close(r->fd);
 	r->fd = -EBADF;
+	map_prep__close(&r->maps);
 }
 
 /*
@@ -315,6 +321,7 @@ static int tracker__open_load(struct tracker *t, struct ring_prep *ring)
 	 * In auto mode tracker__alloc_ensure loads them if a process ever does. */
 	bool eager = !t->pre.on || t->o->alloc_hooks == ALLOC_HOOKS_PRELOAD;
 	struct memtrack_bpf *s;
+	char what[64];
 	int err;
 
 	s = t->skel = memtrack_bpf__open_opts(&oo);
@@ -348,6 +355,12 @@ static int tracker__open_load(struct tracker *t, struct ring_prep *ring)
 	tracker__marker_autoload(s, t->multi, false);
 	err = ring_prep__join(ring) >= 0 ? bpf_map__reuse_fd(s->maps.events, ring->fd) : 0;
 	tracker__mark(t, "load: ring joined");
+	/* after every resize above: a map whose definition differs is libbpf's to create. A
+	 * retry (BTF, rmap backend) takes them again: no program ran on them (nothing tracked) */
+	map_prep__give(&ring->maps, s->obj);
+	snprintf(what, sizeof(what), "load: maps joined (%d of %d created early)",
+		 __builtin_popcount(ring->maps.given), ring->maps.n);
+	tracker__mark(t, what);
 	if (!err)
 		err = memtrack_bpf__load(s);
 	tracker__mark(t, "load: object loaded");

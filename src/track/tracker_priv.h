@@ -22,6 +22,7 @@
 #include "track/consumer.h"
 #include "track/early_links.h"
 #include "track/libs.h"
+#include "track/map_prep.h"
 #include "track/preload_setup.h"
 #include "track/rmap_backend.h"
 #include "track/root_prep.h"
@@ -32,12 +33,14 @@
 #include "track/tracker.h"
 #include "track/watchdog.h"
 
-/* The ring buffer map, created on a thread from the run's start (tracker_load.c) */
+/* The ring buffer map, then the big hash maps (map_prep.h), created on a thread from the run's
+ * start (tracker_load.c) */
 struct ring_prep {
 	pthread_t thread;
 	uint64_t bytes;
 	int fd; /* or -errno */
 	bool started;
+	struct map_prep maps;
 };
 
 struct tracker {
@@ -108,7 +111,8 @@ static inline void tracker__mark(const struct tracker *t, const char *what)
 			   what);
 }
 
-/* Starts creating the ring buffer map on a thread (ring_bytes); the load takes it. */
+/* Starts creating the ring buffer map (ring_bytes) and the big hash maps on a thread; the load
+ * takes them. */
 void tracker__ring_start(struct tracker *t);
 /* Ends its thread and closes what the load did not take; idempotent. */
 void tracker__ring_close(struct tracker *t);
