@@ -171,6 +171,37 @@ static void rmap_explain_unbalanced(const struct mt_run *r, int32_t pid, uint32_
 		v[n++].idx = i;
 	}
 	qsort(v, n, sizeof(*v), rmap_rec_cmp);
+	/* the records without an address one by one (seeds, re-bases, the exit's close-out),
+	 * and the last Rss before upto with the running sum there */
+	{
+		int64_t sum = 0, last_rss = -1, sum_at_rss = 0;
+		size_t last_rss_i = 0, shown0 = 0;
+		int64_t page = sysconf(_SC_PAGESIZE);
+
+		for (size_t i = 0; i <= upto && i < r->nr_ev; i++) {
+			const struct mt_event *ev = &r->ev[i];
+
+			if (ev->pid != pid || ev->aux != member)
+				continue;
+			if (ev->type == MT_EV_RSS && i < upto) {
+				last_rss = (int64_t)ev->size / page;
+				sum_at_rss = sum;
+				last_rss_i = i;
+			}
+			if (ev->type != MT_EV_RMAP)
+				continue;
+			sum += mt_rmap_delta(ev);
+			if (!ev->addr && shown0++ < 16)
+				fprintf(stderr,
+					"  event %zu tid %d: %+" PRId64
+					" without an address (sum %" PRId64 ")\n",
+					i, ev->tid, mt_rmap_delta(ev), sum);
+		}
+		fprintf(stderr,
+			"  last Rss before: event %zu, %" PRId64
+			" pages; running sum there %" PRId64 "\n",
+			last_rss_i, last_rss, sum_at_rss);
+	}
 	fprintf(stderr, "  pid %d member %u: records without an address sum to %" PRId64 "\n", pid,
 		member, zero);
 	for (size_t a = 0, b; a < n; a = b) {
