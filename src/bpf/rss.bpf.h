@@ -350,9 +350,9 @@ static __always_inline void mt_rmap_emit(__u32 tgid, __u32 tid, __u32 member, __
  * time it was reached), so every local maximum of every member is in the artifact.
  */
 static __always_inline void mt_rss_set(struct mt_proc *p, __u32 tgid, __u32 tid, __u32 member,
-				       __s64 val, bool force)
+				       __s64 val, bool force, bool closing)
 {
-	__s64 old, total, diff;
+	__s64 old, total, diff, pages;
 
 	if (member >= MT_RSS_NR)
 		return;
@@ -360,9 +360,23 @@ static __always_inline void mt_rss_set(struct mt_proc *p, __u32 tgid, __u32 tid,
 	/* Tracepoint backend: every counter change is an Rmap record. Fentry backend: only the
 	 * forced re-bases (fork seed, exec seed, exit), which carry the pages the rmap functions
 	 * cannot show: inherited at fork, mapped by exec before the mm was ours, torn down after
-	 * the exit tracepoint (6.16+). */
-	if (val != old && (mt_rmap == MT_RMAP_TRACEPOINT || (mt_rmap == MT_RMAP_FENTRY && force)))
+	 * the exit tracepoint (6.16+). The exit's close-out is the records' own sum, not the
+	 * counter's last value: another thread's teardown may be under way at the Exit (the
+	 * last thread to leave is not always the one that frees the mm), its records written
+	 * page by page while the kernel moves the counter once per page table; the counter's
+	 * -old left up to a page table's pages (seen: -1 file page, -156 anon) at the Exit. */
+	if (mt_rmap == MT_RMAP_FENTRY && force) {
+		if (closing)
+			pages = -__sync_lock_test_and_set(&p->rmap_sum[member], 0);
+		else
+			pages = (val - old) >> mt_page_shift;
+		if (!closing && pages)
+			__sync_fetch_and_add(&p->rmap_sum[member], pages);
+		if (pages)
+			mt_rmap_emit(tgid, tid, member, (__s64)((__u64)pages << mt_page_shift), force);
+	} else if (val != old && mt_rmap == MT_RMAP_TRACEPOINT) {
 		mt_rmap_emit(tgid, tid, member, val - old, force);
+	}
 	if (member != MT_RSS_SWAP) {
 		mt_tree_add(val - old);
 		total = p->rss[MT_RSS_FILE] + p->rss[MT_RSS_ANON] + p->rss[MT_RSS_SHMEM];
