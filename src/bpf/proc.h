@@ -58,6 +58,11 @@ struct mt_proc {
 	mt_u64 rss_inflight;
 	mt_u32 rss_synced;
 	mt_u32 rss_pad;
+	/* Fentry rmap backend: per member, the sum (pages) of the Rmap records written for this
+	 * process so far (atomic adds: the rmap functions run outside the lock). The exit's
+	 * close-out takes it back to 0: the records of a teardown lead the counter, which the
+	 * kernel moves once per page table (see mt_rss_set). */
+	mt_s64 rmap_sum[MT_RSS_NR];
 };
 
 /*

@@ -23,6 +23,8 @@
 #include "bpf/maps.bpf.h"
 #include "bpf/rss.bpf.h" /* mt_ptr_value */
 
+#define MT_PF_EXITING 0x00000004 /* task_struct.flags: in do_exit() (include/linux/sched.h) */
+
 /* Linux < 6.3 kept a large folio's order in a byte of its own. */
 struct folio___order_byte {
 	unsigned char _folio_order;
@@ -96,10 +98,11 @@ static __always_inline void mt_rmap_fentry(struct folio *folio, struct page *pag
 {
 	__u64 mm = (__u64)BPF_CORE_READ(vma, vm_mm), id = bpf_get_current_pid_tgid();
 	__u32 *owner = bpf_map_lookup_elem(&mm_owner, &mm);
+	struct task_struct *cur;
 	struct mt_event *e;
 	struct mt_proc *p;
 	bool locked = false;
-	__u32 tgid;
+	__u32 tgid, m;
 
 	if (!owner)
 		return;
@@ -110,9 +113,12 @@ static __always_inline void mt_rmap_fentry(struct folio *folio, struct page *pag
 	/* Another task acting on this mm (kswapd reclaiming, process_madvise) races with the
 	 * owner's exit: its check above may pass just before the Exit is written, its record
 	 * land after it. The Exit is written, and the mm let go, under the process's lock: take
-	 * it and check again, so a record is before the Exit or not at all. The owner's own
-	 * threads need not: their records all precede the exit of the last of them. */
-	if (id >> 32 != tgid) {
+	 * it and check again, so a record is before the Exit or not at all. So does an exiting
+	 * thread of the owner: the Exit is written by the last thread to leave, which is not
+	 * always the one that tears the mm down (a thread that left earlier may still be in
+	 * exit_mmap). The owner's running threads need not: their records all precede it. */
+	cur = (struct task_struct *)bpf_get_current_task();
+	if (id >> 32 != tgid || (BPF_CORE_READ(cur, flags) & MT_PF_EXITING)) {
 		locked = mt_proc_lock(tgid);
 		if (locked && p->mm != mm) {
 			mt_proc_unlock(p);
@@ -123,11 +129,14 @@ static __always_inline void mt_rmap_fentry(struct folio *folio, struct page *pag
 	if (e) {
 		/* the anon-add functions change MM_ANONPAGES; a new anon folio (or a swap-cache
 		 * page mapped the first time) only becomes anon inside them, after fentry */
-		e->aux = anon ? MT_RSS_ANON : mt_folio_member(folio);
+		m = anon ? MT_RSS_ANON : mt_folio_member(folio);
+		e->aux = m;
 		e->addr =
 		    addr ? addr & ~((1ull << mt_page_shift) - 1) : mt_page_addr(folio, page, vma);
 		e->size = (__u64)nr;
 		mt_submit(e, false);
+		if (m < MT_RSS_NR) /* the exit's close-out (mt_rss_set) */
+			__sync_fetch_and_add(&p->rmap_sum[m], nr);
 	}
 	if (locked)
 		mt_proc_unlock(p);
@@ -310,9 +319,12 @@ int BPF_PROG(mt_fentry_exec_cached, struct task_struct *task)
 {
 	__u32 tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
 
+	struct mt_proc *p;
+
 	if (!bpf_core_field_exists(struct task_struct___rss_cache, rss_stat))
 		return 0;
-	if (!bpf_map_lookup_elem(&procs, &tgid))
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	if (!p)
 		return 0;
 	for (__u32 m = 0; m < MT_RSS_NR; m++) {
 		int n = mt_task_rss_cached(task, m);
@@ -326,6 +338,7 @@ int BPF_PROG(mt_fentry_exec_cached, struct task_struct *task)
 		e->aux = m;
 		e->size = (__u64)(__s64)n;
 		mt_submit(e, false);
+		__sync_fetch_and_add(&p->rmap_sum[m], n);
 	}
 	return 0;
 }

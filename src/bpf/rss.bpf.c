@@ -246,7 +246,7 @@ __noinline int mt_rss_rebase(__u32 tgid, __u32 tid, __u32 member, __u64 mm, __u3
 	/* mm 0 (exit) too: val unknown here on every path, one walk of mt_rss_set for the
 	 * verifier (with val a known 0 on the exit's path it walked it twice) */
 	if (!mt_rss_read_once(p, mm, m, &val, force))
-		mt_rss_set(p, tgid, tid, m, val, force != 0);
+		mt_rss_set(p, tgid, tid, m, val, force != 0, !mm);
 	return 0;
 }
 

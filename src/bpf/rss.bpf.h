@@ -160,10 +160,11 @@ int mt_rss_read_pcpu(__u64 mm, struct mt_pcpu_read *r);
  * threads faulting and zapping, thousands of such values per 100k hits). So a hit takes the
  * fast read only when it is alone in flight (p->rss_inflight, counted from the program's
  * start, before the lock); otherwise it walks, which reads every CPU's batch: the value at
- * one instant. What remains: a change whose hit has not yet counted itself in flight (the
- * few instructions from percpu_counter_add() to the program's first): at most one change
- * per other CPU, each smaller than twice the batch, missing from a value written then, and
- * taken at its own hit.
+ * one instant. What remains: changes whose hit has not yet counted itself in flight (from
+ * percpu_counter_add() to the program's first instructions; longer if the task is preempted
+ * in between, or on a weakly ordered CPU until the count's add is visible): per other CPU,
+ * its pending batch minus its shadow (under twice the batch: a larger move folds, and the
+ * count moved), missing from a value written then, and taken at a later hit there.
  * The walk is needed when that order cannot be known from two words:
  *  - the count moved: some CPU folded its batch into it (percpu_counter_add_batch: under the
  *    counter's lock, count += batch + amount, then that CPU's pending to 0), every ~32 pages
@@ -189,8 +190,13 @@ static __always_inline int mt_rss_read_fast(struct mt_proc *p, __u32 tgid, struc
 	__u32 zero = 0;
 	__s32 pend = 0;
 
-	if (member >= MT_RSS_NR || !(p->rss_synced & (1u << member)) ||
-	    *(volatile __u64 *)&p->rss_inflight != 1)
+	if (member >= MT_RSS_NR || !(p->rss_synced & (1u << member)))
+		return 1;
+	/* Alone in flight, and no hit gave up on the lock since rss_resync was read: one that
+	 * counted itself, set rss_resync and uncounted itself between that read and this one
+	 * left a change this sum would miss. It sets rss_resync before it uncounts itself, so
+	 * the count read with a full barrier (a fetching atomic) and rss_resync after it. */
+	if (__sync_fetch_and_add(&p->rss_inflight, 0) != 1 || *(volatile __u64 *)&p->rss_resync)
 		return 1;
 	pc = (void *)mt_rss_counter((__u64)mm, member);
 	if (!pc || BPF_CORE_READ(pc, count) != p->rss_count[member])
@@ -344,9 +350,9 @@ static __always_inline void mt_rmap_emit(__u32 tgid, __u32 tid, __u32 member, __
  * time it was reached), so every local maximum of every member is in the artifact.
  */
 static __always_inline void mt_rss_set(struct mt_proc *p, __u32 tgid, __u32 tid, __u32 member,
-				       __s64 val, bool force)
+				       __s64 val, bool force, bool closing)
 {
-	__s64 old, total, diff;
+	__s64 old, total, diff, pages;
 
 	if (member >= MT_RSS_NR)
 		return;
@@ -354,9 +360,23 @@ static __always_inline void mt_rss_set(struct mt_proc *p, __u32 tgid, __u32 tid,
 	/* Tracepoint backend: every counter change is an Rmap record. Fentry backend: only the
 	 * forced re-bases (fork seed, exec seed, exit), which carry the pages the rmap functions
 	 * cannot show: inherited at fork, mapped by exec before the mm was ours, torn down after
-	 * the exit tracepoint (6.16+). */
-	if (val != old && (mt_rmap == MT_RMAP_TRACEPOINT || (mt_rmap == MT_RMAP_FENTRY && force)))
+	 * the exit tracepoint (6.16+). The exit's close-out is the records' own sum, not the
+	 * counter's last value: another thread's teardown may be under way at the Exit (the
+	 * last thread to leave is not always the one that frees the mm), its records written
+	 * page by page while the kernel moves the counter once per page table; the counter's
+	 * -old left up to a page table's pages (seen: -1 file page, -156 anon) at the Exit. */
+	if (mt_rmap == MT_RMAP_FENTRY && force) {
+		if (closing)
+			pages = -__sync_lock_test_and_set(&p->rmap_sum[member], 0);
+		else
+			pages = (val - old) >> mt_page_shift;
+		if (!closing && pages)
+			__sync_fetch_and_add(&p->rmap_sum[member], pages);
+		if (pages)
+			mt_rmap_emit(tgid, tid, member, (__s64)((__u64)pages << mt_page_shift), force);
+	} else if (val != old && mt_rmap == MT_RMAP_TRACEPOINT) {
 		mt_rmap_emit(tgid, tid, member, val - old, force);
+	}
 	if (member != MT_RSS_SWAP) {
 		mt_tree_add(val - old);
 		total = p->rss[MT_RSS_FILE] + p->rss[MT_RSS_ANON] + p->rss[MT_RSS_SHMEM];

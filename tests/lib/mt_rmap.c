@@ -131,6 +131,100 @@ static struct pair *pair_get(struct pair *v, size_t *n, size_t cap, int32_t pid,
 	return &v[(*n)++];
 }
 
+/* For a failed balance: which pages of pid's member do not net to 0 over events [0, upto)?
+ * Under the fentry backend every record carries its page's address, so a missed add or a
+ * remove seen twice shows as one address left over. Printed to stderr, at most 16 addresses
+ * with their records; addr-0 records (seeds, re-bases) as one sum. */
+struct rmap_rec {
+	uint64_t addr;
+	size_t idx;
+};
+
+static int rmap_rec_cmp(const void *a, const void *b)
+{
+	const struct rmap_rec *x = a, *y = b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static void rmap_explain_unbalanced(const struct mt_run *r, int32_t pid, uint32_t member,
+				    size_t upto)
+{
+	struct rmap_rec *v = calloc(upto ? upto : 1, sizeof(*v));
+	int64_t zero = 0;
+	size_t n = 0, shown = 0;
+
+	if (!v)
+		return;
+	for (size_t i = 0; i < upto && i < r->nr_ev; i++) {
+		const struct mt_event *ev = &r->ev[i];
+
+		if (ev->type != MT_EV_RMAP || ev->pid != pid || ev->aux != member)
+			continue;
+		if (!ev->addr) {
+			zero += mt_rmap_delta(ev);
+			continue;
+		}
+		v[n].addr = ev->addr;
+		v[n++].idx = i;
+	}
+	qsort(v, n, sizeof(*v), rmap_rec_cmp);
+	/* the records without an address one by one (seeds, re-bases, the exit's close-out),
+	 * and the last Rss before upto with the running sum there */
+	{
+		int64_t sum = 0, last_rss = -1, sum_at_rss = 0;
+		size_t last_rss_i = 0, shown0 = 0;
+		int64_t page = sysconf(_SC_PAGESIZE);
+
+		for (size_t i = 0; i <= upto && i < r->nr_ev; i++) {
+			const struct mt_event *ev = &r->ev[i];
+
+			if (ev->pid != pid || ev->aux != member)
+				continue;
+			if (ev->type == MT_EV_RSS && i < upto) {
+				last_rss = (int64_t)ev->size / page;
+				sum_at_rss = sum;
+				last_rss_i = i;
+			}
+			if (ev->type != MT_EV_RMAP)
+				continue;
+			sum += mt_rmap_delta(ev);
+			if (!ev->addr && shown0++ < 16)
+				fprintf(stderr,
+					"  event %zu tid %d: %+" PRId64
+					" without an address (sum %" PRId64 ")\n",
+					i, ev->tid, mt_rmap_delta(ev), sum);
+		}
+		fprintf(stderr,
+			"  last Rss before: event %zu, %" PRId64
+			" pages; running sum there %" PRId64 "\n",
+			last_rss_i, last_rss, sum_at_rss);
+	}
+	fprintf(stderr, "  pid %d member %u: records without an address sum to %" PRId64 "\n", pid,
+		member, zero);
+	for (size_t a = 0, b; a < n; a = b) {
+		int64_t net = 0;
+
+		for (b = a; b < n && v[b].addr == v[a].addr; b++)
+			net += mt_rmap_delta(&r->ev[v[b].idx]);
+		if (!net || shown++ >= 16)
+			continue;
+		fprintf(stderr, "  page 0x%" PRIx64 " nets %" PRId64 ":", v[a].addr, net);
+		for (size_t k = a; k < b && k < a + 8; k++) {
+			const struct mt_event *ev = &r->ev[v[k].idx];
+
+			fprintf(stderr, " [event %zu tid %d %+" PRId64 " ts %" PRIu64 "]", v[k].idx,
+				ev->tid, mt_rmap_delta(ev), ev->ts);
+		}
+		fprintf(stderr, "\n");
+	}
+	if (shown > 16)
+		fprintf(stderr, "  ... %zu pages in all do not net to 0\n", shown);
+	free(v);
+}
+
 int mt_rmap_check_rss(const struct mt_run *r, const char *backend, char *msg, size_t len)
 {
 	int64_t lag = mt_rmap_backend_lag(backend);
@@ -160,6 +254,7 @@ int mt_rmap_check_rss(const struct mt_run *r, const char *backend, char *msg, si
 						 "pid %d member %u: Rmap sum %" PRId64
 						 " pages at its Exit (event %zu), want 0",
 						 ev->pid, v[k].member, v[k].sum, i);
+					rmap_explain_unbalanced(r, ev->pid, v[k].member, i);
 					goto out;
 				}
 			}
