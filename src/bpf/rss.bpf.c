@@ -64,58 +64,60 @@ out:
 	return 0;
 }
 
-/* One CPU's pending batch of a percpu_counter, for bpf_loop: that CPU's copy of pcpu_probe
- * gives the CPU's per-CPU base (its address minus the map's own per-CPU pointer). */
-struct mt_pcpu_sum {
-	__u64 counters; /* the counter's __percpu s32 pointer */
-	__u64 pptr; /* pcpu_probe's __percpu pointer */
-	__s64 sum;
-	__u32 tgid; /* non-zero: also set each CPU's shadow of this process (rss_shadow) */
-	__u32 member;
-};
-
-static long mt_pcpu_add(__u64 cpu, void *arg)
-{
-	struct mt_pcpu_sum *c = arg;
-	__u32 zero = 0, m = c->member;
-	void *here = bpf_map_lookup_percpu_elem(&pcpu_probe, &zero, (__u32)cpu);
-	struct mt_rss_shadow *s;
-	__s32 v = 0;
-
-	if (!here)
-		return 1; /* past the last possible CPU: stop */
-	bpf_probe_read_kernel(&v, sizeof(v), (void *)(c->counters + (mt_ptr_value(here) - c->pptr)));
-	c->sum += v;
-	if (c->tgid && m < MT_RSS_NR) {
-		/* found for every possible CPU: the caller made the entry, and exit deletes it
-		 * only after the process lets go of its mm under the lock the caller holds */
-		s = bpf_map_lookup_percpu_elem(&rss_shadow, &c->tgid, (__u32)cpu);
-		if (s)
-			s->pend[m] = v;
-	}
-	return 0;
-}
-
-static long mt_pcpu_try(__u64 i, void *arg)
+/*
+ * One step of the walk (mt_rss_read_pcpu), for bpf_loop: step i reads CPU i % r->nr of try
+ * i / r->nr. The tries and the CPUs are one flat loop, where they were a bpf_loop of tries each
+ * running a bpf_loop of CPUs: the verifier checks a callback until its states converge, a
+ * nested one again within every pass over its caller (the two took 408 of mt_rebase's ~1,500
+ * verified instructions), and each callback is one more function to JIT.
+ * A try's first step reads the count and the lock word, its last one (CPU r->nr - 1, whether
+ * the kernel has it or not) the count again: consistent, the walk is done (returns 1, and
+ * bpf_loop stops early), else the next step starts the next try. The step after the last try
+ * only stops the loop: bpf_loop then returns the whole count, the caller's sign of failure.
+ * The verifier walks a callback again while the stack it writes is not within what it saw
+ * before (ranges, not just precise values): so the CPU comes from the index (a counter kept
+ * in r would be a new known constant at each step) and every field written here is a whole
+ * 8-byte slot (4 bytes written into one turn it into a different kind of slot).
+ */
+static long mt_pcpu_step(__u64 i, void *arg)
 {
 	struct mt_pcpu_read *r = arg;
 	struct percpu_counter *pc = (void *)r->pc;
-	struct mt_pcpu_sum c = {
-	    .counters = r->counters, .pptr = r->pptr, .tgid = r->tgid, .member = r->member};
-	__u32 nr = mt_nr_cpus < MT_MAX_CPUS ? mt_nr_cpus : MT_MAX_CPUS;
-	__s64 before = BPF_CORE_READ(pc, count), after;
-	__u32 lock = 0;
+	__u64 cpu = i % r->nr, m = r->member;
+	struct mt_rss_shadow *s;
+	__u32 zero = 0, lock = 0, key = r->tgid;
+	void *here;
+	__s32 v = 0;
 
-	/* the first word of raw_spinlock_t: the qspinlock, non-zero while held or wanted */
-	bpf_probe_read_kernel(&lock, sizeof(lock), &pc->lock);
-	bpf_loop(nr, mt_pcpu_add, &c, 0);
-	after = BPF_CORE_READ(pc, count);
-	if (lock || before != after)
-		return 0; /* raced with a fold: try again */
-	r->value = before + c.sum;
-	r->count = before;
-	r->got = 1;
-	return 1;
+	if (!cpu) {
+		if (i >= r->last)
+			return 1; /* every try raced with a fold */
+		r->before = BPF_CORE_READ(pc, count);
+		r->sum = 0;
+		/* the first word of raw_spinlock_t: the qspinlock, non-zero while held or wanted */
+		bpf_probe_read_kernel(&lock, sizeof(lock), &pc->lock);
+		r->lock = lock;
+	}
+	/* NULL past the kernel's possible CPUs (mt_nr_cpus may be raised for tests) */
+	here = bpf_map_lookup_percpu_elem(&pcpu_probe, &zero, (__u32)cpu);
+	if (here) {
+		/* that CPU's copy of pcpu_probe gives its per-CPU base (its address minus the
+		 * map's own per-CPU pointer) */
+		bpf_probe_read_kernel(&v, sizeof(v),
+				      (void *)(r->counters + (mt_ptr_value(here) - r->pptr)));
+		r->sum += v;
+		/* Found for every possible CPU when the caller holds the lock: it made the entry,
+		 * and exit deletes it only after the process lets go of its mm under that lock.
+		 * Otherwise r->tgid is 0, which has no entry (no tracked process has tgid 0): one
+		 * branch fewer for the verifier than a test of r->tgid. */
+		s = bpf_map_lookup_percpu_elem(&rss_shadow, &key, (__u32)cpu);
+		if (s && m < MT_RSS_NR)
+			s->pend[m] = v;
+	}
+	if (cpu + 1 < r->nr)
+		return 0;
+	/* the try's end: consistent when no fold ran (or was pending) meanwhile */
+	return !r->lock && BPF_CORE_READ(pc, count) == r->before;
 }
 
 __noinline int mt_rss_read_pcpu(__u64 mm, struct mt_pcpu_read *out)
@@ -138,17 +140,20 @@ __noinline int mt_rss_read_pcpu(__u64 mm, struct mt_pcpu_read *out)
 	r.pc = (__u64)pc;
 	r.member = m;
 	r.tgid = out->tgid;
+	r.nr = mt_nr_cpus < MT_MAX_CPUS ? mt_nr_cpus : MT_MAX_CPUS;
+	r.last = MT_RSS_READ_TRIES * r.nr;
 	r.counters = (__u64)BPF_CORE_READ(pc, counters);
 	bpf_probe_read_kernel(&r.pptr, sizeof(r.pptr),
 			      (void *)(mt_ptr_value(&pcpu_probe) +
 				       bpf_core_field_offset(struct bpf_array, pptrs)));
-	if (!r.counters || !r.pptr)
+	if (!r.nr || !r.counters || !r.pptr)
 		return 1; /* not a live counter */
-	bpf_loop(MT_RSS_READ_TRIES, mt_pcpu_try, &r, 0);
-	if (!r.got)
+	/* fewer steps than r.last + 1 only when a try ended consistent (a success flag written
+	 * in r would be one more state for the verifier) */
+	if (bpf_loop(r.last + 1, mt_pcpu_step, &r, 0) > r.last)
 		return 1;
-	out->value = r.value;
-	out->count = r.count;
+	out->value = r.before + r.sum;
+	out->count = r.before;
 	out->counters = r.counters;
 	return 0;
 }
@@ -158,10 +163,13 @@ __noinline int mt_rss_read_pcpu(__u64 mm, struct mt_pcpu_read *out)
  * *bytes: the atomic before 6.2; since, the fast read (mt_rss_read_fast) unless forced (fork,
  * exec), else the walk of every CPU, which also sets the fast read's state when the request
  * holds p's lock; mm 0 (exit): 0. Returns 0, or 1 when no consistent read (*bytes untouched).
- * A global function: checked once, whatever its callers' states.
+ * Inlined into mt_rss_rebase, its only caller, whose global function already bounds what the
+ * verifier walks (a caller's state does not reach in); as a global function of its own it
+ * cost one more function to JIT (each ~70 us of mt_rebase's verification time here, more than
+ * the ~160 instructions the verifier now walks in mt_rss_rebase's states).
  */
-__noinline int mt_rss_read_once(struct mt_proc *p, __u64 mm, __u32 member, __s64 *bytes,
-				__u32 force)
+static __always_inline int mt_rss_read_once(struct mt_proc *p, __u64 mm, __u32 member, __s64 *bytes,
+					    __u32 force)
 {
 	static const struct mt_rss_shadow none;
 	struct mt_pcpu_read r = {};
@@ -243,14 +251,14 @@ __noinline int mt_rss_rebase(__u32 tgid, __u32 tid, __u32 member, __u64 mm, __u3
 	barrier_var(m);
 	if (!p || m >= MT_RSS_NR)
 		return 0;
-	/* mm 0 (exit) too: val unknown here on every path, one walk of mt_rss_set for the
-	 * verifier (with val a known 0 on the exit's path it walked it twice) */
+	/* mm 0 (exit): val is a known 0 on that path, where mt_rss_set is walked once more (an
+	 * opaque 0 saved 18 of the program's ~1,650 verified instructions: not worth it) */
 	if (!mt_rss_read_once(p, mm, m, &val, force))
 		mt_rss_set(p, tgid, tid, m, val, force != 0, !mm);
 	return 0;
 }
 
-int mt_rss_emit(__u32 tgid, __u32 tid, __u32 member, __s64 bytes, __u64 ts)
+__noinline int mt_rss_emit(__u32 tgid, __u32 tid, __u32 member, __s64 bytes, __u64 ts)
 {
 	struct mt_event *e = mt_reserve(MT_EV_RSS, tgid, tid);
 

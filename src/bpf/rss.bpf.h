@@ -120,25 +120,31 @@ extern struct mt_rss_shadow_map rss_shadow SEC(".maps");
  */
 #define MT_RSS_READ_TRIES 8
 
-/* One read of a percpu_counter (see below), for bpf_loop: the verifier checks a callback's
- * body once, where a bounded loop of MT_RSS_READ_TRIES was checked once per try, every CPU
- * walk included (~3,000 of the ~3,800 instructions a re-base took to verify). */
+/* The walk's state, for bpf_loop (mt_pcpu_step): the verifier checks a callback's body until
+ * its states converge, where a bounded loop of MT_RSS_READ_TRIES was checked once per try,
+ * every CPU walk included (~3,000 of the ~3,800 instructions a re-base took to verify). */
 struct mt_pcpu_read {
 	__u64 pc;	/* struct percpu_counter * */
 	__u64 counters; /* its __percpu s32 pointer */
 	__u64 pptr;	/* pcpu_probe's __percpu pointer */
 	__s64 value;	/* pages, once got */
 	__s64 count;	/* the shared count that value was read with */
-	__u32 tgid;	/* see mt_pcpu_sum */
-	__u32 member;
-	__u32 got;
+	/* the rest 8 bytes each, for mt_pcpu_step (see there) */
+	__u64 member; /* < MT_RSS_NR, a bound the verifier keeps in an 8-byte slot */
+	__u64 tgid;   /* non-zero: also set each CPU's shadow of this process (rss_shadow) */
+	__u64 nr;     /* the CPUs a try walks */
+	__u64 last;   /* the steps of MT_RSS_READ_TRIES tries */
+	__u64 lock;   /* the current try's: the counter's lock word at its start */
+	__s64 before; /* the current try's: the count at its start */
+	__s64 sum;    /* the current try's: the batches of the CPUs walked so far */
 };
 
 /* The walk of r->member: r->value = the counter's value at one instant of it (pages),
  * r->count = the shared count then; with r->tgid, every CPU's shadow set to what the walk
  * read. Returns 0, or 1 when MT_RSS_READ_TRIES reads all raced with folds. A global function
  * (rss.bpf.c): checked once, where as a static one it was checked again for every state of
- * its caller reaching it. */
+ * its caller reaching it (inlined, the callback's passes doubled: 1,487 -> 2,140 verified
+ * instructions in mt_rebase on 6.18). */
 int mt_rss_read_pcpu(__u64 mm, struct mt_pcpu_read *r);
 
 /*
@@ -295,9 +301,11 @@ static __always_inline void mt_tree_add(__s64 delta)
 		g->tree_peak_rss = now;
 }
 
-/* An Rss record (ts 0: now). Returns 0. Global (rss.bpf.c) but left to clang to inline or
- * not: measured, rss_stat then verifies 1,071 instructions, 1,363 with it always inlined and
- * 1,296 never inlined. */
+/* An Rss record (ts 0: now). Returns 0. A global function (rss.bpf.c), never inlined: its only
+ * caller is mt_rss_set (in mt_rss_rebase), three times, and inlined there the ring reservation's
+ * branches were walked again in every path of the peak keeping (Linux 6.18: 925 verified
+ * instructions in mt_rss_rebase, 342 + 64 with the calls; mt_rebase 2.34 -> 2.13 ms of
+ * verification, median of 45 loads, though one more function to JIT). */
 int mt_rss_emit(__u32 tgid, __u32 tid, __u32 member, __s64 bytes, __u64 ts);
 
 /*
