@@ -15,6 +15,7 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
@@ -22,6 +23,56 @@
 
 #define PHASES 24 /* rmap_ops.c: FOLD_PHASES */
 #define ROUNDS 32 /* rmap_ops.c: PAIR_ROUNDS */
+
+/* The k-th (from 1) expectation named `op`, or NULL. */
+static const struct mt_expect *nth_expect(const struct mt_run *r, const char *op, size_t k)
+{
+	for (size_t i = 0; i < r->nr_exp; i++)
+		if (!strcmp(r->exp[i].op, op) && !--k)
+			return &r->exp[i];
+	return NULL;
+}
+
+/*
+ * A report's sum did not match: says where the pages differ. The anon Rmap records up to the
+ * report inside the target's regions (whose pages it counted by /proc/self/pagemap right after
+ * the report), those without an address (re-bases), and the rest (stacks, heap, libc); the
+ * smaps figure read again after the pagemap walk, and the pages the kernel migrated during the
+ * phase. Off inside the regions with pagemap agreeing with smaps: a record lost or doubled;
+ * pagemap or the second read disagreeing with the first: the kernel's figure moved under a
+ * parked process.
+ */
+static void explain_report(const struct mt_run *r, const struct mt_expect *e, size_t k)
+{
+	const struct mt_expect *present = nth_expect(r, "anon_regions", k),
+			       *again = nth_expect(r, "anon_again", k),
+			       *migrated = nth_expect(r, "migrated", k);
+	int64_t in = 0, none = 0, other = 0;
+
+	for (size_t i = 0; i < r->nr_ev; i++) {
+		const struct mt_event *ev = &r->ev[i];
+		bool inside = false;
+
+		if (ev->type != MT_EV_RMAP || ev->pid != r->root_pid || ev->aux != MT_RSS_ANON ||
+		    ev->ts > e->ts)
+			continue;
+		for (size_t j = 0; j < r->nr_exp && !inside; j++)
+			inside = !strcmp(r->exp[j].op, "region") && ev->addr >= r->exp[j].addr &&
+				 ev->addr < r->exp[j].addr + r->exp[j].size;
+		if (inside)
+			in += mt_rmap_delta(ev);
+		else if (!ev->addr)
+			none += mt_rmap_delta(ev);
+		else
+			other += mt_rmap_delta(ev);
+	}
+	print_message("  report %zu: Rmap pages in the regions %lld (pagemap %lld), without an "
+		      "address %lld, elsewhere %lld; smaps_rollup read again %lld pages; %lld pages "
+		      "migrated in the phase\n",
+		      k, (long long)in, present ? (long long)present->size : -1LL, (long long)none,
+		      (long long)other, again ? (long long)again->size / mt_page : -1LL,
+		      migrated ? (long long)migrated->size : -1LL);
+}
 
 /* At every "anon" report of the run: the anon Rmap running sum equals the figure reported.
  * Returns how many reports there were. */
@@ -47,6 +98,8 @@ static size_t check_reports(struct mt_run *r)
 			sum += mt_rmap_delta(ev);
 			nr_rmap++;
 		}
+		if (sum * mt_page != (int64_t)e->size)
+			explain_report(r, e, nr_reports);
 		MT_CHECK(r, sum * mt_page == (int64_t)e->size,
 			 "report %zu: anon running sum %lld pages (%zu Rmap records), smaps_rollup "
 			 "%lld pages",

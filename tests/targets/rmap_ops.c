@@ -32,7 +32,11 @@
  *	          random runs of pages of their own 8 MiB at once (runs of 1-64 and 1-256
  *	          pages: the rss counter's per-CPU batches fold in both directions, racing),
  *	          in 24 phases; after each, with every thread parked, the exact anon figure
- *	          of /proc/self/smaps_rollup ("anon", SIZE = bytes)
+ *	          of /proc/self/smaps_rollup ("anon", SIZE = bytes); for a failed check to say
+ *	          where the pages differ: each region ("region", ADDR, SIZE = bytes) once, and
+ *	          at each report its pages present by /proc/self/pagemap ("anon_regions", SIZE
+ *	          = pages), smaps_rollup read again ("anon_again", bytes) and the pages the
+ *	          kernel migrated meanwhile ("migrated", /proc/vmstat pgmigrate_success)
  *	pagepairs two threads pinned to two CPUs change one page per call, at once: one faults
  *	          2048 fresh pages in, the other zaps (MADV_DONTNEED) the 2048 the first faulted
  *	          in the round before, one madvise each; 32 rounds between "pairs_begin" and
@@ -48,11 +52,13 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include "expect.h"
 
 #define MIB (1ul << 20)
@@ -475,6 +481,51 @@ static long long smaps_anon(void)
 	return p ? strtoll(p + 11, NULL, 10) * 1024 : -1;
 }
 
+/* Pages present or swapped in [m, m + n pages), by /proc/self/pagemap (bits 63, 62), or -1.
+ * Into a static buffer touched before the first phase: reading faults nothing of ours. */
+static uint64_t pagemap_buf[2048];
+
+static long long pagemap_present(const char *m, size_t n)
+{
+	int fd = open("/proc/self/pagemap", O_RDONLY);
+	long long present = 0;
+
+	if (fd < 0)
+		return -1;
+	for (size_t done = 0; done < n;) {
+		size_t k = n - done < 2048 ? n - done : 2048;
+		off_t off = (off_t)((uintptr_t)m / pg + done) * 8;
+
+		if (pread(fd, pagemap_buf, k * 8, off) != (ssize_t)(k * 8)) {
+			present = -1;
+			break;
+		}
+		for (size_t i = 0; i < k; i++)
+			present += (pagemap_buf[i] >> 62) != 0;
+		done += k;
+	}
+	close(fd);
+	return present;
+}
+
+/* /proc/vmstat's pgmigrate_success, or -1 (nothing allocated: a static buffer) */
+static char vmstat_buf[16384];
+
+static long long vmstat_migrated(void)
+{
+	int fd = open("/proc/vmstat", O_RDONLY);
+	ssize_t n = fd < 0 ? -1 : read(fd, vmstat_buf, sizeof(vmstat_buf) - 1);
+	char *p;
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return -1;
+	vmstat_buf[n] = 0;
+	p = strstr(vmstat_buf, "\npgmigrate_success ");
+	return p ? strtoll(p + 20, NULL, 10) : -1;
+}
+
 /* The CPUs this process may run on (its affinity), at most max of them; at least one. */
 static int allowed_cpus(int *cpus, int max)
 {
@@ -550,10 +601,26 @@ static int do_folds(void)
 		if (!f[i].m || pthread_create(&th[i], NULL, folder_main, &f[i]))
 			return 1;
 	}
+	memset(pagemap_buf, 0, sizeof(pagemap_buf));
+	memset(vmstat_buf, 0, sizeof(vmstat_buf));
+	for (int i = 0; i < FOLD_THREADS; i++)
+		mt_say("region", MT_P(f[i].m), 0, FOLD_PAGES * pg);
 	for (int ph = 0; ph < FOLD_PHASES; ph++) {
+		long long migrated = vmstat_migrated(), present = 0;
+
 		pthread_barrier_wait(&run);
 		pthread_barrier_wait(&parked);
 		mt_say("anon", 0, 0, (uint64_t)smaps_anon());
+		/* what a failed check prints (see the usage): after the report, which is what
+		 * the check compares */
+		for (int i = 0; i < FOLD_THREADS && present >= 0; i++) {
+			long long n = pagemap_present(f[i].m, FOLD_PAGES);
+
+			present = n < 0 ? -1 : present + n;
+		}
+		mt_say_fact("anon_regions", (uint64_t)present);
+		mt_say_fact("anon_again", (uint64_t)smaps_anon());
+		mt_say_fact("migrated", (uint64_t)(vmstat_migrated() - migrated));
 	}
 	for (int i = 0; i < FOLD_THREADS; i++)
 		pthread_join(th[i], NULL);
