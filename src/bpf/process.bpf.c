@@ -129,7 +129,7 @@ static __always_inline void mt_rebase_call(void *ctx, __u32 tgid, __u32 tid, __u
 	r->locked = locked;
 	r->exit = exit;
 	r->one = 0;
-	bpf_tail_call(ctx, &rebase_prog, 0);
+	mt_rebase_tail(ctx, r);
 	if (locked) {
 		struct mt_proc *p = bpf_map_lookup_elem(&procs, &tgid);
 

@@ -56,7 +56,7 @@ int mt_on_rss_stat(struct bpf_raw_tracepoint_args *ctx)
 		r->exit = 0;
 		r->one = 1;
 		r->member = member;
-		bpf_tail_call(ctx, &rebase_prog, 0);
+		mt_rebase_tail(ctx, r);
 	}
 out:
 	__sync_fetch_and_add(&p->rss_inflight, -1);

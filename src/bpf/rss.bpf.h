@@ -447,6 +447,7 @@ struct mt_rebase_req {
 	__u32 exit;
 	__u32 one;    /* 1: counter `member` only, not forced (rss_stat); 0: all, forced */
 	__u32 member;
+	__u32 slot; /* rebase_prog's slot, 0: see mt_rebase_tail */
 };
 
 struct mt_rebase_req_map {
@@ -464,5 +465,19 @@ struct mt_rebase_prog_map {
 	__type(value, __u32);
 };
 extern struct mt_rebase_prog_map rebase_prog SEC(".maps");
+
+/*
+ * Tail call into mt_rebase with request `r`; returns only if the slot is empty. The slot is read
+ * back from map memory, which the verifier does not know: to it the key is not a constant, so
+ * the call is indirect. With a constant key the JIT makes a direct jump, and filling the slot
+ * patches it into every caller's text (text_poke: three rounds of IPIs to every CPU, ~1.3 ms
+ * for the four callers on this 2-vCPU VM, between the load and the command's release).
+ * Indirect costs a bounds check and a retpoline per call.
+ */
+static __always_inline void mt_rebase_tail(void *ctx, struct mt_rebase_req *r)
+{
+	r->slot = 0;
+	bpf_tail_call(ctx, &rebase_prog, *(volatile __u32 *)&r->slot);
+}
 
 #endif
