@@ -194,6 +194,8 @@ void manifest__free(struct manifest *m)
 	free(m->btf_source);
 	free(m->alloc_hooks);
 	free(m->preload_lib);
+	free(m->preload_clock);
+	free(m->preload_clock_reason);
 	free(m->stacks_file);
 	free(m->stacks_unwinder);
 	for (uint32_t i = 0; m->libraries && i < m->nr_libraries; i++) {

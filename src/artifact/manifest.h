@@ -113,6 +113,10 @@ struct manifest {
 	 * drops[], from DROP_PRELOAD) */
 	char *alloc_hooks;
 	char *preload_lib;
+	/* how the interposer stamps records: "tsc" (the TSC scaled to CLOCK_MONOTONIC) or
+	 * "clock_gettime", and why not the TSC (src/track/stamp_clock.h); unset without it */
+	char *preload_clock;
+	char *preload_clock_reason;
 	struct manifest_library *libraries;
 	uint32_t nr_libraries;
 	/* --stacks (stacks_file NULL: off, and neither key is written): outputs.stacks names the

@@ -145,7 +145,8 @@ static int put_proc_hooks(json_t *o, const struct field *f, const struct manifes
 	return err;
 }
 
-/* mechanisms.alloc_hooks, preload_lib and preload_drops, when set. preload_drops repeats the
+/* mechanisms.alloc_hooks, preload_lib, preload_clock (and its reason) and preload_drops, when
+ * set. preload_drops repeats the
  * preload rows of "drops" (same keys, same values): the key predates them there, and readers
  * of it keep working. */
 static int put_preload(json_t *o, const struct field *f, const struct manifest *m)
@@ -159,6 +160,9 @@ static int put_preload(json_t *o, const struct field *f, const struct manifest *
 	d = json_object();
 	if (set(o, "alloc_hooks", json_string(m->alloc_hooks)) ||
 	    set(o, "preload_lib", str_or_null(m->preload_lib)) || set(o, "preload_drops", d))
+		return -ENOMEM;
+	if (m->preload_clock && (set(o, "preload_clock", json_string(m->preload_clock)) ||
+				 set(o, "preload_clock_reason", str_or_null(m->preload_clock_reason))))
 		return -ENOMEM;
 	for (int i = DROP_PRELOAD; i < DROP_NR; i++)
 		rc |= set(d, records__drops[i].key, u64(m->drops[i]));

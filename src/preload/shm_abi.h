@@ -97,7 +97,8 @@ struct mt_shm_hdr {
 	mt_u64 drops[MT_SHM_DROP_NR];
 	/* TSC timestamps (src/preload/preload_clock.c): a TSC read and CLOCK_MONOTONIC taken
 	 * together when memtrack created the file; 0 when the TSC cannot stand in for the clock
-	 * (the clocksource is not tsc, not x86-64, MEMTRACK_PRELOAD_TSC=0) */
+	 * (src/track/stamp_clock.h: the clocksource is neither tsc nor a TSC-stable kvm-clock,
+	 * not x86-64, MEMTRACK_PRELOAD_TSC=0) */
 	mt_u64 tsc_anchor, ns_anchor;
 	/* the doorbell, on its own cache line (see above) */
 	_Alignas(64) mt_u32 bell;

@@ -16,6 +16,7 @@
 #include "common/records.h"
 #include "track/shm_file.h"
 #include "track/shm_source.h"
+#include "track/stamp_clock.h"
 
 struct shm_heap_ent {
 	uint64_t ts;
@@ -34,6 +35,7 @@ struct shm_source {
 	struct mt_shm_slot *slots;
 	struct mt_event *data;
 	uint32_t nr_slots, nrec, mask;
+	const char *clock_refusal; /* stamp_clock__anchor: why no TSC stamps, NULL if they may */
 	uint64_t safe_ns; /* every BPF record older than this has been dispatched */
 	uint64_t last_delivered; /* by the last drain */
 	struct shm_heap_ent *heap; /* the k-way merge by timestamp, nr_slots entries */
@@ -430,6 +432,11 @@ void shm_source__set_ring(struct shm_source *s, const struct event_source *ring)
 	s->ring = ring;
 }
 
+const char *shm_source__clock_refusal(const struct shm_source *s)
+{
+	return s->clock_refusal;
+}
+
 const char *shm_source__path(const struct shm_source *s)
 {
 	return s->path;
@@ -438,59 +445,6 @@ const char *shm_source__path(const struct shm_source *s)
 struct event_source *shm_source__src(struct shm_source *s)
 {
 	return &s->src;
-}
-
-/*
- * The interposer's TSC stamps (src/preload/preload_clock.c) need the kernel's clocksource to be
- * the TSC: CLOCK_MONOTONIC is then the TSC scaled, and the kernel has found it synchronised
- * across CPUs and stable. The anchor is a TSC read paired with the clock; interposers measure
- * the TSC's rate from it, so it is taken as early as possible (long before any process starts).
- */
-static void shm__tsc_anchor(struct mt_shm_hdr *h)
-{
-#if defined(__x86_64__)
-	const char *env = getenv("MEMTRACK_PRELOAD_TSC");
-	char cs[16] = "";
-	struct timespec ts;
-	uint64_t c0, c1;
-	ssize_t n;
-	int fd;
-
-	/* MEMTRACK_PRELOAD_TSC=0: clock_gettime for every stamp (slower; for comparison) */
-	if (env && !strcmp(env, "0"))
-		return;
-	fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
-		  O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	n = read(fd, cs, sizeof(cs) - 1);
-	close(fd);
-	if (n != 4 || memcmp(cs, "tsc\n", 4))
-		return;
-	/* as the interposer's pl_tsc_pair: the midpoint of two TSC reads around the clock's, all
-	 * within 500 ns by the clock (retried when preempted) */
-	for (int i = 0; i < 8; i++) {
-		uint64_t n0, n, n1;
-
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		n0 = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-		__builtin_ia32_lfence();
-		c0 = __builtin_ia32_rdtsc();
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		n = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-		__builtin_ia32_lfence();
-		c1 = __builtin_ia32_rdtsc();
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		n1 = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-		if (n1 - n0 > 500 || c1 < c0)
-			continue;
-		h->tsc_anchor = c0 + (c1 - c0) / 2;
-		h->ns_anchor = n;
-		return;
-	}
-#else
-	(void)h;
-#endif
 }
 
 int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_records, uid_t uid,
@@ -539,7 +493,7 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 	s->hdr->slots_off = slots_off;
 	s->hdr->data_off = data_off;
 	s->hdr->file_size = size;
-	shm__tsc_anchor(s->hdr);
+	s->clock_refusal = stamp_clock__anchor(&s->hdr->tsc_anchor, &s->hdr->ns_anchor);
 	__atomic_store_n(&s->hdr->magic, MT_SHM_MAGIC, __ATOMIC_RELEASE);
 	s->src = (struct event_source){.name = "preload-shm",
 				       .fd = s->bell_fd,

@@ -31,6 +31,8 @@ int shm_source__new(struct shm_source **s, uint32_t nr_slots, uint32_t slot_reco
 		    gid_t gid, const struct event_source *ring);
 void shm_source__set_ring(struct shm_source *s, const struct event_source *ring);
 const char *shm_source__path(const struct shm_source *s);
+/* Why the interposer stamps with clock_gettime (stamp_clock.h), or NULL: it may use the TSC. */
+const char *shm_source__clock_refusal(const struct shm_source *s);
 struct event_source *shm_source__src(struct shm_source *s);
 /* --stacks: fn(ctx, record) gives the aux each allocation record is dispatched with
  * (stack_shm__translate: the interposer's ref -> the stack file's id). */

@@ -86,7 +86,12 @@ int tracker__run(const struct tracker_opts *o)
 		goto cleanup;
 	tracker__mark(&t, "interposer's shared memory");
 	if (manifest__set_str(&t.m.alloc_hooks, preload_setup__mode_name(&t.pre)) ||
-	    manifest__set_str(&t.m.preload_lib, t.pre.on ? t.pre.lib : NULL)) {
+	    manifest__set_str(&t.m.preload_lib, t.pre.on ? t.pre.lib : NULL) ||
+	    (t.pre.on && (manifest__set_str(&t.m.preload_clock,
+					    shm_source__clock_refusal(t.pre.shm) ? "clock_gettime"
+										 : "tsc") ||
+			  manifest__set_str(&t.m.preload_clock_reason,
+					    shm_source__clock_refusal(t.pre.shm))))) {
 		log__error("out of memory");
 		goto cleanup;
 	}

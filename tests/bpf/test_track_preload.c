@@ -21,6 +21,7 @@
 #include <bpf/btf.h>
 #include "../lib/mt_check.h"
 #include "../lib/mt_modes.h"
+#include "track/stamp_clock.h"
 
 static const char *const uprobe_opts[] = {"--alloc-hooks", "uprobe", NULL};
 static const char *const preload_opts[] = {"--alloc-hooks", "preload", NULL};
@@ -276,6 +277,41 @@ static bool task_rss_cache(void)
 }
 
 /*
+ * The manifest says how the interposer stamped: clock_gettime with MEMTRACK_PRELOAD_TSC=0; else
+ * the TSC wherever the clocksource is tsc, or kvm-clock with a pvclock page that says its TSC
+ * is stable (read here as in stamp_clock.c: this machine and CI's Firecracker guests), and a
+ * reason whenever it is not the TSC.
+ */
+static void check_stamp_clock(struct mt_run *r, bool tsc)
+{
+	json_t *mech = json_object_get(r->manifest, "mechanisms");
+	const char *clock = json_string_value(json_object_get(mech, "preload_clock"));
+	const char *why = json_string_value(json_object_get(mech, "preload_clock_reason"));
+	char cs[32] = "";
+	FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
+	bool want_tsc;
+
+	if (f) {
+		if (!fgets(cs, sizeof(cs), f))
+			cs[0] = 0;
+		fclose(f);
+	}
+	cs[strcspn(cs, "\n")] = 0;
+	want_tsc = tsc && (!strcmp(cs, "tsc") ||
+			   (!strcmp(cs, "kvm-clock") &&
+			    (stamp_clock__pvclock_flags() & STAMP_PVCLOCK_TSC_STABLE) > 0));
+#if !defined(__x86_64__)
+	want_tsc = false;
+#endif
+	MT_CHECK(r, clock && !strcmp(clock, want_tsc ? "tsc" : "clock_gettime"),
+		 "mechanisms.preload_clock %s (reason %s), want %s (clocksource %s)",
+		 clock ? clock : "missing", why ? why : "null", want_tsc ? "tsc" : "clock_gettime",
+		 cs);
+	MT_CHECK(r, want_tsc == !why, "preload_clock_reason %s with preload_clock %s",
+		 why ? why : "null", clock ? clock : "missing");
+}
+
+/*
  * The interposer's stamps against the kernel's clock, in one thread (target interleave): each
  * Malloc and Free lies within the target's own clock reads around the call, the Rss rises the
  * touch causes (written by BPF) between that Malloc and Free, the fall (munmap inside free)
@@ -285,7 +321,8 @@ static bool task_rss_cache(void)
  * counter changes (task_rss_cache: 6.1), an Rss rise is the fold of that cache, written at
  * whichever fault of the task folds it, so its time says nothing about the touch: rises are
  * then only counted, their times not checked (falls, the zap inside free, count at once).
- * `tsc`: the TSC path (the default, where the clocksource is tsc) or clock_gettime
+ * `tsc`: the TSC path (the default where the clocksource is tsc or a TSC-stable kvm-clock, as
+ * here and in CI; the manifest's mechanisms.preload_clock says which ran) or clock_gettime
  * (MEMTRACK_PRELOAD_TSC=0).
  */
 static void check_interleave(void **state, bool tsc)
@@ -303,6 +340,7 @@ static void check_interleave(void **state, bool tsc)
 	rise_times = !task_rss_cache();
 	mt_track_ok(r, &o, MT_TARGET_ARGV("interleave", "20"), 0);
 	check_order(r);
+	check_stamp_clock(r, tsc);
 	rounds = mt_expect_count(r->exp, r->nr_exp, "t0", 0);
 	MT_CHECK(r, rounds == 20, "%zu rounds on the side channel, want 20", rounds);
 	pid = mt_need_expect(r, "t0", 0, 0)->pid;
