@@ -146,9 +146,8 @@ static int put_proc_hooks(json_t *o, const struct field *f, const struct manifes
 }
 
 /* mechanisms.alloc_hooks, preload_lib, preload_clock (and its reason) and preload_drops, when
- * set. preload_drops repeats the
- * preload rows of "drops" (same keys, same values): the key predates them there, and readers
- * of it keep working. */
+ * set. preload_drops repeats the preload rows of "drops" (same keys, same values): the key
+ * predates them there, and readers of it keep working. */
 static int put_preload(json_t *o, const struct field *f, const struct manifest *m)
 {
 	json_t *d;

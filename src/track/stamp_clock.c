@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: MIT
-#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -49,6 +49,7 @@ int tracker__run(const struct tracker_opts *o)
 	struct tracker t = {
 	    .o = o, .epfd = -1, .sigfd = -1, .btf.memfd = -1, .out.fd = -1, .ctl_fd = -1};
 	char name[32];
+	const char *clock_why; /* why the interposer stamps with clock_gettime, NULL: the TSC */
 	uint64_t t_start = now_ns(CLOCK_MONOTONIC), t0, root_attach_ns = 0;
 	int ret = MT_EXIT_FAILED, err, status, art_fd = -1;
 
@@ -85,13 +86,12 @@ int tracker__run(const struct tracker_opts *o)
 	    tracker__stacks_start(&t))
 		goto cleanup;
 	tracker__mark(&t, "interposer's shared memory");
+	clock_why = t.pre.on ? shm_source__clock_refusal(t.pre.shm) : NULL;
 	if (manifest__set_str(&t.m.alloc_hooks, preload_setup__mode_name(&t.pre)) ||
 	    manifest__set_str(&t.m.preload_lib, t.pre.on ? t.pre.lib : NULL) ||
-	    (t.pre.on && (manifest__set_str(&t.m.preload_clock,
-					    shm_source__clock_refusal(t.pre.shm) ? "clock_gettime"
-										 : "tsc") ||
-			  manifest__set_str(&t.m.preload_clock_reason,
-					    shm_source__clock_refusal(t.pre.shm))))) {
+	    manifest__set_str(&t.m.preload_clock,
+			      !t.pre.on ? NULL : clock_why ? "clock_gettime" : "tsc") ||
+	    manifest__set_str(&t.m.preload_clock_reason, clock_why)) {
 		log__error("out of memory");
 		goto cleanup;
 	}
