@@ -51,8 +51,15 @@ size_t artifact_writer__write_many(struct artifact_writer *w, const struct mt_ev
  * a run that never fills one (events < frame_events) starts none, its one frame is compressed
  * at close on the caller's thread. Only before the first write; -EBUSY after. */
 int artifact_writer__set_workers(struct artifact_writer *w, unsigned workers);
+/* At most n of those workers compress at once from now on (frame_pipe__set_active): raising n
+ * later starts the others. Only on the writing thread; 0 or -errno (-EBUSY: lower than the
+ * number running). */
+int artifact_writer__set_active_workers(struct artifact_writer *w, unsigned n);
 /* What `memtrack track` gives set_workers: one per online CPU (0 on a single CPU). */
 unsigned artifact__default_workers(void);
+/* Of `workers`, how many compress while the tracked tree runs: one CPU is left to the program
+ * (one less, but at least one). All of them compress once the tree has exited. */
+unsigned artifact__run_workers(unsigned workers);
 /* Bytes written so far and events accepted. */
 uint64_t artifact_writer__events(const struct artifact_writer *w);
 uint64_t artifact_writer__bytes(const struct artifact_writer *w);

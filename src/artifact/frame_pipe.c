@@ -43,6 +43,7 @@ struct frame_pipe {
 	ZSTD_CCtx *cctx; /* no workers: the caller compresses */
 	struct worker *workers;
 	unsigned nstarted; /* threads running: 0 until the first frame worth handing off */
+	unsigned active; /* threads allowed to run (<= nworkers): frame_pipe__set_active */
 	pthread_mutex_t mu;
 	pthread_cond_t work; /* a slot was queued, or stop */
 	pthread_cond_t freed; /* a slot was written (or dropped) and freed */
@@ -230,7 +231,7 @@ int frame_pipe__new(struct frame_pipe **pp, int level, size_t frame_cap, unsigne
 		return -ENOMEM;
 	p->cap = frame_cap;
 	p->zcap = ZSTD_compressBound(frame_cap);
-	p->nworkers = workers;
+	p->nworkers = p->active = workers;
 	/* one filling, one per worker, one compressed and waiting for an earlier frame */
 	p->nslots = workers ? workers + 2 : 1;
 	pthread_mutex_init(&p->mu, NULL);
@@ -278,8 +279,9 @@ uint8_t *frame_pipe__buf(const struct frame_pipe *p)
 }
 
 /*
- * Starts the workers (with signals blocked: the tracker reads its own from a signalfd).
- * Returns how many run; 0 when not one could start, and the caller compresses on its own.
+ * Starts the workers not running yet, up to p->active (with signals blocked: the tracker reads
+ * its own from a signalfd). Returns how many run; 0 when not one could start, and the caller
+ * compresses on its own. Only on the caller's thread: nstarted and active are its to write.
  */
 static unsigned start_workers(struct frame_pipe *p)
 {
@@ -287,23 +289,45 @@ static unsigned start_workers(struct frame_pipe *p)
 
 	if (alloc_slots(p, p->nslots)) {
 		log__debug(LOG_VERBOSE, "artifact: no memory for the compression buffers");
-		return 0;
+		return p->nstarted;
 	}
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	for (unsigned i = 0; i < p->nworkers; i++) {
-		int rc = pthread_create(&p->workers[i].thread, NULL, worker_main, &p->workers[i]);
+	for (unsigned i = 0; i < p->active; i++) {
+		int rc;
 
+		if (p->workers[i].started)
+			continue;
+		rc = pthread_create(&p->workers[i].thread, NULL, worker_main, &p->workers[i]);
 		if (rc) {
 			log__debug(LOG_VERBOSE, "artifact: compression thread %u: %s", i,
 				   strerror(rc));
 			break;
 		}
 		p->workers[i].started = true;
+		pthread_mutex_lock(&p->mu); /* frame_pipe__stats reads it */
 		p->nstarted++;
+		pthread_mutex_unlock(&p->mu);
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return p->nstarted;
+}
+
+int frame_pipe__set_active(struct frame_pipe *p, unsigned n)
+{
+	if (!p->nworkers)
+		return 0; /* the caller compresses: nothing to limit */
+	if (!n || p->stop)
+		return -EINVAL;
+	if (n > p->nworkers)
+		n = p->nworkers;
+	if (n < p->nstarted)
+		return -EBUSY; /* a running worker is not stopped midway */
+	p->active = n;
+	/* running already: the others start now and take the frames queued */
+	if (p->nstarted && n > p->nstarted)
+		start_workers(p);
+	return 0;
 }
 
 /*
@@ -429,6 +453,7 @@ void frame_pipe__stats(struct frame_pipe *p, struct frame_pipe_stats *st)
 	if (p->nworkers)
 		pthread_mutex_lock(&p->mu);
 	*st = p->st;
+	st->threads = p->nstarted;
 	if (p->nworkers)
 		pthread_mutex_unlock(&p->mu);
 }

@@ -33,12 +33,18 @@ struct frame_pipe_stats {
 	uint64_t events_written; /* events in the frames written */
 	uint64_t waits;		 /* submits that waited for a free buffer */
 	uint64_t reordered;	 /* frames done compressing after a later frame was */
+	unsigned threads;	 /* workers started so far */
 };
 
 /* frame_cap: bytes of one uncompressed frame. level: zstd level (-EINVAL if zstd refuses it).
  * workers: compressing threads; 0 compresses on the caller's thread. No thread starts here:
  * the workers start at the first frame handed off (frame_pipe__submit says when). */
 int frame_pipe__new(struct frame_pipe **pp, int level, size_t frame_cap, unsigned workers);
+/* At most n (1..workers; more is workers) of the workers compress at once, from now on: the
+ * others do not start. Raising n starts them if the first ones run already; lowering it below
+ * the number running is -EBUSY. Only on the thread that submits. 0 (no workers: a no-op) or
+ * -errno. */
+int frame_pipe__set_active(struct frame_pipe *p, unsigned n);
 /* The buffer to fill (frame_cap bytes); valid until the next submit. */
 uint8_t *frame_pipe__buf(const struct frame_pipe *p);
 /* Hands the buffer over as one frame of `events` events and `len` bytes (len may be 0: an

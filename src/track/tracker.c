@@ -52,6 +52,7 @@ int tracker__run(const struct tracker_opts *o)
 	const char *clock_why; /* why the interposer stamps with clock_gettime, NULL: the TSC */
 	uint64_t t_start = now_ns(CLOCK_MONOTONIC), t0, root_attach_ns = 0;
 	int ret = MT_EXIT_FAILED, err, status, art_fd = -1;
+	unsigned workers = 0; /* compression threads, artifact__default_workers */
 
 	t.sp.go_fd = t.sp.err_fd = t.sp.pidfd = -1;
 	t.ring.fd = -EBADF;
@@ -200,13 +201,19 @@ int tracker__run(const struct tracker_opts *o)
 		log__error("cannot write '%s/%s': %s", o->outdir, t.m.artifact, strerror(-err));
 		goto cleanup;
 	}
-	/* frames are compressed on every CPU while this thread drains the ring; the threads start
-	 * at the first full frame (a short run's one frame is compressed at close, here) */
-	err = artifact_writer__set_workers(t.writer, artifact__default_workers());
+	/* frames are compressed on every CPU but one while this thread drains the ring, on every
+	 * CPU once the tree has exited; the threads start at the first full frame (a short run's
+	 * one frame is compressed at close, here) */
+	workers = artifact__default_workers();
+	err = artifact_writer__set_workers(t.writer, workers);
+	if (!err)
+		err = artifact_writer__set_active_workers(t.writer, artifact__run_workers(workers));
 	if (err) {
 		log__error("cannot set up the artifact's compression: %s", strerror(-err));
 		goto cleanup;
 	}
+	log__debug(LOG_VERBOSE, "compression: %u of %u workers while the tree runs",
+		   artifact__run_workers(workers), workers);
 	tracker__mark(&t, "compression set up");
 	t.sinks.writer = t.writer;
 	err = spawn__exec_result(&t.sp);
@@ -215,6 +222,8 @@ int tracker__run(const struct tracker_opts *o)
 	tracker__mark(&t, "exec result read");
 	status = tracker__loop(&t);
 	tracker__mark(&t, "tree exited");
+	/* what is left to drain and compress, on every CPU now: no error (n >= those running) */
+	artifact_writer__set_active_workers(t.writer, workers);
 	if (status < 0) {
 		log__error("event loop failed: %s", strerror(-status));
 		goto cleanup;

@@ -451,6 +451,66 @@ static void test_lazy_start(void **state)
 	}
 }
 
+/*
+ * A limit on the workers that compress (frame_pipe__set_active, what memtrack track sets while
+ * the tree runs): no more threads start than allowed, one alone compresses in order; raising
+ * the limit starts the others at once and the frames queued before and after come out in order.
+ */
+static void test_active(void **state)
+{
+	unsigned base = 1;
+	struct frame_pipe_stats st;
+	struct frame_pipe *p;
+	int fd;
+
+	(void)state;
+	expect_threads(base);
+	fd = lazy_open(&p, 3, base);
+	assert_int_equal(frame_pipe__set_active(p, 0), -EINVAL);
+	assert_int_equal(frame_pipe__set_active(p, 1), 0);
+	submit_k(p, fd, 0, FRAME_PIPE_INLINE_MAX, false); /* big: starts the workers allowed */
+	assert_int_equal(nthreads(), base + 1);
+	for (unsigned k = 1; k < 20; k++)
+		submit_k(p, fd, k, k * 1237 % LAZY_CAP, false);
+	assert_int_equal(frame_pipe__sync(p), 0);
+	frame_pipe__stats(p, &st);
+	assert_int_equal(st.threads, 1);
+	assert_int_equal(st.frames, 20);
+	assert_int_equal(st.reordered, 0); /* one worker takes the oldest frame first */
+	assert_int_equal(nthreads(), base + 1);
+
+	assert_int_equal(frame_pipe__set_active(p, 2), 0); /* running: the second starts now */
+	assert_int_equal(nthreads(), base + 2);
+	assert_int_equal(frame_pipe__set_active(p, 1), -EBUSY);
+	assert_int_equal(frame_pipe__set_active(p, 64), 0); /* more than there are: all three */
+	assert_int_equal(nthreads(), base + 3);
+	for (unsigned k = 20; k < 40; k++)
+		submit_k(p, fd, k, k * 1237 % LAZY_CAP, k == 39);
+	frame_pipe__stats(p, &st);
+	assert_int_equal(st.threads, 3);
+	lazy_close(p, fd, 40, base);
+
+	/* a limit set before the start holds for the first start too; none on a pipe without
+	 * workers, where the caller compresses */
+	fd = lazy_open(&p, 3, base);
+	assert_int_equal(frame_pipe__set_active(p, 2), 0);
+	submit_k(p, fd, 0, 10, false);
+	submit_k(p, fd, 1, 10, false); /* a second frame starts them */
+	assert_int_equal(nthreads(), base + 2);
+	lazy_close(p, fd, 2, base);
+	fd = lazy_open(&p, 0, base);
+	assert_int_equal(frame_pipe__set_active(p, 5), 0);
+	submit_k(p, fd, 0, LAZY_CAP, false);
+	assert_int_equal(nthreads(), base);
+	lazy_close(p, fd, 1, base);
+
+	/* the policy: one CPU left to the program, at least one worker */
+	assert_int_equal(artifact__run_workers(0), 0);
+	assert_int_equal(artifact__run_workers(1), 1);
+	assert_int_equal(artifact__run_workers(2), 1);
+	assert_int_equal(artifact__run_workers(8), 7);
+}
+
 static void check_empty_frame(void)
 {
 	size_t len;
@@ -492,6 +552,7 @@ int main(void)
 		cmocka_unit_test(test_writer_short_file),
 		cmocka_unit_test(test_set_workers),
 		cmocka_unit_test(test_lazy_start),
+		cmocka_unit_test(test_active),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
