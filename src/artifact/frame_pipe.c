@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <zstd.h>
 #include "artifact/frame_pipe.h"
@@ -17,9 +18,14 @@
  */
 enum slot_state { SLOT_FREE, SLOT_FILLING, SLOT_QUEUED, SLOT_BUSY, SLOT_DONE };
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
 struct slot {
 	uint8_t *buf; /* msgpack bytes, cap bytes */
 	uint8_t *zbuf; /* compressed frame, zcap bytes */
+	size_t pop; /* bytes of buf mapped (frame_pipe__populate): kept across the slot's uses */
 	size_t len, zlen;
 	unsigned events;
 	int fd; /* where it goes */
@@ -51,6 +57,7 @@ struct frame_pipe {
 	uint64_t write_seq; /* of the next frame to write */
 	uint64_t done_max; /* highest seq compressed so far */
 	bool writing; /* a worker is in write(2): the others leave the writing to it */
+	bool no_populate; /* MADV_POPULATE_WRITE refused (before Linux 5.14): pages fault in */
 	bool stop, finished;
 	int err; /* sticky, -errno */
 	struct frame_pipe_stats st; /* bytes also read without mu: atomics */
@@ -276,6 +283,33 @@ cleanup:
 uint8_t *frame_pipe__buf(const struct frame_pipe *p)
 {
 	return p->cur->buf;
+}
+
+size_t frame_pipe__populate(struct frame_pipe *p, size_t upto)
+{
+	struct slot *s = p->cur;
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a, b;
+
+	if (p->no_populate)
+		return p->cap;
+	if (upto > p->cap)
+		upto = p->cap;
+	if (upto <= s->pop)
+		return s->pop;
+	/* whole pages inside the buffer: the page it starts in is malloc's too, the one the end
+	 * falls in may not be ours; a part-page faults in, as without this */
+	a = ((uintptr_t)s->buf + s->pop) & ~(pg - 1);
+	b = ((uintptr_t)s->buf + upto) & ~(pg - 1);
+	if (upto == p->cap)
+		b = ((uintptr_t)s->buf + p->cap) & ~(pg - 1);
+	if (b > a && madvise((void *)a, b - a, MADV_POPULATE_WRITE)) {
+		log__debug(LOG_VERBOSE, "artifact: frame buffers fault in page by page: %s",
+			   strerror(errno));
+		p->no_populate = true;
+		return p->cap;
+	}
+	s->pop = upto;
+	return upto;
 }
 
 /*

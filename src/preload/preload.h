@@ -67,6 +67,9 @@ struct pl_thread {
 	struct mt_event *ring;
 	uint64_t head, tail; /* our copy of the slot's head; the last tail we read */
 	uint64_t check;	     /* head at which pl_room looks at the ring's fill again */
+	/* the ring's pages are mapped in this process up to record `pop` (pl_populate), until
+	 * pop_end: one whole ring past the claim, after which every page is */
+	uint64_t pop, pop_end;
 	/* TSC anchor (preload_clock.c): CLOCK_MONOTONIC ns_a at cycle tsc_a, valid for tsc_span
 	 * cycles (0: none); no stamp below ts_floor */
 	uint64_t tsc_a, ns_a, tsc_span, ts_floor;

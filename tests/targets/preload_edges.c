@@ -9,6 +9,9 @@
  *                          the run: slots come back at thread exit), one pair each
  *   preload_edges shm      reports the mode of the shared memory named in the environment and
  *                          the memtrack pid in its name
+ *   preload_edges ring_pages  reports, after a few records and again after 3000 more pairs,
+ *                          how far the main thread's ring is mapped in this process
+ *                          (/proc/self/pagemap) and how many records it wrote
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -20,8 +23,10 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <unistd.h>
 #include "expect.h"
+#include "preload/shm_abi.h"
 
 static void *volatile sink;
 
@@ -110,6 +115,84 @@ static int shm(void)
 	return 0;
 }
 
+/* Where the calling thread's ring is in the shared memory; NULL when not found. */
+static const struct mt_event *my_ring(uint64_t *head, uint32_t *nrec)
+{
+	const char *path = getenv("MEMTRACK_PRELOAD_SHM");
+	char line[512];
+	uintptr_t start = 0;
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	while (f && path && fgets(line, sizeof(line), f)) {
+		size_t n = strlen(line), pl = strlen(path);
+
+		if (n > pl && !strncmp(line + n - pl - 1, path, pl) && !start)
+			start = (uintptr_t)strtoull(line, NULL, 16);
+	}
+	if (f)
+		fclose(f);
+	if (!start)
+		return NULL;
+	{
+		const struct mt_shm_hdr *h = (const void *)start;
+		const struct mt_shm_slot *sl = (const void *)(start + h->slots_off);
+
+		for (uint32_t i = 0; i < h->next_slot; i++) {
+			if (sl[i].tid != (int32_t)syscall(SYS_gettid) || sl[i].state != MT_SLOT_OWNED)
+				continue;
+			*head = __atomic_load_n(&sl[i].head, __ATOMIC_ACQUIRE);
+			*nrec = h->slot_records;
+			return (const void *)(start + h->data_off +
+					      (size_t)i * h->slot_records * sizeof(struct mt_event));
+		}
+	}
+	return NULL;
+}
+
+/* The ring's pages present in this process: how many, and the first one absent. */
+static void say_ring(const char *when)
+{
+	uint64_t head = 0, present = 0, first_absent = ~0ull;
+	uint32_t nrec = 0;
+	const struct mt_event *ring = my_ring(&head, &nrec);
+	long pg = sysconf(_SC_PAGESIZE);
+	int fd = open("/proc/self/pagemap", O_RDONLY);
+	char op[32];
+
+	if (!ring || fd < 0)
+		exit(3);
+	for (uint64_t p = 0; p < (uint64_t)nrec * sizeof(*ring) / (uint64_t)pg; p++) {
+		uint64_t e = 0;
+
+		if (pread(fd, &e, 8, (off_t)(((uintptr_t)ring / (uint64_t)pg + p) * 8)) != 8)
+			exit(3);
+		if (e >> 63)
+			present++;
+		else if (first_absent == ~0ull)
+			first_absent = p;
+	}
+	close(fd);
+	snprintf(op, sizeof(op), "ring_head_%s", when);
+	mt_say_fact(op, head);
+	snprintf(op, sizeof(op), "ring_present_%s", when);
+	mt_say_fact(op, present);
+	snprintf(op, sizeof(op), "ring_absent_%s", when);
+	mt_say_fact(op, first_absent);
+}
+
+static int ring_pages(void)
+{
+	say_ring("a");
+	for (int i = 0; i < 3000; i++) { /* 6000 records, unreported */
+		void *p = malloc(48);
+
+		sink = p;
+		free(p);
+	}
+	say_ring("b");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "noop")) /* the vfork child's exec */
@@ -127,5 +210,7 @@ int main(int argc, char **argv)
 		return many_threads(atoi(argv[2]));
 	if (argc > 1 && !strcmp(argv[1], "shm"))
 		return shm();
+	if (argc > 1 && !strcmp(argv[1], "ring_pages"))
+		return ring_pages();
 	return edges();
 }
