@@ -573,7 +573,9 @@ static void test_unserved_counted(void **state)
  * call each (a first touch of a shared page is a fault each, ~10 us on a VM that traps them):
  * after h records, the pages of the whole 64 KiB pieces reached so far are present in the
  * process, and none after them. 1365 records of 48 bytes fill a piece, the first one at the
- * thread's first record (its slot's ring starts on a page: 16384 records are 192 pages).
+ * thread's first record (its slot's ring starts on a page: 16384 records are 192 pages). The
+ * target is the root, run without a shell: its thread takes the file's first slot, fresh, so
+ * the slot's head counts its own records from ring position 0.
  */
 static void check_ring_pages(struct mt_run *r, const char *when)
 {
