@@ -398,26 +398,26 @@ static int pl_wait_room(struct pl_thread *t)
 	return 0;
 }
 
-/*
- * A record's slow path, taken when head reaches t->check: reads the consumer's tail; from half
- * full on rings the doorbell, and when full waits for room. Then sets the next check: when the
- * ring would be half full as far as we know, or an eighth of a ring later if it is past half
- * already (the doorbell rings at most that often). 0 when there is room, -1 when memtrack
- * stopped reading.
- */
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
+/* Bytes of ring mapped ahead at a time; the first piece after a claim is smaller: mapped pages
+ * of the shared file count in the process's shmem RSS, and a short-lived process writes few
+ * records (16 KiB: at most 12 KiB more than it would have touched). */
+#define PL_POP_FIRST (16u << 10)
 #define PL_POP_BYTES (64u << 10)
 static int pl_no_populate;
 
-/* Maps the ring's pages from record `from` on, PL_POP_BYTES of them (to the ring's end at
- * most), in one system call: a first touch of a shared page is a fault each, ~10 us on this
- * VM, and populating costs ~0.4-1.1 us a page. Returns the record after the last mapped. */
+/* Maps the ring's pages from record `from` on, PL_POP_BYTES of them (PL_POP_FIRST from the
+ * claim; to the ring's end at most), in one system call: a first touch of a shared page is a
+ * fault each, ~10 us on this VM, and populating costs ~0.4-1.1 us a page. Returns the record
+ * after the last mapped. */
 static uint64_t pl_populate(struct pl_thread *t, uint64_t from)
 {
 	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a, b;
-	uint64_t idx = from & pl.mask, n = PL_POP_BYTES / sizeof(struct mt_event);
+	uint64_t idx = from & pl.mask;
+	uint64_t n = (from == t->pop_end - pl.nrec ? PL_POP_FIRST : PL_POP_BYTES) /
+		     sizeof(struct mt_event);
 	int saved = errno;
 
 	if (n > pl.nrec - idx)
@@ -430,6 +430,14 @@ static uint64_t pl_populate(struct pl_thread *t, uint64_t from)
 	return from + n;
 }
 
+/*
+ * A record's slow path, taken when head reaches t->check: reads the consumer's tail; from half
+ * full on rings the doorbell, and when full waits for room. Then sets the next check: when the
+ * ring would be half full as far as we know, or an eighth of a ring later if it is past half
+ * already (the doorbell rings at most that often), and no later than the end of the ring's
+ * mapped part (pl_populate) until the whole ring was mapped once. 0 when there is room, -1
+ * when memtrack stopped reading.
+ */
 int pl_room(struct pl_thread *t)
 {
 	uint64_t half = pl.nrec / 2;
