@@ -5,10 +5,10 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 #include <zstd.h>
 #include "artifact/frame_pipe.h"
+#include "common/populate.h"
 #include "common/log.h"
 
 /*
@@ -17,10 +17,6 @@
  * buffers of a slot are touched only by whoever owns it in its current state.
  */
 enum slot_state { SLOT_FREE, SLOT_FILLING, SLOT_QUEUED, SLOT_BUSY, SLOT_DONE };
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
-#endif
 
 struct slot {
 	uint8_t *buf; /* msgpack bytes, cap bytes */
@@ -289,6 +285,7 @@ size_t frame_pipe__populate(struct frame_pipe *p, size_t upto)
 {
 	struct slot *s = p->cur;
 	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a, b;
+	int rc;
 
 	if (p->no_populate)
 		return p->cap;
@@ -300,11 +297,10 @@ size_t frame_pipe__populate(struct frame_pipe *p, size_t upto)
 	 * falls in may not be ours; a part-page faults in, as without this */
 	a = ((uintptr_t)s->buf + s->pop) & ~(pg - 1);
 	b = ((uintptr_t)s->buf + upto) & ~(pg - 1);
-	if (upto == p->cap)
-		b = ((uintptr_t)s->buf + p->cap) & ~(pg - 1);
-	if (b > a && madvise((void *)a, b - a, MADV_POPULATE_WRITE)) {
+	rc = populate__pages(a, b);
+	if (rc) {
 		log__debug(LOG_VERBOSE, "artifact: frame buffers fault in page by page: %s",
-			   strerror(errno));
+			   strerror(-rc));
 		p->no_populate = true;
 		return p->cap;
 	}

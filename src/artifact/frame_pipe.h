@@ -47,10 +47,9 @@ int frame_pipe__new(struct frame_pipe **pp, int level, size_t frame_cap, unsigne
 int frame_pipe__set_active(struct frame_pipe *p, unsigned n);
 /* The buffer to fill (frame_cap bytes); valid until the next submit. */
 uint8_t *frame_pipe__buf(const struct frame_pipe *p);
-/* Maps the buffer's first `upto` bytes (at most frame_cap) in one system call, and returns how
- * many are mapped now (frame_cap when the kernel cannot: pages then fault in one by one).
- * Each first touch of a page is a fault, ~10 us on a VM that traps them (this one), and a
- * frame of msgpack touches ~1,000 pages; populating costs ~1 us a page. The buffers are kept
+/* Maps the buffer's first `upto` bytes (at most frame_cap) in one system call (why:
+ * common/populate.h; a frame of msgpack touches ~1,000 pages), and returns how many are mapped
+ * now (frame_cap when the kernel cannot: pages then fault in one by one). The buffers are kept
  * and reused, and so is what was mapped of them. upto 0: what is mapped already. */
 size_t frame_pipe__populate(struct frame_pipe *p, size_t upto);
 /* Hands the buffer over as one frame of `events` events and `len` bytes (len may be 0: an

@@ -22,6 +22,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include "common/populate.h"
 #include "preload/preload.h"
 
 struct pl_proc pl;
@@ -398,9 +399,6 @@ static int pl_wait_room(struct pl_thread *t)
 	return 0;
 }
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
-#endif
 /* Bytes of ring mapped ahead at a time; the first piece after a claim is smaller: mapped pages
  * of the shared file count in the process's shmem RSS, and a short-lived process writes few
  * records (16 KiB: at most 12 KiB more than it would have touched). */
@@ -409,24 +407,21 @@ static int pl_wait_room(struct pl_thread *t)
 static int pl_no_populate;
 
 /* Maps the ring's pages from record `from` on, PL_POP_BYTES of them (PL_POP_FIRST from the
- * claim; to the ring's end at most), in one system call: a first touch of a shared page is a
- * fault each, ~10 us on this VM, and populating costs ~0.4-1.1 us a page. Returns the record
- * after the last mapped. */
+ * claim; to the ring's end at most), in one system call (common/populate.h). Returns the
+ * record after the last mapped. */
 static uint64_t pl_populate(struct pl_thread *t, uint64_t from)
 {
 	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a, b;
 	uint64_t idx = from & pl.mask;
 	uint64_t n = (from == t->pop_end - pl.nrec ? PL_POP_FIRST : PL_POP_BYTES) /
 		     sizeof(struct mt_event);
-	int saved = errno;
 
 	if (n > pl.nrec - idx)
 		n = pl.nrec - idx; /* up to the ring's end; the next call starts at its start */
 	a = (uintptr_t)&t->ring[idx] & ~(pg - 1);
 	b = ((uintptr_t)&t->ring[idx + n] + pg - 1) & ~(pg - 1);
-	if (!pl_no_populate && madvise((void *)a, b - a, MADV_POPULATE_WRITE) && errno == EINVAL)
+	if (!pl_no_populate && populate__pages(a, b) == -EINVAL)
 		pl_no_populate = 1; /* an older kernel: faults, as before */
-	errno = saved;
 	return from + n;
 }
 
