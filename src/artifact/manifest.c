@@ -192,6 +192,7 @@ void manifest__free(struct manifest *m)
 	free(m->alloc_programs);
 	free(m->hook_links);
 	free(m->btf_source);
+	free(m->bpf_programs);
 	free(m->alloc_hooks);
 	free(m->preload_lib);
 	free(m->preload_clock);

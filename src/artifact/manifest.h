@@ -106,8 +106,12 @@ struct manifest {
 	 * (on a thread, through tail-call trampolines, src/track/early_links.h) or "after
 	 * loading" (the fallback) */
 	char *hook_links;
+	/* where the BPF programs came from: "kept <slot>" (a load an earlier run kept,
+	 * src/track/prog_cache.h), "loaded, kept <slot>" (loaded and kept for later runs),
+	 * "loaded (no cache: <why>)" */
+	char *bpf_programs;
 	/* kernel BTF used for CO-RE: "cache" or "generated" (a minimal BTF, see
-	 * src/track/btf_cache.h), "vmlinux" (the whole kernel BTF) */
+	 * src/track/btf_cache.h), "vmlinux" (the whole kernel BTF), "kept" (no load: above) */
 	char *btf_source;
 	/* --alloc-hooks: "uprobe" or "preload"; the interposer's path (its drops are rows of
 	 * drops[], from DROP_PRELOAD) */

@@ -363,6 +363,7 @@ static const struct field manifest_rows[] = {
 	{"mechanisms", "tracepoint", F_STR, M(tracepoint_mechanism)},
 	{"mechanisms", "rmap_backend", F_STR, M(rmap_backend)},
 	{"mechanisms", "rmap_reason", F_STR, M(rmap_reason)},
+	{"mechanisms", "bpf_programs", F_STR, M(bpf_programs)},
 	{"mechanisms", "btf", F_STR, M(btf_source)},
 	{"mechanisms", "alloc_programs", F_STR, M(alloc_programs)},
 	{"mechanisms", "hook_links", F_STR, M(hook_links)},

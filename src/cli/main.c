@@ -4,6 +4,7 @@
 #include <string.h>
 #include "cli/cmd_report.h"
 #include "cli/cmd_track.h"
+#include "cli/cmd_unload.h"
 #include "cli/exit_status.h"
 #include "common/log.h"
 
@@ -16,6 +17,7 @@ struct command {
 static const struct command commands[] = {
 	{"track", cmd_track, "run a command and record its memory"},
 	{"report", cmd_report, "summarise an artifact: text, JSON, SVG, Perfetto"},
+	{"unload", cmd_unload, "free the BPF programs runs keep loaded for the next ones"},
 };
 
 static void usage(FILE *f)

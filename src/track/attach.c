@@ -36,10 +36,10 @@ struct mt_link_create_attr {
 
 struct attach_set {
 	enum attach_mech mech;
-	struct bpf_program *entry, *ret; /* NULL until progs gives them (lazy sets) */
+	struct attach_prog entry, ret; /* fd -1 until progs gives them */
 	attach_progs_fn progs;
 	void *progs_ctx;
-	struct bpf_program *marker; /* USDT sites of include/memtrack.h; NULL until needed */
+	struct attach_prog marker; /* USDT sites of include/memtrack.h; fd -1 until needed */
 	attach_marker_fn marker_fn; /* gives it; NULL: USDT sites are not attached */
 	void *marker_ctx;
 	int *fds; /* uprobe_multi link fds */
@@ -114,8 +114,10 @@ int attach_set__new(struct attach_set **s, enum attach_mech mech, struct bpf_pro
 	if (!*s)
 		return -ENOMEM;
 	(*s)->mech = mech;
-	(*s)->entry = entry;
-	(*s)->ret = ret;
+	(*s)->entry =
+	    (struct attach_prog){.fd = entry ? bpf_program__fd(entry) : -1, .prog = entry};
+	(*s)->ret = (struct attach_prog){.fd = ret ? bpf_program__fd(ret) : -1, .prog = ret};
+	(*s)->marker.fd = -1;
 	return 0;
 }
 
@@ -158,7 +160,7 @@ static int attach_set__multi(struct attach_set *s, const char *path, const struc
 	int err = 0;
 
 	for (int dir = 0; dir < 2; dir++) {
-		struct bpf_program *prog = dir ? s->ret : s->entry;
+		int prog = dir ? s->ret.fd : s->entry.fd;
 		uint32_t cnt = 0;
 		int fd;
 
@@ -170,7 +172,7 @@ static int attach_set__multi(struct attach_set *s, const char *path, const struc
 		}
 		if (!cnt)
 			continue;
-		fd = attach__link_create(bpf_program__fd(prog), path, offs, cookies, cnt, dir);
+		fd = attach__link_create(prog, path, offs, cookies, cnt, dir);
 		if (fd < 0) {
 			err = fd;
 			break;
@@ -184,6 +186,8 @@ static int attach_set__multi(struct attach_set *s, const char *path, const struc
 static int attach_set__perf(struct attach_set *s, const char *path, const struct alloc_site *sites,
 			    int n)
 {
+	if (!s->entry.prog || !s->ret.prog)
+		return -EINVAL; /* kept programs (prog_cache.h): uprobe_multi links only */
 	for (int dir = 0; dir < 2; dir++) {
 		for (int i = 0; i < n; i++) {
 			LIBBPF_OPTS(bpf_uprobe_opts, o, .retprobe = dir == 1,
@@ -192,7 +196,7 @@ static int attach_set__perf(struct attach_set *s, const char *path, const struct
 
 			if ((dir && !sites[i].ret) || (!dir && !sites[i].entry))
 				continue;
-			l = bpf_program__attach_uprobe_opts(dir ? s->ret : s->entry, -1, path,
+			l = bpf_program__attach_uprobe_opts(dir ? s->ret.prog : s->entry.prog, -1, path,
 							    dir ? sites[i].offset : sites[i].probe, &o);
 			if (!l)
 				return -errno;
@@ -208,7 +212,7 @@ int attach_set__library(struct attach_set *s, const char *path, const struct all
 {
 	int err = attach_set__grow(s, 2 * (unsigned)n + 2);
 
-	if (!err && n > 0 && !s->entry)
+	if (!err && n > 0 && s->entry.fd < 0)
 		err = s->progs ? s->progs(s->progs_ctx, &s->entry, &s->ret) : -EINVAL;
 	if (err)
 		return err;
@@ -232,7 +236,7 @@ int attach_set__usdt(struct attach_set *s, const char *path, const struct usdt_s
 
 	if (!s->marker_fn || n <= 0)
 		return 0;
-	if (!s->marker) {
+	if (s->marker.fd < 0) {
 		err = s->marker_fn(s->marker_ctx, &s->marker);
 		if (err)
 			return err;
@@ -248,19 +252,21 @@ int attach_set__usdt(struct attach_set *s, const char *path, const struct usdt_s
 			refs[i] = sites[i].ref_ctr;
 			cookies[i] = sites[i].cookie;
 		}
-		fd = attach__link_create_ref(bpf_program__fd(s->marker), path, offs, refs, cookies,
-					     (uint32_t)n, false);
+		fd = attach__link_create_ref(s->marker.fd, path, offs, refs, cookies, (uint32_t)n,
+					     false);
 		if (fd < 0)
 			return fd;
 		s->fds[s->nr] = fd;
 		s->links[s->nr++] = NULL;
 		return 0;
 	}
+	if (!s->marker.prog)
+		return -EINVAL; /* a kept program (prog_cache.h): uprobe_multi links only */
 	for (int i = 0; i < n; i++) {
 		LIBBPF_OPTS(bpf_uprobe_opts, o, .ref_ctr_offset = sites[i].ref_ctr,
 			    .bpf_cookie = sites[i].cookie);
-		struct bpf_link *l = bpf_program__attach_uprobe_opts(s->marker, -1, path,
-								     sites[i].offset, &o);
+		struct bpf_link *l =
+		    bpf_program__attach_uprobe_opts(s->marker.prog, -1, path, sites[i].offset, &o);
 
 		if (!l)
 			return -errno;

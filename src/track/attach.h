@@ -26,10 +26,18 @@ int attach__uprobe_multi_type(void);
 int attach__multi_link(int prog_fd, const char *path, const uint64_t *offs, const uint64_t *cookies,
 		       uint32_t cnt);
 
+/* A program to attach: its fd (uprobe_multi links take only that) and, for perf uprobes, its
+ * libbpf object (NULL when the program came from the program cache, which needs
+ * uprobe_multi: prog_cache.h). */
+struct attach_prog {
+	int fd;
+	struct bpf_program *prog;
+};
+
 int attach_set__new(struct attach_set **s, enum attach_mech mech, struct bpf_program *entry,
 		    struct bpf_program *ret);
 /* Gives the entry and return programs when first needed; 0 or -errno. */
-typedef int (*attach_progs_fn)(void *ctx, struct bpf_program **entry, struct bpf_program **ret);
+typedef int (*attach_progs_fn)(void *ctx, struct attach_prog *entry, struct attach_prog *ret);
 /* A set whose programs are loaded only when a library is first attached (progs(ctx) then):
  * a run that attaches nothing never loads them. */
 int attach_set__new_lazy(struct attach_set **s, enum attach_mech mech, attach_progs_fn progs,
@@ -38,7 +46,7 @@ int attach_set__new_lazy(struct attach_set **s, enum attach_mech mech, attach_pr
 int attach_set__library(struct attach_set *s, const char *path, const struct alloc_site *sites,
 			int n);
 /* Gives the program of the USDT sites (include/memtrack.h) when first needed; 0 or -errno. */
-typedef int (*attach_marker_fn)(void *ctx, struct bpf_program **marker);
+typedef int (*attach_marker_fn)(void *ctx, struct attach_prog *marker);
 /* Without it attach_set__usdt does nothing. */
 void attach_set__set_marker(struct attach_set *s, attach_marker_fn marker, void *ctx);
 /* Attaches the marker program to n USDT sites of path, with their semaphores. 0 or -errno. */

@@ -2,7 +2,7 @@
 /*
  * The run, phase by phase (each timed into the manifest):
  *   load    open the skeleton, size the ring, pick uprobe_multi or perf uprobes, verify
- *           (tracker_load.c)
+ *           (tracker_load.c); or take the programs an earlier run kept (prog_cache.h)
  *   attach  raw tracepoints for the tree and RSS; allocator uprobes come per executable, when
  *           the BPF side stops a tracked task at the exec of a binary not seen yet
  *           (tracker_run.c)
@@ -44,6 +44,13 @@ static int tracker__exit_status(const struct tracker *t)
 	return t->m.exit_status;
 }
 
+/* The early links (early_links.h): the tracepoints and the interposer's control points. */
+static void tracker__early_start(struct tracker *t)
+{
+	early_links__start(&t->early, t->pre.on ? t->pre.lib : NULL, t->multi,
+			   t->pre.on ? shm_source__ctl_live(t->pre.shm) : NULL);
+}
+
 int tracker__run(const struct tracker_opts *o)
 {
 	struct tracker t = {
@@ -55,6 +62,8 @@ int tracker__run(const struct tracker_opts *o)
 	unsigned workers = 0; /* compression threads, artifact__default_workers */
 
 	t.sp.go_fd = t.sp.err_fd = t.sp.pidfd = -1;
+	t.alloc_entry.fd = t.alloc_ret.fd = -1;
+	t.pc.dir_fd = t.pc.owner_fd = -1;
 	t.ring.fd = -EBADF;
 	t.wd.sock = -1;
 	t.m.start_unix_ns = now_ns(CLOCK_REALTIME);
@@ -64,8 +73,6 @@ int tracker__run(const struct tracker_opts *o)
 	 * started before the command's fork would take pid 2, the command's (below). A thread and
 	 * a map fd (close-on-exec, kernel memory) change nothing in what the forks copy; the
 	 * watchdog closes every fd it inherits. */
-	if (getpid() != 1)
-		tracker__ring_start(&t);
 	/* with --, the words as a shell command that runs them again */
 	t.m.command = o->command ? strdup(o->command) : shquote__argv(o->argv);
 	if (!t.m.command || manifest__set_argv(&t.m, o->argv) ||
@@ -87,6 +94,17 @@ int tracker__run(const struct tracker_opts *o)
 	    tracker__stacks_start(&t))
 		goto cleanup;
 	tracker__mark(&t, "interposer's shared memory");
+	/* the ring's thread too, unless a kept load has one; before the fork (the command holds
+	 * no copy of the ring or the maps) */
+	tracker__cache_open(&t);
+	tracker__mark(&t, t.pc.hit ? "program cache: kept load found" : "program cache looked up");
+	/* The links wait for the kernel (~1.5 ms a tracepoint here, patching its call sites) while
+	 * this thread forks, inspects and loads: first thing, a kept load leaves little else to
+	 * wait for. Not before the command's fork when we are a pid namespace's init (above). */
+	if (getpid() != 1) {
+		tracker__early_start(&t);
+		tracker__mark(&t, "early links started");
+	}
 	clock_why = t.pre.on ? shm_source__clock_refusal(t.pre.shm) : NULL;
 	if (manifest__set_str(&t.m.alloc_hooks, preload_setup__mode_name(&t.pre)) ||
 	    manifest__set_str(&t.m.preload_lib, t.pre.on ? t.pre.lib : NULL) ||
@@ -106,7 +124,7 @@ int tracker__run(const struct tracker_opts *o)
 	}
 	t.m.root_pid = t.sp.pid;
 	tracker__mark(&t, "command forked, held");
-	if (getpid() == 1)
+	if (getpid() == 1 && !t.pc.hit)
 		tracker__ring_start(&t);
 	/* The command is memtrack's first child: in a new pid namespace it is pid 2 (memtrack
 	 * pid 1), as test_track_outputs expects. Then the watchdog, while memtrack is small. */
@@ -126,11 +144,10 @@ int tracker__run(const struct tracker_opts *o)
 	if (art_fd < 0 || tracker__stacks_open(&t))
 		goto cleanup;
 	tracker__mark(&t, "output files created");
-	/* the links wait for the kernel (early_links.h) while this thread loads the programs */
-	t.multi = attach__probe_uprobe_multi();
-	early_links__start(&t.early, t.pre.on ? t.pre.lib : NULL, t.multi,
-			   t.pre.on ? shm_source__ctl_live(t.pre.shm) : NULL);
-	tracker__mark(&t, "early links started");
+	if (getpid() == 1) {
+		tracker__early_start(&t);
+		tracker__mark(&t, "early links started");
+	}
 	if (libs__new(&t.libs, NULL))
 		goto cleanup;
 	if (t.pre.on) {
@@ -147,8 +164,10 @@ int tracker__run(const struct tracker_opts *o)
 	tracker__mark(&t, "loaded");
 	if (err)
 		goto cleanup;
-	err = watchdog__arm(&t.wd, bpf_map__fd(t.skel->maps.events),
-			    bpf_map__fd(t.skel->maps.stop_ctl));
+	/* the slot stays busy while the watchdog lives (it may still read the ring): it holds the
+	 * slot's lock too, and its pid is in the owner map */
+	err = watchdog__arm(&t.wd, t.fd.events, t.fd.stop_ctl, t.pc.dir_fd);
+	prog_cache__set_owner(&t.pc, PC_OWNER_WATCHDOG, t.wd.pid);
 	if (!err)
 		err = tracker__set_stops(&t, true);
 	if (err) {

@@ -31,7 +31,7 @@ static void tracker__detach_background(struct tracker *t);
  */
 static int tracker__untrack_running(struct tracker *t)
 {
-	int fd = bpf_map__fd(t->skel->maps.procs);
+	int fd = t->fd.procs;
 	__u32 key;
 
 	for (int round = 0; round < 64 && !bpf_map_get_next_key(fd, NULL, &key); round++) {
@@ -103,7 +103,7 @@ uint64_t tracker__percpu_sums(int fd, uint32_t nr, uint64_t *sums)
 /* The BPF side's drops by reason (enum mt_drop_reason: the first rows of drops[]) */
 static void tracker__read_drops(struct tracker *t, uint64_t *drops)
 {
-	tracker__percpu_sums(bpf_map__fd(t->skel->maps.drops), MT_DROP_NR, drops);
+	tracker__percpu_sums(t->fd.drops, MT_DROP_NR, drops);
 }
 
 /* "3 processes were still running ...: 1234 (sleep), ..." */
@@ -176,7 +176,7 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 	/* refusals told before the control link was live (preload_ctl.c) */
 	t->m.drops[MT_DROP_UNSERVED] += shm_source__unserved(t->pre.shm);
 	t->drops_total = drops_total = records__drops_sum(t->m.drops);
-	bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.global), &zero, &g);
+	bpf_map_lookup_elem(t->fd.global, &zero, &g);
 	heap_acct__fill(t->acct, &t->m);
 	preload_setup__fill(&t->pre, &t->m,
 			    !t->pre.on || (t->pre.autom && libs__glibc_attached(t->libs)));
@@ -243,7 +243,7 @@ static void tracker__detach(struct tracker *t)
 {
 	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
 
-	if (!t->skel) {
+	if (!t->loaded) {
 		/* the load failed or never ran: the early links' threads (started before it) still
 		 * write into t->early, which lives in tracker__run's frame: join them */
 		early_links__close(&t->early);
@@ -258,10 +258,8 @@ static void tracker__detach(struct tracker *t)
 	if (t->ctl_fd >= 0)
 		close(t->ctl_fd);
 	t->ctl_fd = -1;
-	for (size_t i = 0; i < sizeof(t->tp_links) / sizeof(t->tp_links[0]); i++) {
-		bpf_link__destroy(t->tp_links[i]);
-		t->tp_links[i] = NULL;
-	}
+	while (t->tp_nr > 0)
+		close(t->tp_fds[--t->tp_nr]);
 	early_links__close(&t->early);
 	consumer__destroy(&t->cons);
 	tracker__unload(t);
@@ -281,6 +279,8 @@ static void tracker__detach_background(struct tracker *t)
 		return;
 	}
 	t->handed_off = true;
+	/* its exit detaches: until it is gone, the slot is not another run's */
+	prog_cache__set_owner(&t->pc, PC_OWNER_DETACHER, pid);
 	t->m.t_detach = now_ns(CLOCK_MONOTONIC) - t0;
 	log__debug(LOG_VERBOSE, "detach: handed to process %d in %.2f ms", pid,
 		   t->m.t_detach / 1e6);

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
  * Phase load: open the skeleton, size the ring, pick uprobe_multi or perf uprobes and the rmap
- * backend, load against a minimal BTF for this kernel (btf_cache.c), verify. The allocator
+ * backend, load against a minimal BTF for this kernel (btf_cache.c), verify; then pin it all
+ * for later runs (prog_cache.h). Or, when an earlier run of the same configuration kept its
+ * load, take that: its maps emptied, nothing opened or verified. The allocator
  * programs are loaded with the others only when every process will need them (uprobe mode);
  * otherwise at the first attach to a library (tracker__alloc_ensure).
  */
@@ -15,6 +17,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "bpf/proc.h"
 #include "common/log.h"
 #include "track/tracker_priv.h"
 
@@ -55,13 +58,16 @@ void tracker__unload(struct tracker *t)
 		bpf_link__destroy(t->rmap_links[i]);
 		t->rmap_links[i] = NULL;
 	}
-	t->alloc_entry = t->alloc_ret = NULL;
+	t->alloc_entry.fd = t->alloc_ret.fd = -1;
+	t->alloc_entry.prog = t->alloc_ret.prog = NULL;
+	t->loaded = false;
 	memtrack_bpf__destroy(t->alloc_skel);
 	t->alloc_skel = NULL;
 	memtrack_bpf__destroy(t->marker_skel);
 	t->marker_skel = NULL;
 	memtrack_bpf__destroy(t->skel);
 	t->skel = NULL;
+	prog_cache__close(&t->pc); /* after the links (tracker__detach): the slot's lock last */
 }
 
 /* Which of the allocator program pairs serves this kernel's uprobes: autoload for that pair
@@ -82,8 +88,12 @@ static void tracker__alloc_autoload(struct memtrack_bpf *s, bool multi, bool loa
 
 static void tracker__alloc_take(struct tracker *t, struct memtrack_bpf *s)
 {
-	t->alloc_entry = t->multi ? s->progs.mt_alloc_entry_multi : s->progs.mt_alloc_entry_perf;
-	t->alloc_ret = t->multi ? s->progs.mt_alloc_return_multi : s->progs.mt_alloc_return_perf;
+	t->alloc_entry.prog =
+	    t->multi ? s->progs.mt_alloc_entry_multi : s->progs.mt_alloc_entry_perf;
+	t->alloc_ret.prog =
+	    t->multi ? s->progs.mt_alloc_return_multi : s->progs.mt_alloc_return_perf;
+	t->alloc_entry.fd = bpf_program__fd(t->alloc_entry.prog);
+	t->alloc_ret.fd = bpf_program__fd(t->alloc_ret.prog);
 }
 
 /* The USDT marker program pair (include/memtrack.h): autoload for the one this kernel's
@@ -114,21 +124,30 @@ static int tracker__load_second(struct tracker *t,
 	struct bpf_map *m;
 	int err = 0;
 
-	if (!t->skel)
+	if (!t->loaded)
 		return -EINVAL;
+	if (!t->skel && !t->btf.source) { /* a kept load prepared none */
+		const void *obj;
+		size_t obj_sz;
+
+		obj = memtrack_bpf__elf_bytes(&obj_sz);
+		btf_cache__prepare(&t->btf, obj, obj_sz);
+		oo.btf_custom_path = t->btf.path[0] ? t->btf.path : NULL;
+	}
 	s = memtrack_bpf__open_opts(&oo);
 	if (!s)
 		return -errno;
 	bpf_object__for_each_program(p, s->obj)
 		bpf_program__set_autoload(p, false);
 	autoload(s, t->multi, true);
-	memcpy(s->rodata, t->skel->rodata, sizeof(*s->rodata));
+	tracker__rodata_apply(s->rodata, &t->ro);
 	bpf_object__for_each_map(m, s->obj) {
 		int fd;
 
 		if (bpf_map__is_internal(m))
 			continue; /* .rodata, copied above */
-		fd = bpf_object__find_map_fd_by_name(t->skel->obj, bpf_map__name(m));
+		fd = t->skel ? bpf_object__find_map_fd_by_name(t->skel->obj, bpf_map__name(m))
+			     : prog_cache__fd(&t->pc, bpf_map__name(m));
 		/* a map the first instance did not create is none of these programs' */
 		err = fd >= 0 ? bpf_map__reuse_fd(m, fd) : bpf_map__set_autocreate(m, false);
 		if (err)
@@ -136,6 +155,7 @@ static int tracker__load_second(struct tracker *t,
 	}
 	err = memtrack_bpf__load(s);
 	if (!err) {
+		tracker__cache_programs(t, s);
 		*out = s;
 		s = NULL;
 	}
@@ -154,8 +174,10 @@ int tracker__alloc_ensure(struct tracker *t)
 	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
 	int err;
 
-	if (t->alloc_entry)
+	if (t->alloc_entry.fd >= 0)
 		return 0;
+	if (!tracker__alloc_take_kept(t))
+		return manifest__set_str(&t->m.alloc_programs, "at first attach");
 	err = tracker__load_second(t, tracker__alloc_autoload, &t->alloc_skel);
 	if (!err) {
 		tracker__alloc_take(t, t->alloc_skel);
@@ -172,12 +194,16 @@ int tracker__alloc_ensure(struct tracker *t)
 
 /* attach_marker_fn: the USDT marker program, loaded at the first library that has memtrack's
  * probes (most runs have none: ~1.5 ms of verification saved). */
-static int tracker__marker_prog(void *ctx, struct bpf_program **marker)
+static int tracker__marker_prog(void *ctx, struct attach_prog *marker)
 {
 	struct tracker *t = ctx;
 	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
-	int err = 0;
+	int err = 0, kept = t->pc.hit ? prog_cache__fd(&t->pc, "mt_marker_multi") : -ENOENT;
 
+	if (kept >= 0) {
+		*marker = (struct attach_prog){.fd = kept};
+		return 0;
+	}
 	if (!t->marker_skel) {
 		err = tracker__load_second(t, tracker__marker_autoload, &t->marker_skel);
 		if (err) {
@@ -189,13 +215,14 @@ static int tracker__marker_prog(void *ctx, struct bpf_program **marker)
 		log__debug(LOG_VERBOSE, "marker program loaded in %.2f ms",
 			   (now_ns(CLOCK_MONOTONIC) - t0) / 1e6);
 	}
-	*marker = t->multi ? t->marker_skel->progs.mt_marker_multi
-			   : t->marker_skel->progs.mt_marker_perf;
+	marker->prog =
+	    t->multi ? t->marker_skel->progs.mt_marker_multi : t->marker_skel->progs.mt_marker_perf;
+	marker->fd = bpf_program__fd(marker->prog);
 	return 0;
 }
 
 /* attach_progs_fn for the allocator attach set: the programs on first need. */
-static int tracker__alloc_progs(void *ctx, struct bpf_program **entry, struct bpf_program **ret)
+static int tracker__alloc_progs(void *ctx, struct attach_prog *entry, struct attach_prog *ret)
 {
 	struct tracker *t = ctx;
 	int err = tracker__alloc_ensure(t);
@@ -307,6 +334,45 @@ static uint32_t tracker__ustack_bytes(void)
 	return (uint32_t)n & ~7u;
 }
 
+/* The read-only values of a load for rmap backend `backend` (every instance gets them). */
+void tracker__rodata(const struct tracker *t, struct memtrack_bpf__rodata *ro, int backend)
+{
+	memset(ro, 0, sizeof(*ro));
+	ro->mt_nr_cpus = tracker__nr_cpus();
+	ro->mt_page_shift = __builtin_ctz(sysconf(_SC_PAGESIZE));
+	ro->mt_rss_step = t->o->rss_step;
+	ro->mt_stop_on_exec = true;
+	ro->mt_rmap = backend;
+	ro->mt_ustack_bytes = t->o->stacks ? tracker__ustack_bytes() : 0;
+	/* wake the consumer at 256 KiB pending, or at a quarter of a smaller ring: the ring must
+	 * be able to hold the threshold with room to spare while the consumer wakes up */
+	ro->mt_wakeup_bytes = t->o->ring_bytes / 4 < 256 * 1024 ? t->o->ring_bytes / 4 : 256 * 1024;
+	/* records with stacks are up to ~300x longer: wake the consumer after more bytes (an
+	 * eighth of the ring, well before the half where stacks are left out) */
+	if (t->o->stacks && t->o->ring_bytes / 8 > ro->mt_wakeup_bytes)
+		ro->mt_wakeup_bytes = t->o->ring_bytes / 8;
+}
+
+/* The values tracker__rodata sets, onto an instance's (the others keep the object's). */
+void tracker__rodata_apply(struct memtrack_bpf__rodata *dst, const struct memtrack_bpf__rodata *ro)
+{
+	dst->mt_nr_cpus = ro->mt_nr_cpus;
+	dst->mt_page_shift = ro->mt_page_shift;
+	dst->mt_rss_step = ro->mt_rss_step;
+	dst->mt_stop_on_exec = ro->mt_stop_on_exec;
+	dst->mt_rmap = ro->mt_rmap;
+	dst->mt_ustack_bytes = ro->mt_ustack_bytes;
+	dst->mt_wakeup_bytes = ro->mt_wakeup_bytes;
+}
+
+/* Whether the allocator programs load with the others (one object, one verification pass):
+ * when the root needs them for sure: uprobe mode (every allocator), preload mode (libc's
+ * dlopen stop). In auto mode tracker__alloc_ensure loads them if a process ever does. */
+bool tracker__alloc_eager(const struct tracker *t)
+{
+	return !t->pre.on || t->o->alloc_hooks == ALLOC_HOOKS_PRELOAD;
+}
+
 /* Opens the skeleton against the BTF in t->btf, configures and loads it for t->rmap's backend,
  * on ring's map when it has one. Returns 0 or -errno. */
 static int tracker__open_load(struct tracker *t, struct ring_prep *ring)
@@ -316,10 +382,7 @@ static int tracker__open_load(struct tracker *t, struct ring_prep *ring)
 		    .btf_custom_path = t->btf.path[0] ? t->btf.path : NULL,
 		    .kernel_log_level = log__level >= LOG_TRACE ? 4 : 0);
 	int backend = t->o->rmap ? t->rmap.backend : MT_RMAP_OFF;
-	/* Load the allocator programs now (one object, one verification pass) when the root
-	 * needs them for sure: uprobe mode (every allocator), preload mode (libc's dlopen stop).
-	 * In auto mode tracker__alloc_ensure loads them if a process ever does. */
-	bool eager = !t->pre.on || t->o->alloc_hooks == ALLOC_HOOKS_PRELOAD;
+	bool eager = tracker__alloc_eager(t);
 	struct memtrack_bpf *s;
 	char what[64];
 	int err;
@@ -328,22 +391,10 @@ static int tracker__open_load(struct tracker *t, struct ring_prep *ring)
 	if (!s)
 		return -errno;
 	tracker__mark(t, "load: object opened");
-	s->rodata->mt_nr_cpus = tracker__nr_cpus();
-	s->rodata->mt_page_shift = __builtin_ctz(sysconf(_SC_PAGESIZE));
-	s->rodata->mt_rss_step = t->o->rss_step;
-	s->rodata->mt_stop_on_exec = true;
-	s->rodata->mt_rmap = backend;
-	s->rodata->mt_ustack_bytes = t->o->stacks ? tracker__ustack_bytes() : 0;
+	tracker__rodata(t, &t->ro, backend);
+	tracker__rodata_apply(s->rodata, &t->ro);
 	rmap_backend__set_autoload(s, backend, &t->rmap);
 	bpf_map__set_max_entries(s->maps.events, t->o->ring_bytes);
-	/* wake the consumer at 256 KiB pending, or at a quarter of a smaller ring: the ring must
-	 * be able to hold the threshold with room to spare while the consumer wakes up */
-	s->rodata->mt_wakeup_bytes =
-	    t->o->ring_bytes / 4 < 256 * 1024 ? t->o->ring_bytes / 4 : 256 * 1024;
-	/* records with stacks are up to ~300x longer: wake the consumer after more bytes (an
-	 * eighth of the ring, well before the half where stacks are left out) */
-	if (t->o->stacks && t->o->ring_bytes / 8 > s->rodata->mt_wakeup_bytes)
-		s->rodata->mt_wakeup_bytes = t->o->ring_bytes / 8;
 	tracker__alloc_autoload(s, t->multi, eager);
 	bpf_program__set_autoload(s->progs.mt_preload_ctl_multi, t->pre.on && t->multi);
 	bpf_program__set_autoload(s->progs.mt_preload_ctl_perf, t->pre.on && !t->multi);
@@ -368,6 +419,14 @@ static int tracker__open_load(struct tracker *t, struct ring_prep *ring)
 		err = tracker__fill_tail(s);
 	if (!err && eager)
 		tracker__alloc_take(t, s);
+	if (!err) {
+		const char *missing = NULL;
+
+		t->loaded = true;
+		err = tracker__fds_take(t, &missing);
+		if (err)
+			log__error("cannot find '%s' in the loaded programs", missing);
+	}
 	/* attached at load, so that a kernel refusing them leaves time to reload without them */
 	if (!err && backend == MT_RMAP_FENTRY)
 		err = rmap_backend__attach(s, &t->rmap, t->rmap_links);
@@ -409,7 +468,8 @@ static int tracker__load_try(void *ctx)
 }
 
 /* Loads the programs: the BTF they relocate against, the rmap backend, the uprobe mechanism,
- * then the attach set for the allocator probes. */
+ * then the attach set for the allocator probes. A kept load (t->pc.hit) skips all but the
+ * last. */
 int tracker__load(struct tracker *t)
 {
 	struct load_try try = {.t = t};
@@ -417,6 +477,17 @@ int tracker__load(struct tracker *t)
 	size_t obj_sz;
 	int err;
 
+	libbpf_set_print(libbpf_quiet);
+	if (manifest__set_str(&t->m.uprobe_mechanism, t->multi ? "uprobe_multi" : "perf_uprobe") ||
+	    manifest__set_str(&t->m.tracepoint_mechanism, "raw_tracepoint"))
+		return tracker__no_memory();
+	if (t->pc.hit) {
+		err = tracker__load_kept(t);
+		if (err < 0)
+			return err;
+		if (!err)
+			goto attach_set;
+	}
 	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
 		err = -errno;
 		log__error("cannot open '/sys/kernel/btf/vmlinux': %s. memtrack needs a kernel "
@@ -424,17 +495,12 @@ int tracker__load(struct tracker *t)
 			   strerror(-err));
 		return err;
 	}
-	libbpf_set_print(libbpf_quiet);
 	if (t->o->rmap) {
 		err = rmap_backend__select(&t->rmap, getenv("MEMTRACK_RMAP_BACKEND"));
 		if (err)
 			return err;
 	}
 	try.chosen = t->rmap;
-	if (manifest__set_str(&t->m.uprobe_mechanism, t->multi ? "uprobe_multi" : "perf_uprobe") ||
-	    manifest__set_str(&t->m.tracepoint_mechanism, "raw_tracepoint")) {
-		return tracker__no_memory();
-	}
 	/* CO-RE against a minimal BTF for this kernel: no parse of the whole vmlinux BTF. */
 	obj = memtrack_bpf__elf_bytes(&obj_sz);
 	btf_cache__prepare(&t->btf, obj, obj_sz);
@@ -443,14 +509,19 @@ int tracker__load(struct tracker *t)
 	tracker__ring_close(t); /* the object holds its own descriptor of the map */
 	if (err)
 		return tracker__explain_load_error(err);
+	tracker__cache_store(t);
+	tracker__mark(t, "load: kept for later runs");
 	if (manifest__set_str(&t->m.btf_source, t->btf.source) ||
-	    manifest__set_str(&t->m.alloc_programs, t->alloc_entry ? "at load" : "not loaded"))
+	    manifest__set_str(&t->m.alloc_programs,
+			      t->alloc_entry.fd >= 0 ? "at load" : "not loaded") ||
+	    manifest__set_str(&t->m.bpf_programs, t->pc.state))
 		return tracker__no_memory();
 	if (t->o->rmap &&
 	    (manifest__set_str(&t->m.rmap_backend,
 			       t->rmap.backend == MT_RMAP_FENTRY ? "fentry" : "tracepoint") ||
 	     manifest__set_str(&t->m.rmap_reason, t->rmap.reason)))
 		return tracker__no_memory();
+attach_set:
 	err = attach_set__new_lazy(&t->set, t->multi ? ATTACH_UPROBE_MULTI : ATTACH_PERF_UPROBE,
 				   tracker__alloc_progs, t);
 	if (!err)

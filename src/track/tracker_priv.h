@@ -24,6 +24,7 @@
 #include "track/libs.h"
 #include "track/map_prep.h"
 #include "track/preload_setup.h"
+#include "track/prog_cache.h"
 #include "track/rmap_backend.h"
 #include "track/root_prep.h"
 #include "track/sinks.h"
@@ -43,18 +44,33 @@ struct ring_prep {
 	struct map_prep maps;
 };
 
+/* The maps and programs the run uses by fd, from the skeleton after a load or from the program
+ * cache (prog_cache.h); -1: not loaded. tracker__fds_take fills them, by the object's names. */
+struct tracker_fds {
+	int events, procs, stop_ctl, known_exe, ustack_lost, global, drops;
+	int on_fork, on_exec, on_exit, on_rss_stat, preload_ctl, mark_served;
+};
+
 struct tracker {
 	const struct tracker_opts *o;
+	/* NULL after a load kept from an earlier run (pc.hit): fd alone then; only the
+	 * uprobe_multi, non-rmap runs that the cache serves get there */
 	struct memtrack_bpf *skel;
+	bool loaded; /* skel or pc.hit: the programs are there */
+	struct tracker_fds fd;
+	struct prog_cache pc;
+	uint64_t cache_key;
+	struct memtrack_bpf__rodata ro; /* the read-only values every instance is loaded with */
 	/* the allocator programs, in skel (uprobe mode) or in alloc_skel, a second instance
 	 * loaded on first need (tracker__alloc_ensure); NULL until loaded */
 	struct memtrack_bpf *alloc_skel;
 	/* the USDT marker program, a third instance loaded at the first library with memtrack's
 	 * probes; NULL until then */
 	struct memtrack_bpf *marker_skel;
-	struct bpf_program *alloc_entry, *alloc_ret;
+	struct attach_prog alloc_entry, alloc_ret; /* fd -1 until loaded */
 	bool multi; /* uprobe_multi links, else perf-event uprobes */
-	struct bpf_link *tp_links[8];
+	int tp_fds[8]; /* raw tracepoint links not made early, tp_nr of them */
+	int tp_nr;
 	/* the tracepoints and the interposer's control points, linked while the programs load;
 	 * early_ok: every one of them serves (else tp_links and ctl_* do, attached after) */
 	struct early_links early;
@@ -116,8 +132,28 @@ static inline void tracker__mark(const struct tracker *t, const char *what)
 void tracker__ring_start(struct tracker *t);
 /* Ends its thread and closes what the load did not take; idempotent. */
 void tracker__ring_close(struct tracker *t);
+/* Before the fork: the program cache's key and slot (prog_cache.h); then the ring's thread,
+ * unless the slot holds a load. Never fails the run. */
+void tracker__cache_open(struct tracker *t);
 /* load: BTF, skeleton open and load (rmap backend fallback), the allocator attach set */
 int tracker__load(struct tracker *t);
+/* The read-only values of a load for rmap backend `backend`, and onto an instance's. */
+void tracker__rodata(const struct tracker *t, struct memtrack_bpf__rodata *ro, int backend);
+void tracker__rodata_apply(struct memtrack_bpf__rodata *dst, const struct memtrack_bpf__rodata *ro);
+/* Whether the allocator programs load with the others (uprobe and preload modes). */
+bool tracker__alloc_eager(const struct tracker *t);
+
+/* The kept load (tracker_kept.c, prog_cache.h) */
+/* Fills t->fd from the skeleton or the slot; 0 or -ENOENT (*missing: the name). */
+int tracker__fds_take(struct tracker *t, const char **missing);
+/* After a fresh load: everything pinned into the run's slot, sealed; never fails the run. */
+void tracker__cache_store(struct tracker *t);
+/* Pins s's loaded programs into the slot (a later instance's too). */
+void tracker__cache_programs(struct tracker *t, struct memtrack_bpf *s);
+/* Takes the slot's load: 0, 1 (unusable: given up, load instead) or -ENOMEM. */
+int tracker__load_kept(struct tracker *t);
+/* The allocator programs from the slot, when a run pinned them: 0 or -ENOENT. */
+int tracker__alloc_take_kept(struct tracker *t);
 /* Closes the fentry links and the skeletons; idempotent. */
 void tracker__unload(struct tracker *t);
 /* Loads the allocator uprobe programs unless they are: call before attaching anything to a

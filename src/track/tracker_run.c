@@ -27,7 +27,7 @@ static int tracker__set_stop_all(struct tracker *t, bool on)
 	__u32 one = 1;
 	__u64 v = on;
 
-	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.stop_ctl), &one, &v, BPF_ANY))
+	if (bpf_map_update_elem(t->fd.stop_ctl, &one, &v, BPF_ANY))
 		return -errno;
 	return 0;
 }
@@ -87,7 +87,7 @@ static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 		tracker__ctl_ready(t);
 	if (t->pre.autom)
 		tracker__judge(t, ev->pid, err);
-	bpf_map_update_elem(bpf_map__fd(t->skel->maps.known_exe), &ev->addr, &one, BPF_ANY);
+	bpf_map_update_elem(t->fd.known_exe, &ev->addr, &one, BPF_ANY);
 }
 
 static void control_inspect_maps(struct tracker *t, const struct mt_event *ev)
@@ -151,7 +151,7 @@ int tracker__set_stops(struct tracker *t, bool on)
 	__u32 zero = 0;
 	__u64 v = on;
 
-	if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.stop_ctl), &zero, &v, BPF_ANY))
+	if (bpf_map_update_elem(t->fd.stop_ctl, &zero, &v, BPF_ANY))
 		return -errno;
 	return 0;
 }
@@ -159,50 +159,54 @@ int tracker__set_stops(struct tracker *t, bool on)
 int tracker__fill_early(struct tracker *t)
 {
 	const int tp[EARLY_TP_NR] = {
-	    [EARLY_FORK] = bpf_program__fd(t->skel->progs.mt_on_fork),
-	    [EARLY_EXEC] = bpf_program__fd(t->skel->progs.mt_on_exec),
-	    [EARLY_EXIT] = bpf_program__fd(t->skel->progs.mt_on_exit),
-	    [EARLY_RSS_STAT] = bpf_program__fd(t->skel->progs.mt_on_rss_stat),
+	    [EARLY_FORK] = t->fd.on_fork,
+	    [EARLY_EXEC] = t->fd.on_exec,
+	    [EARLY_EXIT] = t->fd.on_exit,
+	    [EARLY_RSS_STAT] = t->fd.on_rss_stat,
 	};
 
-	t->early_ok =
-	    !early_links__fill(&t->early, tp, bpf_program__fd(t->skel->progs.mt_preload_ctl_multi));
+	t->early_ok = !early_links__fill(&t->early, tp, t->fd.preload_ctl);
 	return manifest__set_str(&t->m.hook_links, t->early_ok ? "while loading" : "after loading");
 }
 
 int tracker__attach_tracepoints(struct tracker *t)
 {
+	/* the rmap backend's programs come with a load only (the cache serves no rmap run) */
+	struct memtrack_bpf *s = t->rmap.backend == MT_RMAP_TRACEPOINT ? t->skel : NULL;
 	struct {
-		struct bpf_program *prog;
+		int prog;
 		const char *tp;
 		bool rmap_tp; /* an address program: serves the tracepoint rmap backend only */
 	} tps[] = {
-	    {t->skel->progs.mt_on_fork, "sched_process_fork", false},
-	    {t->skel->progs.mt_on_exec, "sched_process_exec", false},
-	    {t->skel->progs.mt_on_exit, "sched_process_exit", false},
-	    {t->skel->progs.mt_on_rss_stat, "rss_stat", false},
-	    {t->skel->progs.mt_on_page_fault_user, "page_fault_user", true},
-	    {t->skel->progs.mt_on_sys_enter, "sys_enter", true},
-	    {t->skel->progs.mt_on_sys_exit, "sys_exit", true},
-	    {t->skel->progs.mt_on_page_fault_kernel, "page_fault_kernel", true},
+	    {t->fd.on_fork, "sched_process_fork", false},
+	    {t->fd.on_exec, "sched_process_exec", false},
+	    {t->fd.on_exit, "sched_process_exit", false},
+	    {t->fd.on_rss_stat, "rss_stat", false},
+	    {s ? bpf_program__fd(s->progs.mt_on_page_fault_user) : -1, "page_fault_user", true},
+	    {s ? bpf_program__fd(s->progs.mt_on_sys_enter) : -1, "sys_enter", true},
+	    {s ? bpf_program__fd(s->progs.mt_on_sys_exit) : -1, "sys_exit", true},
+	    {s ? bpf_program__fd(s->progs.mt_on_page_fault_kernel) : -1, "page_fault_kernel", true},
 	};
 	_Static_assert(EARLY_TP_NR == 4, "the early links are the first four");
-	_Static_assert(sizeof(tps) / sizeof(tps[0]) <= sizeof(t->tp_links) / sizeof(t->tp_links[0]),
+	_Static_assert(sizeof(tps) / sizeof(tps[0]) <= sizeof(t->tp_fds) / sizeof(t->tp_fds[0]),
 		       "a link slot per tracepoint");
 
 	for (size_t i = 0; i < sizeof(tps) / sizeof(tps[0]); i++) {
+		int fd;
+
 		if (tps[i].rmap_tp && t->rmap.backend != MT_RMAP_TRACEPOINT)
 			continue;
 		if (i < EARLY_TP_NR && t->early_ok)
 			continue;
-		t->tp_links[i] = bpf_program__attach_raw_tracepoint(tps[i].prog, tps[i].tp);
-		if (!t->tp_links[i]) {
-			int err = -errno;
+		fd = tps[i].prog < 0 ? -EINVAL : bpf_raw_tracepoint_open(tps[i].tp, tps[i].prog);
+		if (fd < 0) {
+			int err = tps[i].prog < 0 ? fd : -errno;
 
 			log__error("cannot attach to raw tracepoint '%s': %s", tps[i].tp,
 				   strerror(-err));
 			return err;
 		}
+		t->tp_fds[t->tp_nr++] = fd;
 	}
 	return 0;
 }
@@ -228,8 +232,7 @@ int tracker__attach_root(struct tracker *t)
 	}
 	err = libs__bind(t->libs, t->set);
 	if (!err && t->root.known)
-		bpf_map_update_elem(bpf_map__fd(t->skel->maps.known_exe), &t->root.key, &one,
-				    BPF_ANY);
+		bpf_map_update_elem(t->fd.known_exe, &t->root.key, &one, BPF_ANY);
 	if (!err && t->pre.autom)
 		err = tracker__set_stop_all(t, !libs__glibc_attached(t->libs));
 	return err;
@@ -260,16 +263,16 @@ int tracker__attach_served(struct tracker *t)
 		elf_info__free(&info);
 	}
 	if (!err && t->multi) {
-		t->ctl_fd = attach__multi_link(bpf_program__fd(t->skel->progs.mt_preload_ctl_multi),
-					       t->pre.lib, offs, cookies,
+		t->ctl_fd = attach__multi_link(t->fd.preload_ctl, t->pre.lib, offs, cookies,
 					       MT_PRELOAD_CTL_NR);
 		err = t->ctl_fd < 0 ? t->ctl_fd : 0;
 	}
 	for (int i = 0; i < MT_PRELOAD_CTL_NR && !err && !t->multi; i++) {
 		LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = cookies[i]);
 
-		t->ctl_links[i] = bpf_program__attach_uprobe_opts(
-		    t->skel->progs.mt_preload_ctl_perf, -1, t->pre.lib, offs[i], &uo);
+		t->ctl_links[i] =
+		    bpf_program__attach_uprobe_opts(t->skel->progs.mt_preload_ctl_perf, -1,
+						    t->pre.lib, offs[i], &uo); /* no cache */
 		if (!t->ctl_links[i])
 			err = -errno;
 	}
@@ -290,7 +293,7 @@ static void tracker__mark_served(void *ctx, int32_t pid, uint64_t ts)
 	__u64 args[2] = {(__u64)pid, ts};
 	LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = args, .ctx_size_in = sizeof(args));
 
-	if (bpf_prog_test_run_opts(bpf_program__fd(t->skel->progs.mt_mark_served), &o))
+	if (bpf_prog_test_run_opts(t->fd.mark_served, &o))
 		log__warn("process %d: cannot mark it served by the interposer: %s", pid,
 			  strerror(errno));
 	else
@@ -339,9 +342,7 @@ int tracker__register_root(struct tracker *t)
 
 	/* a zeroed entry registers it (bpf/proc.h: the layout both sides build); its exec was
 	 * judged here (tracker__attach_root) */
-	if (bpf_map__value_size(t->skel->maps.procs) != sizeof(zero))
-		err = -EINVAL;
-	else if (bpf_map_update_elem(bpf_map__fd(t->skel->maps.procs), &pid, &zero, BPF_ANY))
+	if (bpf_map_update_elem(t->fd.procs, &pid, &zero, BPF_ANY))
 		err = -errno;
 	if (err)
 		log__error("cannot register process %d: %s", pid, strerror(-err));
@@ -356,7 +357,7 @@ int tracker__setup_loop(struct tracker *t)
 	int err;
 
 	consumer__init(&t->cons);
-	err = ringbuf_source__new(&src, bpf_map__fd(t->skel->maps.events));
+	err = ringbuf_source__new(&src, t->fd.events);
 	if (!err)
 		err = consumer__add_source(&t->cons, src);
 	if (err)
@@ -415,13 +416,13 @@ static bool tracker__tree_alive(struct tracker *t)
 {
 	__u32 key;
 
-	return bpf_map_get_next_key(bpf_map__fd(t->skel->maps.procs), NULL, &key) == 0;
+	return bpf_map_get_next_key(t->fd.procs, NULL, &key) == 0;
 }
 
 /* Sends SIGCONT to every process of the tree (BPF's procs map). */
 static void tracker__cont_all(struct tracker *t)
 {
-	int fd = bpf_map__fd(t->skel->maps.procs);
+	int fd = t->fd.procs;
 	__u32 key, next;
 
 	for (int err = bpf_map_get_next_key(fd, NULL, &key); !err;
@@ -449,7 +450,7 @@ static void tracker__ring_lost(struct tracker *t)
 			   "or use a smaller --ring-size",
 			   strerror(-t->cons.read_err));
 		tracker__set_stops(t, false);
-		epoll_ctl(t->epfd, EPOLL_CTL_DEL, bpf_map__fd(t->skel->maps.events), NULL);
+		epoll_ctl(t->epfd, EPOLL_CTL_DEL, t->fd.events, NULL);
 	}
 	if (now - t->ring_lost_ns < 1000000000ull)
 		tracker__cont_all(t);

@@ -78,7 +78,7 @@ static uint64_t tracker__ustack_lost(struct tracker *t)
 {
 	uint64_t lost[MT_USTACK_LOST_NR];
 
-	return tracker__percpu_sums(bpf_map__fd(t->skel->maps.ustack_lost), MT_USTACK_LOST_NR,
+	return tracker__percpu_sums(t->fd.ustack_lost, MT_USTACK_LOST_NR,
 				    lost);
 }
 

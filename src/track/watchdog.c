@@ -25,7 +25,9 @@
  *   busy until submitted; the watchdog waits for busy records and then WATCHDOG_SETTLE_MS of
  *   empty ring. memtrack's programs are detached anyway when its last fd goes, so the tree
  *   runs on untracked.
- * It holds only the two maps, never a program or link: it keeps nothing attached.
+ * It holds only the two maps, never a program or link: it keeps nothing attached. And, when
+ *   the run has a program cache slot (prog_cache.h), that slot's locked folder: the slot is not
+ *   another run's while the watchdog may still read the ring.
  * - A run that ends normally (the stops ended, the tree gone, the ring drained) says so with one
  *   byte (watchdog__done): the watchdog then exits at once, without mapping the ring and
  *   waiting WATCHDOG_SETTLE_MS after memtrack and the detacher are gone.
@@ -104,13 +106,13 @@ static void watchdog__resume(int ring_fd, int ctl_fd)
 	}
 }
 
-/* Receives the two map fds; -1 when memtrack closed the socket first. */
-/* One byte of data and room for the two fds: what memtrack sends and the watchdog receives. */
+/* One byte of data and room for the fds (the two maps, the slot's folder when there is one):
+ * what memtrack sends and the watchdog receives. */
 struct watchdog_msg {
 	char data;
 	union {
 		struct cmsghdr h;
-		char buf[CMSG_SPACE(2 * sizeof(int))];
+		char buf[CMSG_SPACE(3 * sizeof(int))];
 	} ctl;
 	struct iovec iov;
 	struct msghdr msg;
@@ -129,7 +131,9 @@ static struct msghdr *watchdog__msg(struct watchdog_msg *m)
 	return &m->msg;
 }
 
-static int watchdog__recv(int sock, int fds[2])
+/* Receives the two map fds and, when sent, the slot's folder (fds[2], else -1); -1 when
+ * memtrack closed the socket first. */
+static int watchdog__recv(int sock, int fds[3])
 {
 	struct watchdog_msg m;
 	struct msghdr *msg = watchdog__msg(&m);
@@ -140,15 +144,21 @@ static int watchdog__recv(int sock, int fds[2])
 		n = recvmsg(sock, msg, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
 	h = n > 0 ? CMSG_FIRSTHDR(msg) : NULL;
-	if (!h || h->cmsg_type != SCM_RIGHTS || h->cmsg_len != CMSG_LEN(2 * sizeof(int)))
+	if (!h || h->cmsg_type != SCM_RIGHTS)
 		return -1;
-	memcpy(fds, CMSG_DATA(h), 2 * sizeof(int));
+	fds[2] = -1;
+	if (h->cmsg_len == CMSG_LEN(3 * sizeof(int)))
+		memcpy(fds, CMSG_DATA(h), 3 * sizeof(int));
+	else if (h->cmsg_len == CMSG_LEN(2 * sizeof(int)))
+		memcpy(fds, CMSG_DATA(h), 2 * sizeof(int));
+	else
+		return -1;
 	return 0;
 }
 
 static void watchdog__main(int sock)
 {
-	int fds[2], null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	int fds[3], null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	sigset_t none;
 	char buf[64];
 	ssize_t n;
@@ -204,20 +214,21 @@ int watchdog__start(struct watchdog *w)
 	return 0;
 }
 
-int watchdog__arm(struct watchdog *w, int ring_fd, int stop_ctl_fd)
+int watchdog__arm(struct watchdog *w, int ring_fd, int stop_ctl_fd, int hold_fd)
 {
 	struct watchdog_msg m;
 	struct msghdr *msg = watchdog__msg(&m);
 	struct cmsghdr *h = CMSG_FIRSTHDR(msg);
-	int fds[2] = {ring_fd, stop_ctl_fd};
+	int fds[3] = {ring_fd, stop_ctl_fd, hold_fd}, nr = hold_fd >= 0 ? 3 : 2;
 	ssize_t n;
 
 	if (w->sock < 0)
 		return -EBADF;
 	h->cmsg_level = SOL_SOCKET;
 	h->cmsg_type = SCM_RIGHTS;
-	h->cmsg_len = CMSG_LEN(sizeof(fds));
-	memcpy(CMSG_DATA(h), fds, sizeof(fds));
+	h->cmsg_len = CMSG_LEN(nr * sizeof(int));
+	memcpy(CMSG_DATA(h), fds, nr * sizeof(int));
+	msg->msg_controllen = CMSG_SPACE(nr * sizeof(int));
 	do
 		n = sendmsg(w->sock, msg, MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);

@@ -152,8 +152,9 @@ static const char *run_btf(void **state, const char *const env[])
 static void test_cache_life(void **state)
 {
 	char dir[] = "/tmp/memtrack-test-btfcache-XXXXXX", env_dir[128], cdir[128], path[512];
-	const char *env[] = {env_dir, NULL};
-	const char *off[] = {env_dir, "MEMTRACK_BTF_CACHE=0", NULL};
+	/* every run loads: a kept load (src/track/prog_cache.h) uses no BTF */
+	const char *env[] = {env_dir, "MEMTRACK_PROG_CACHE=0", NULL};
+	const char *off[] = {env_dir, "MEMTRACK_BTF_CACHE=0", "MEMTRACK_PROG_CACHE=0", NULL};
 	struct stat st;
 	FILE *f;
 
