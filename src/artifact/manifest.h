@@ -103,8 +103,9 @@ struct manifest {
 	 * preload modes), "at first attach" (auto: a library needed them), "not loaded" */
 	char *alloc_programs;
 	/* when the tracepoints and the interposer's control points were linked: "while loading"
-	 * (on a thread, through tail-call trampolines, src/track/early_links.h) or "after
-	 * loading" (the fallback) */
+	 * (on a thread, through tail-call trampolines, src/track/early_links.h), "taken from a
+	 * finished run" (the tracepoints' trampolines its detacher offered, src/track/detacher.h)
+	 * or "after loading" (the fallback) */
 	char *hook_links;
 	/* where the BPF programs came from: "kept <slot>" (a load an earlier run kept,
 	 * src/track/prog_cache.h), "loaded, kept <slot>" (loaded and kept for later runs),

@@ -6,12 +6,18 @@
  * exit unmaps nothing (the detacher is the address space's last user). It holds no stdio (a
  * caller reading memtrack's output sees EOF at memtrack's exit) and tracks nothing: the probes
  * only filter other processes out until it is done. It shares memtrack's memory and TLS, so it
- * runs only raw system calls, on a stack of its own.
+ * runs only raw system calls, on a stack of its own. With a plan it hands the tracepoints over
+ * to the next run instead of dropping them at once (detacher.h).
  */
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <linux/bpf.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -19,27 +25,201 @@
 
 static char detacher_stack[16 * 1024] __attribute__((aligned(64)));
 
+static int detacher__bpf(int cmd, union bpf_attr *a)
+{
+	return (int)syscall(SYS_bpf, cmd, a, sizeof(*a));
+}
+
+/* Closes every fd from 3 up but those of keep[0..n) (n small; sorted here). */
+static void detacher__close_all_but(int *keep, int n)
+{
+	unsigned lo = 3;
+
+	for (int i = 1; i < n; i++) /* insertion sort */
+		for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+			int x = keep[j];
+
+			keep[j] = keep[j - 1];
+			keep[j - 1] = x;
+		}
+	for (int i = 0; i < n; i++) {
+		if (keep[i] < (int)lo)
+			continue;
+		if ((unsigned)keep[i] > lo)
+			syscall(SYS_close_range, lo, (unsigned)keep[i] - 1, 0);
+		lo = (unsigned)keep[i] + 1;
+	}
+	syscall(SYS_close_range, lo, ~0u, 0);
+}
+
+/* The linger map's counter; ~0 when it cannot be read. */
+static uint64_t detacher__gen(int fd)
+{
+	uint32_t zero = 0;
+	uint64_t v = ~0ull;
+	union bpf_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.map_fd = (uint32_t)fd;
+	a.key = (uint64_t)(uintptr_t)&zero;
+	a.value = (uint64_t)(uintptr_t)&v;
+	return detacher__bpf(BPF_MAP_LOOKUP_ELEM, &a) ? ~0ull : v;
+}
+
+/* Keeps the links until a later run has linked its own or taken these (the counter moved from
+ * gen) or linger_ms has passed: a look every 10 ms. */
+static void detacher__linger(const struct detacher_plan *p, uint64_t gen)
+{
+	struct timespec step = {.tv_nsec = 10 * 1000000};
+
+	for (uint32_t waited = 0; gen != ~0ull && waited < p->linger_ms; waited += 10) {
+		struct timespec left = step;
+
+		while (syscall(SYS_nanosleep, &left, &left) && errno == EINTR)
+			;
+		if (detacher__gen(p->linger_fd) != gen)
+			break;
+	}
+}
+
+void detacher__plan_offer(struct detacher_plan *plan, const char *root, const char *tag,
+			  const char *const *names)
+{
+	static const char *const stage[3] = {"pre-", DETACHER_OFFER_PREFIX,
+					     "ex-"}; /* no dots: bpffs */
+	bool fits = true;
+
+	for (int s = 0; s < 3; s++) {
+		fits = fits && snprintf(plan->offer_dir[s], DETACHER_PATH_MAX, "%s/%s%s", root,
+					stage[s], tag) < DETACHER_PATH_MAX;
+		for (int i = 0; fits && i <= plan->nkeep; i++)
+			fits = snprintf(plan->offer_pin[s][i], DETACHER_PATH_MAX, "%s/%s",
+					plan->offer_dir[s], names[i]) < DETACHER_PATH_MAX;
+	}
+	if (!fits)
+		plan->offer_dir[1][0] = '\0';
+}
+
+static int detacher__pin(int fd, const char *path)
+{
+	union bpf_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.pathname = (uint64_t)(uintptr_t)path;
+	a.bpf_fd = (uint32_t)fd;
+	return detacher__bpf(BPF_OBJ_PIN, &a);
+}
+
+/* Removes the pins of stage s's folder, then the folder. */
+static void detacher__unpin(const struct detacher_plan *p, int s)
+{
+	for (int i = 0; i <= p->nkeep; i++)
+		syscall(SYS_unlink, p->offer_pin[s][i]);
+	syscall(SYS_rmdir, p->offer_dir[s]);
+}
+
+/* Pins the kept links and their program array, made visible whole by one rename. */
+static bool detacher__offer(const struct detacher_plan *p)
+{
+	bool ok = p->offer_dir[1][0] && !syscall(SYS_mkdir, p->offer_dir[0], 0700);
+
+	for (int i = 0; ok && i <= p->nkeep; i++)
+		ok = !detacher__pin(i < p->nkeep ? p->keep[i] : p->disarm_map, p->offer_pin[0][i]);
+	ok = ok && !syscall(SYS_rename, p->offer_dir[0], p->offer_dir[1]);
+	if (!ok && p->offer_dir[1][0])
+		detacher__unpin(p, 0);
+	return ok;
+}
+
+/* The hand-over (detacher.h): memtrack is gone when this runs. */
+static void detacher__hand_over(const struct detacher_plan *p)
+{
+	int keep[DETACHER_KEEP_MAX + 4], n = 0;
+	bool linger = p->linger_fd >= 0 && p->nkeep > 0 && p->disarm_map >= 0, offered;
+	uint64_t gen;
+	unsigned char zero[64] = {0};
+	union bpf_attr a;
+
+	/* the trampolines' slots emptied first: from here on a hit of a kept link runs nothing */
+	for (uint32_t k = 0; p->disarm_map >= 0 && k < p->disarm_nr; k++) {
+		memset(&a, 0, sizeof(a));
+		a.map_fd = (uint32_t)p->disarm_map;
+		a.key = (uint64_t)(uintptr_t)&k;
+		detacher__bpf(BPF_MAP_DELETE_ELEM, &a);
+	}
+	/* offered at once: a run starting now takes them (the counter read first, so that its
+	 * move after a taking is seen) */
+	gen = linger ? detacher__gen(p->linger_fd) : ~0ull;
+	offered = linger && detacher__offer(p);
+	/* every other link closed, one grace period each, before the slot is another run's */
+	for (int i = 0; linger && i < p->nkeep && n < DETACHER_KEEP_MAX; i++)
+		keep[n++] = p->keep[i];
+	if (linger) {
+		keep[n++] = p->linger_fd;
+		keep[n++] = p->disarm_map;
+	}
+	if (p->lock_fd >= 0)
+		keep[n++] = p->lock_fd;
+	if (p->owner_fd >= 0)
+		keep[n++] = p->owner_fd;
+	detacher__close_all_but(keep, n);
+	if (p->owner_fd >= 0) {
+		memset(&a, 0, sizeof(a));
+		a.map_fd = (uint32_t)p->owner_fd;
+		a.key = (uint64_t)(uintptr_t)&p->owner_key;
+		a.value = (uint64_t)(uintptr_t)zero;
+		a.flags = BPF_ANY;
+		detacher__bpf(BPF_MAP_UPDATE_ELEM, &a);
+		syscall(SYS_close, p->owner_fd);
+	}
+	if (p->lock_fd >= 0)
+		syscall(SYS_close, p->lock_fd);
+	if (!linger)
+		return;
+	detacher__linger(p, gen);
+	/* not taken: withdrawn (a run renaming it meanwhile has it, and this rename fails) */
+	if (offered && !syscall(SYS_rename, p->offer_dir[1], p->offer_dir[2]))
+		detacher__unpin(p, 2);
+}
+
+static const struct detacher_plan *detacher_plan;
+
 static int detacher__main(void *arg)
 {
 	pid_t parent = (pid_t)(intptr_t)arg;
+	const struct detacher_plan *p = detacher_plan;
+	uint64_t usr2 = 1ull << (SIGUSR2 - 1);
 
-	syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-	if (syscall(SYS_getppid) != parent)
-		return 0; /* memtrack is gone already: exiting detaches */
+	/* with a plan, memtrack's exit is a signal to wait for (blocked, then taken) */
+	if (p)
+		syscall(SYS_rt_sigprocmask, SIG_BLOCK, &usr2, NULL, sizeof(usr2));
+	syscall(SYS_prctl, PR_SET_PDEATHSIG, p ? SIGUSR2 : SIGKILL, 0, 0, 0);
+	if (syscall(SYS_getppid) != parent) {
+		if (p) /* memtrack is gone already */
+			detacher__hand_over(p);
+		return 0; /* exiting detaches */
+	}
 	syscall(SYS_setsid);
 	for (int fd = 0; fd < 3; fd++)
 		syscall(SYS_close, fd);
-	for (;;)
-		syscall(SYS_pause);
+	if (!p) {
+		for (;;)
+			syscall(SYS_pause);
+	}
+	while (syscall(SYS_rt_sigtimedwait, &usr2, NULL, NULL, sizeof(usr2)) < 0)
+		; /* EINTR */
+	detacher__hand_over(p);
 	return 0;
 }
 
-pid_t detacher__start(void)
+pid_t detacher__start(const struct detacher_plan *plan)
 {
+	pid_t pid;
+
+	detacher_plan = plan;
 	/* exit signal 0: memtrack never waits for it; whoever adopts it at memtrack's exit
 	 * reaps it */
-	pid_t pid = clone(detacher__main, detacher_stack + sizeof(detacher_stack), CLONE_VM,
-			  (void *)(intptr_t)getpid());
-
+	pid = clone(detacher__main, detacher_stack + sizeof(detacher_stack), CLONE_VM,
+		    (void *)(intptr_t)getpid());
 	return pid < 0 ? -errno : pid;
 }

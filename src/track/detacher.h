@@ -3,15 +3,64 @@
 #ifndef MEMTRACK_DETACHER_H
 #define MEMTRACK_DETACHER_H
 
+#include <stdint.h>
 #include <sys/types.h>
+
+#define DETACHER_KEEP_MAX 8
+/* An offer of tracepoint links (below): "<root>/ho-<tag>" holding "tp<i>" (the link of
+ * early_tp i, early_links.h) and "map" (their program array). */
+#define DETACHER_OFFER_PREFIX "ho-"
+#define DETACHER_OFFER_MAP    "map"
+#define DETACHER_PATH_MAX     256
+
+/*
+ * The tracepoint links handed over to the next run. A raw tracepoint's first probe waits for
+ * an RCU grace period when any tracepoint lost its last probe shortly before (the kernel's
+ * 1->0->1 rule, tracepoint_add_func): the previous run's detach, in back-to-back runs
+ * (~5 ms here, the longest wait of a run whose programs were kept). So the detacher keeps the
+ * early links' trampolines (early_links.h) linked for linger_ms after everything else is
+ * closed, their program array emptied first: each hit then runs an empty slot, nothing else,
+ * and a run starting meanwhile adds its own probes to live tracepoints (1->2: no wait).
+ */
+struct detacher_plan {
+	int disarm_map; /* program array emptied first (slots 0..disarm_nr-1); -1: none */
+	uint32_t disarm_nr;
+	int keep[DETACHER_KEEP_MAX]; /* the links kept until linger_ms has passed */
+	int nkeep;
+	/* closed last, once every other link is gone: the program cache slot's lock and owner
+	 * map (prog_cache.h), whose detacher entry is cleared first; -1: none */
+	int lock_fd, owner_fd;
+	uint32_t owner_key;
+	/* the links are kept until the counter of this map (prog_cache.h: the linger map) moves,
+	 * a later run having linked its own, or linger_ms has passed; -1: not kept at all */
+	int linger_fd;
+	uint32_t linger_ms;
+	/* The offer (early_links.h): keep[i] pinned as offer_pin[0][i], disarm_map as
+	 * offer_pin[0][nkeep], in the folder offer_dir[0], which is renamed offer_dir[1] (made
+	 * visible whole); withdrawn by renaming it offer_dir[2], whose pins are offer_pin[2][].
+	 * Paths made by detacher__plan_offer; offer_dir[1][0] == '\0': no offer. */
+	char offer_dir[3][DETACHER_PATH_MAX];
+	char offer_pin[3][DETACHER_KEEP_MAX + 1][DETACHER_PATH_MAX];
+};
+
+/* Fills plan's offer paths under root for links named by `names` (nkeep of them, then the map's
+ * name), tagged tag; leaves no offer when they do not fit. */
+void detacher__plan_offer(struct detacher_plan *plan, const char *root, const char *tag,
+			  const char *const *names);
 
 /*
  * Starts the detacher: a child sharing memtrack's address space (CLONE_VM) with a copy of its
- * file table, hence of every BPF fd open now. It waits for memtrack's exit (PR_SET_PDEATHSIG)
- * and exits then, which closes the links (their RCU grace periods) and unmaps the address
- * space as its last user. After this, memtrack should exit without closing or freeing.
+ * file table, hence of every BPF fd open now. It waits for memtrack's exit (PR_SET_PDEATHSIG).
+ * Without a plan (NULL) it exits then, which closes the links (their RCU grace periods) and
+ * unmaps the address space as its last user. With one it empties plan->disarm_map, closes every
+ * fd but plan's (each link's grace period, in turn), clears its owner entry, closes the lock
+ * and the owner map, offers plan->keep (pinned; a run starting meanwhile takes them, early_links.h)
+ * and keeps them until a later run has linked its own tracepoints or taken them (at most
+ * plan->linger_ms), withdraws the offer if it is still there, and exits. The plan is read at
+ * memtrack's exit: it must stay valid until then (static or memtrack's heap, never freed).
+ * After this, memtrack should exit without closing or freeing.
  * Returns the child's pid, or -errno (then nothing was started: detach in the foreground).
  */
-pid_t detacher__start(void);
+pid_t detacher__start(const struct detacher_plan *plan);
 
 #endif

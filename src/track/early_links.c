@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 /* Links made on a thread while the real programs load (see early_links.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -16,6 +18,7 @@
 #include "bpf/proc.h"
 #include "common/log.h"
 #include "track/attach.h"
+#include "track/detacher.h"
 #include "track/early_links.h"
 #include "track/elf_syms.h"
 
@@ -180,6 +183,73 @@ static void *early__tp_run(void *arg)
 	return NULL;
 }
 
+/* Whether fd is a raw tracepoint link on tracepoint `name`. */
+static bool early__is_tp_link(int fd, const char *name)
+{
+	struct bpf_link_info info;
+	char tp[64] = "";
+	uint32_t len = sizeof(info);
+
+	memset(&info, 0, sizeof(info));
+	info.raw_tracepoint.tp_name = (uint64_t)(uintptr_t)tp;
+	info.raw_tracepoint.tp_name_len = sizeof(tp);
+	return !bpf_obj_get_info_by_fd(fd, &info, &len) &&
+	       info.type == BPF_LINK_TYPE_RAW_TRACEPOINT && !strcmp(tp, name);
+}
+
+/*
+ * Takes the tracepoint links a finished run's detacher offers (detacher.h): renaming the offer
+ * makes it ours alone (another run, or its detacher withdrawing it, then fails to); its pins
+ * are removed once we hold the fds. 0, or -ENOENT when there was none to take.
+ */
+static int early__adopt(struct early_links *e)
+{
+	DIR *d = opendir(e->adopt_root);
+	struct dirent *ent;
+	int err = -ENOENT;
+
+	while (d && err && (ent = readdir(d))) {
+		char from[PATH_MAX], to[PATH_MAX], pin[PATH_MAX + 16];
+		int fds[EARLY_TP_NR + 1];
+		bool ok = true;
+
+		if (strncmp(ent->d_name, DETACHER_OFFER_PREFIX, strlen(DETACHER_OFFER_PREFIX)))
+			continue;
+		snprintf(from, sizeof(from), "%s/%s", e->adopt_root, ent->d_name);
+		snprintf(to, sizeof(to), "%s/tk-%d-%llx", e->adopt_root, getpid(), early__ns());
+		if (rename(from, to)) {
+			log__debug(LOG_VERBOSE, "cannot take %s: %s", from, strerror(errno));
+			continue; /* taken or withdrawn meanwhile */
+		}
+		for (int i = 0; i <= EARLY_TP_NR; i++) {
+			if (i < EARLY_TP_NR)
+				snprintf(pin, sizeof(pin), "%s/tp%d", to, i);
+			else
+				snprintf(pin, sizeof(pin), "%s/" DETACHER_OFFER_MAP, to);
+			fds[i] = bpf_obj_get(pin);
+			ok = ok && fds[i] >= 0 &&
+			     (i == EARLY_TP_NR || early__is_tp_link(fds[i], early_tp_names[i]));
+			unlink(pin);
+		}
+		rmdir(to);
+		for (int i = 0; i <= EARLY_TP_NR; i++) {
+			if (!ok && fds[i] >= 0)
+				close(fds[i]);
+			else if (ok && i < EARLY_TP_NR)
+				e->tp_link[i] = fds[i];
+		}
+		if (ok) {
+			e->tp_map = fds[EARLY_TP_NR];
+			err = 0;
+		} else {
+			log__debug(LOG_VERBOSE, "%s: not tracepoint links of memtrack's", from);
+		}
+	}
+	if (d)
+		closedir(d);
+	return err;
+}
+
 /*
  * The trampolines first (no waiting), then every link on a thread of its own: a raw
  * tracepoint's first probe waits for a grace period after any tracepoint lost its last one
@@ -194,18 +264,22 @@ static void *early__run(void *arg)
 	pthread_t threads[EARLY_TP_NR];
 	bool started[EARLY_TP_NR] = {false};
 
+	e->adopted = e->adopt_root && !early__adopt(e);
+
 	/* Placeholders for the tracepoints' links, taken before the control link's fd: an exiting
 	 * process closes its fds in order, and the detacher's exit must remove the tracepoints'
 	 * probes before it waits out the control link's grace period, else the next run's
 	 * tracepoint links wait for one after that removal (back to back: 12-37 ms, the control
 	 * link made in 2-7 ms meanwhile). dup3 onto one expands no fd table (which waits for a
 	 * grace period in a process with threads). */
-	for (int i = 0; i < EARLY_TP_NR; i++)
+	for (int i = 0; i < EARLY_TP_NR && !e->adopted; i++)
 		e->tp_link[i] = eventfd(0, EFD_CLOEXEC);
 	if (e->lib && e->multi && !early__ctl_prep(e))
 		e->ctl_started = !pthread_create(&e->ctl_thread, NULL, early__ctl_run, e);
 	if (e->lib && e->multi && !e->ctl_started && !e->err)
 		early__fail(e, -EAGAIN, "a thread for the interposer's control link");
+	if (e->adopted)
+		goto out;
 	e->tp_map = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, "mt_early_tp", 4, 4, EARLY_TP_NR, NULL);
 	if (e->tp_map < 0) {
 		early__fail(e, -errno, "a program array");
@@ -233,7 +307,8 @@ out:
 	return NULL;
 }
 
-void early_links__start(struct early_links *e, const char *lib, bool multi, uint32_t *live)
+void early_links__start(struct early_links *e, const char *lib, bool multi, uint32_t *live,
+			const char *adopt_root)
 {
 	memset(e, 0, sizeof(*e));
 	pthread_mutex_init(&e->mu, NULL);
@@ -244,6 +319,8 @@ void early_links__start(struct early_links *e, const char *lib, bool multi, uint
 	e->inited = true;
 	e->lib = lib;
 	e->multi = multi;
+	/* MEMTRACK_TEST_NO_ADOPT: link anew beside a finished run's lingering links (the tests) */
+	e->adopt_root = getenv("MEMTRACK_TEST_NO_ADOPT") ? NULL : adopt_root;
 	if (getenv("MEMTRACK_TEST_NO_EARLY_LINKS")) { /* the fallback path, for the tests */
 		early__fail(e, -ECANCELED, "MEMTRACK_TEST_NO_EARLY_LINKS");
 		return;
@@ -275,7 +352,8 @@ int early_links__fill(struct early_links *e, const int tp[EARLY_TP_NR], int ctl)
 		e->ctl_filled = true;
 		early__publish(e);
 		pthread_mutex_unlock(&e->mu);
-		log__debug(LOG_VERBOSE, "tracepoints linked early, on a thread, in %.2f ms%s",
+		log__debug(LOG_VERBOSE, "tracepoints %s, on a thread, in %.2f ms%s",
+			   e->adopted ? "taken from a finished run" : "linked early",
 			   e->wait_ns / 1e6,
 			   e->ctl_started ? "; the interposer's control link goes on" : "");
 		return 0;

@@ -13,6 +13,11 @@
  * period decided the release in most runs, 10-35 ms). Once it is made and filled, the shared
  * memory's ctl_live is set (early_links__publish); what the interposer does until then, and
  * what memtrack does before attaching glibc's uprobes, is in src/preload/preload_ctl.c.
+ *
+ * Between runs: a finished run's detacher offers its tracepoint links, their slots emptied,
+ * for a while (track/detacher.h); a run that finds such an offer takes it instead of linking
+ * (early__adopt): no trampoline to load, no tracepoint to patch or wait for, only the slots
+ * to fill.
  */
 #ifndef MEMTRACK_EARLY_LINKS_H
 #define MEMTRACK_EARLY_LINKS_H
@@ -49,6 +54,8 @@ struct early_links {
 	bool multi;	 /* uprobe_multi links: the interposer's control points too */
 	const char *lib; /* the interposer, or NULL */
 	int tp_map, ctl_map; /* program arrays (raw_tp, uprobe_multi) */
+	const char *adopt_root; /* where finished runs offer their tracepoint links, or NULL */
+	bool adopted;		/* tp_link and tp_map were taken from such an offer */
 	int tp_prog[EARLY_TP_NR], tp_link[EARLY_TP_NR];
 	int ctl_prog, ctl_link;
 	int err; /* the thread's first failure, -errno */
@@ -63,7 +70,9 @@ struct early_links {
  * failure is reported by early_links__fill (or early_links__ctl_wait for the control link),
  * and the caller then attaches as before.
  */
-void early_links__start(struct early_links *e, const char *lib, bool multi, uint32_t *live);
+void early_links__start(struct early_links *e, const char *lib, bool multi, uint32_t *live,
+			const char *adopt_root);
+
 /*
  * Waits for the tracepoints' links (not the control link's), then puts the programs into the
  * slots: tp[] by enum early_tp, ctl the interposer's program (ignored when no control link was

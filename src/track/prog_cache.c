@@ -22,7 +22,8 @@
 #define BPF_FS_MAGIC 0xcafe4a11
 #endif
 
-#define OWNER_NAME "owner"
+#define OWNER_NAME  "owner"
+#define LINGER_NAME "linger"
 
 uint64_t prog_cache__hash(uint64_t h, const void *p, size_t n)
 {
@@ -225,6 +226,8 @@ static int prog_cache__take(struct prog_cache *c)
 	return err;
 }
 
+static void prog_cache__slot_close(struct prog_cache *c);
+
 /* Locks slot `slot` of key and finds whether it holds a complete load. 1: locked (c->hit
  * says which), 0: busy, -errno. */
 static int prog_cache__try_slot(struct prog_cache *c, const char *root, uint64_t key, int slot)
@@ -250,7 +253,7 @@ static int prog_cache__try_slot(struct prog_cache *c, const char *root, uint64_t
 		goto busy;
 	err = prog_cache__take(c);
 	if (err) { /* unusable (unpinned by hand?): start it again */
-		prog_cache__close(c);
+		prog_cache__slot_close(c);
 		c->dir_fd = open(c->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (c->dir_fd < 0 || flock(c->dir_fd, LOCK_EX | LOCK_NB))
 			goto busy;
@@ -262,15 +265,25 @@ static int prog_cache__try_slot(struct prog_cache *c, const char *root, uint64_t
 		prog_cache__set_owner(c, k, k == PC_OWNER_MEMTRACK ? getpid() : 0);
 	return 1;
 busy:
-	prog_cache__close(c);
+	prog_cache__slot_close(c);
 	return 0;
+}
+
+/* Whether name is a slot's folder name, "<16 hex digits>-<slot>" (not an offer of links,
+ * detacher.h, nor the linger map). */
+static bool prog_cache__is_slot(const char *name)
+{
+	for (int i = 0; i < 16; i++)
+		if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f')))
+			return false;
+	return name[16] == '-' && name[17] >= '0' && name[17] <= '9' && !name[18];
 }
 
 /* Whether the slot folder `path` can be removed (no run has it, no process of its last run
  * lives); if so, removes it. */
 static bool prog_cache__remove_idle(const char *path)
 {
-	struct prog_cache c = {.dir_fd = -1, .owner_fd = -1};
+	struct prog_cache c = {.dir_fd = -1, .owner_fd = -1, .linger_fd = -1};
 	char owner[PATH_MAX + 16];
 	bool idle;
 
@@ -322,7 +335,7 @@ static void prog_cache__evict(const char *root, const char *keep)
 	while (d && (e = readdir(d))) {
 		struct stat st;
 
-		if (e->d_name[0] == '.')
+		if (!prog_cache__is_slot(e->d_name))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", root, e->d_name);
 		if (stat(path, &st) || !S_ISDIR(st.st_mode) || !strcmp(path, keep))
@@ -352,6 +365,39 @@ static void prog_cache__evict(const char *root, const char *keep)
 	free(all);
 }
 
+/* The root's linger map, made and pinned by the first run that needs it. */
+static void prog_cache__linger_open(struct prog_cache *c, const char *root)
+{
+	char path[PATH_MAX + 16];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/" LINGER_NAME, root);
+	c->linger_fd = bpf_obj_get(path);
+	if (c->linger_fd >= 0)
+		return;
+	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "mt_linger", sizeof(uint32_t), sizeof(uint64_t), 1,
+			    NULL);
+	if (fd < 0)
+		return;
+	if (bpf_obj_pin(fd, path)) { /* another run pinned one first: take that */
+		close(fd);
+		fd = bpf_obj_get(path);
+	}
+	c->linger_fd = fd;
+}
+
+void prog_cache__linger_done(struct prog_cache *c)
+{
+	uint32_t zero = 0;
+	uint64_t gen = 0;
+
+	if (!c || c->linger_fd < 0)
+		return;
+	bpf_map_lookup_elem(c->linger_fd, &zero, &gen);
+	gen++;
+	bpf_map_update_elem(c->linger_fd, &zero, &gen, BPF_ANY);
+}
+
 int prog_cache__open(struct prog_cache *c, uint64_t key)
 {
 	const char *root = prog_cache__root(), *env = getenv("MEMTRACK_PROG_CACHE");
@@ -359,7 +405,7 @@ int prog_cache__open(struct prog_cache *c, uint64_t key)
 	int err, fd;
 
 	memset(c, 0, sizeof(*c));
-	c->dir_fd = c->owner_fd = -1;
+	c->dir_fd = c->owner_fd = c->linger_fd = -1;
 	if (env && !strcmp(env, "0")) {
 		off(c, "MEMTRACK_PROG_CACHE=0", 0);
 		return 0;
@@ -382,11 +428,12 @@ int prog_cache__open(struct prog_cache *c, uint64_t key)
 		return 0;
 	}
 	close(fd);
+	prog_cache__linger_open(c, root);
 	for (int slot = 0; slot < PROG_CACHE_SLOTS; slot++) {
 		err = prog_cache__try_slot(c, root, key, slot);
 		if (err < 0) {
 			off(c, c->path, err);
-			prog_cache__close(c);
+			prog_cache__slot_close(c);
 			return 0;
 		}
 		if (err > 0) {
@@ -538,10 +585,9 @@ int prog_cache__reset(struct prog_cache *c)
 	return 0;
 }
 
-void prog_cache__close(struct prog_cache *c)
+/* Closes the slot's objects, its owner map and its folder (the lock); the linger map stays. */
+static void prog_cache__slot_close(struct prog_cache *c)
 {
-	if (!c)
-		return;
 	for (int i = 0; i < c->n; i++)
 		close(c->obj[i].fd);
 	c->n = 0;
@@ -551,6 +597,16 @@ void prog_cache__close(struct prog_cache *c)
 	if (c->dir_fd >= 0)
 		close(c->dir_fd);
 	c->owner_fd = c->dir_fd = -1;
+}
+
+void prog_cache__close(struct prog_cache *c)
+{
+	if (!c)
+		return;
+	prog_cache__slot_close(c);
+	if (c->linger_fd >= 0)
+		close(c->linger_fd);
+	c->linger_fd = -1;
 }
 
 void prog_cache__discard(struct prog_cache *c)
@@ -571,15 +627,25 @@ int prog_cache__unload(int *removed, int *kept)
 	while ((e = readdir(d))) {
 		char path[PATH_MAX + 260];
 
-		if (e->d_name[0] == '.')
+		bool slot = prog_cache__is_slot(e->d_name);
+
+		if (e->d_name[0] == '.' || !strcmp(e->d_name, LINGER_NAME))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", root, e->d_name);
+		/* an offer of a finished run's links (detacher.h) goes too, uncounted: its
+		 * detacher finds it gone and exits */
 		if (prog_cache__remove_idle(path))
-			(*removed)++;
+			*removed += slot;
 		else
-			(*kept)++;
+			*kept += slot;
 	}
 	closedir(d);
-	rmdir(root); /* if empty */
+	if (!*kept) { /* nothing left but the linger map: the folder goes */
+		char path[PATH_MAX + 16];
+
+		snprintf(path, sizeof(path), "%s/" LINGER_NAME, root);
+		unlink(path);
+		rmdir(root);
+	}
 	return 0;
 }

@@ -40,9 +40,10 @@
 enum prog_cache_owner { PC_OWNER_MEMTRACK, PC_OWNER_WATCHDOG, PC_OWNER_DETACHER, PC_OWNER_NR };
 
 struct prog_cache {
-	int dir_fd;   /* the slot's directory, flock'ed; -1: no slot this run */
-	int owner_fd; /* its owner map; -1 */
-	bool hit;     /* the slot held a complete load: taken, not loaded */
+	int dir_fd;    /* the slot's directory, flock'ed; -1: no slot this run */
+	int linger_fd; /* the root's "linger" map (prog_cache__linger_done); -1: none */
+	int owner_fd;  /* its owner map; -1 */
+	bool hit;      /* the slot held a complete load: taken, not loaded */
 	char path[PATH_MAX];
 	int n;
 	struct {
@@ -70,6 +71,14 @@ int prog_cache__seal(struct prog_cache *c);
 int prog_cache__reset(struct prog_cache *c);
 /* Records a process of this run in the slot's owner map (busy while it lives). */
 void prog_cache__set_owner(struct prog_cache *c, enum prog_cache_owner who, pid_t pid);
+/*
+ * The root's "linger" map: one counter, raised by each run once its tracepoints are linked
+ * (prog_cache__linger_done). A detacher that keeps the last run's tracepoint links for the next
+ * one (track/detacher.h) lets them go when it changes: at most a run's worth of idle links
+ * linger while runs follow each other. Opened by prog_cache__open whenever the root is usable,
+ * slot or not.
+ */
+void prog_cache__linger_done(struct prog_cache *c);
 /* Closes the fds (a hit's, and the lock: call only once no link of this run is left, or
  * leave it to exit). NULL-safe, idempotent. */
 void prog_cache__close(struct prog_cache *c);

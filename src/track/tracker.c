@@ -47,8 +47,11 @@ static int tracker__exit_status(const struct tracker *t)
 /* The early links (early_links.h): the tracepoints and the interposer's control points. */
 static void tracker__early_start(struct tracker *t)
 {
+	/* a finished run's tracepoint links are taken where runs coordinate their lingering
+	 * (prog_cache.h, detacher.h) */
 	early_links__start(&t->early, t->pre.on ? t->pre.lib : NULL, t->multi,
-			   t->pre.on ? shm_source__ctl_live(t->pre.shm) : NULL);
+			   t->pre.on ? shm_source__ctl_live(t->pre.shm) : NULL,
+			   t->pc.linger_fd >= 0 ? prog_cache__root() : NULL);
 }
 
 int tracker__run(const struct tracker_opts *o)
@@ -63,7 +66,7 @@ int tracker__run(const struct tracker_opts *o)
 
 	t.sp.go_fd = t.sp.err_fd = t.sp.pidfd = -1;
 	t.alloc_entry.fd = t.alloc_ret.fd = -1;
-	t.pc.dir_fd = t.pc.owner_fd = -1;
+	t.pc.dir_fd = t.pc.owner_fd = t.pc.linger_fd = -1;
 	t.ring.fd = -EBADF;
 	t.wd.sock = -1;
 	t.m.start_unix_ns = now_ns(CLOCK_REALTIME);
@@ -175,6 +178,9 @@ int tracker__run(const struct tracker_opts *o)
 		log__error("out of memory");
 		goto cleanup;
 	}
+	/* our tracepoints are linked: a detacher keeping the last run's for us lets them go */
+	if (t.early_ok)
+		prog_cache__linger_done(&t.pc);
 	tracker__mark(&t, "early links filled");
 	if (tracker__attach_tracepoints(&t))
 		goto cleanup;

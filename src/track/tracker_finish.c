@@ -267,12 +267,43 @@ static void tracker__detach(struct tracker *t)
 	log__debug(LOG_VERBOSE, "detach: %.1f ms", t->m.t_detach / 1e6);
 }
 
+/* How long the detacher keeps the tracepoints' links for the next run (detacher.h): back-to-back
+ * runs, a benchmark's rounds, start well within it; after the last one, an idle trampoline
+ * runs at each hit of the four tracepoints for this long. MEMTRACK_TEST_LINGER_MS for tests. */
+#define DETACHER_LINGER_MS 1000
+
 /* Detaching in a child that outlives us (detacher.c): our own exit then closes and unmaps
- * nothing, and the grace periods are paid off the caller's clock. */
+ * nothing, and the grace periods are paid off the caller's clock. The tracepoints' early links
+ * are handed over to the next run (detacher.h); read at our exit, so static. */
 static void tracker__detach_background(struct tracker *t)
 {
+	static struct detacher_plan plan;
+	const char *env = getenv("MEMTRACK_TEST_LINGER_MS");
 	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
-	pid_t pid = detacher__start();
+	pid_t pid;
+
+	plan = (struct detacher_plan){.disarm_map = -1,
+				      .lock_fd = t->pc.dir_fd,
+				      .owner_fd = t->pc.owner_fd,
+				      .owner_key = PC_OWNER_DETACHER,
+				      .linger_fd = t->pc.linger_fd,
+				      .linger_ms = env ? (uint32_t)atoi(env) : DETACHER_LINGER_MS};
+	if (t->early_ok && t->early.tp_map >= 0 && t->pc.linger_fd >= 0) {
+		_Static_assert(EARLY_TP_NR <= DETACHER_KEEP_MAX, "a kept link per tracepoint");
+		plan.disarm_map = t->early.tp_map;
+		plan.disarm_nr = EARLY_TP_NR;
+		static const char *const names[] = {"tp0", "tp1", "tp2", "tp3", DETACHER_OFFER_MAP};
+		char tag[48];
+
+		_Static_assert(sizeof(names) / sizeof(names[0]) == EARLY_TP_NR + 1,
+			       "a name per link, then the map's");
+		for (int i = 0; i < EARLY_TP_NR; i++)
+			plan.keep[i] = t->early.tp_link[i];
+		plan.nkeep = EARLY_TP_NR;
+		snprintf(tag, sizeof(tag), "%d-%llx", getpid(), (unsigned long long)t->t_start);
+		detacher__plan_offer(&plan, prog_cache__root(), tag, names);
+	}
+	pid = detacher__start(&plan);
 
 	if (pid < 0) {
 		tracker__detach(t);

@@ -121,7 +121,7 @@ void tracker__cache_open(struct tracker *t)
 		uint8_t multi, preload, eager, pad[5];
 	} cfg = {0};
 
-	t->pc.dir_fd = t->pc.owner_fd = -1;
+	t->pc.dir_fd = t->pc.owner_fd = t->pc.linger_fd = -1;
 	t->multi = attach__probe_uprobe_multi();
 	if (!t->multi || t->o->rmap) {
 		snprintf(t->pc.state, sizeof(t->pc.state), "loaded (no cache: %s)",

@@ -166,7 +166,9 @@ int tracker__fill_early(struct tracker *t)
 	};
 
 	t->early_ok = !early_links__fill(&t->early, tp, t->fd.preload_ctl);
-	return manifest__set_str(&t->m.hook_links, t->early_ok ? "while loading" : "after loading");
+	return manifest__set_str(&t->m.hook_links, !t->early_ok	      ? "after loading"
+						   : t->early.adopted ? "taken from a finished run"
+								      : "while loading");
 }
 
 int tracker__attach_tracepoints(struct tracker *t)

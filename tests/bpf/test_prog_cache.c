@@ -397,7 +397,7 @@ static int count_slots(void)
 	int n = 0;
 
 	while (d && (e = readdir(d)))
-		n += e->d_name[0] != '.';
+		n += e->d_name[0] != '.' && e->d_type == DT_DIR;
 	if (d)
 		closedir(d);
 	return n;

@@ -1,0 +1,303 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Root tests: a finished run's tracepoint links handed over to the next run
+ * (src/track/detacher.h, early_links.h), in a private folder of the BPF filesystem
+ * ($MEMTRACK_BPFFS).
+ *   - The detacher offers the links once memtrack has exited; a run starting then takes them
+ *     (-v says so) and records every fork and exit of its tree exactly once.
+ *   - A run that links its own beside a finished run's lingering links (MEMTRACK_TEST_NO_ADOPT)
+ *     on the same kept programs and maps records each exactly once too: the lingering links'
+ *     slots were emptied before anything else (without that, each event came twice).
+ *   - An offer nobody takes is withdrawn after the linger time: nothing stays pinned.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/vfs.h>
+#include <cmocka.h>
+#include <bpf/bpf.h>
+#include "../lib/mt_check.h"
+#include "track/attach.h"
+#include "track/detacher.h"
+
+#define BPF_FS_MAGIC_ 0xcafe4a11
+#define CHILDREN      20
+
+static char root[128];
+static bool no_bpffs;
+
+#define REQUIRE_HANDOVER()                                                                         \
+	do {                                                                                       \
+		MT_REQUIRE_ROOT();                                                                 \
+		if (no_bpffs) {                                                                    \
+			print_message(                                                             \
+			    "[ SKIP     ] no BPF filesystem on /sys/fs/bpf, and mounting "         \
+			    "one was refused: runs hand nothing over here\n");                     \
+			skip();                                                                    \
+		}                                                                                  \
+		if (!attach__probe_uprobe_multi()) {                                               \
+			print_message("[ SKIP     ] this kernel has no uprobe_multi links: runs "  \
+				      "keep no programs and hand no links over\n");                \
+			skip();                                                                    \
+		}                                                                                  \
+	} while (0)
+
+static int setup(void **state)
+{
+	struct statfs sf;
+
+	(void)state;
+	if (geteuid() != 0)
+		return 0;
+	if (statfs("/sys/fs/bpf", &sf) == 0 && sf.f_type != BPF_FS_MAGIC_)
+		mount("bpf", "/sys/fs/bpf", "bpf", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0700");
+	no_bpffs = statfs("/sys/fs/bpf", &sf) || sf.f_type != BPF_FS_MAGIC_;
+	snprintf(root, sizeof(root), "/sys/fs/bpf/mt-handover-%d", getpid());
+	setenv("MEMTRACK_BPFFS", root, 1);
+	return 0;
+}
+
+/* The entries of root whose names start with prefix (the first's name into first). */
+static int entries(const char *prefix, char *first, size_t len)
+{
+	DIR *d = opendir(root);
+	struct dirent *e;
+	int n = 0;
+
+	if (first)
+		first[0] = '\0';
+	while (d && (e = readdir(d))) {
+		if (strncmp(e->d_name, prefix, strlen(prefix)))
+			continue;
+		if (!n++ && first)
+			snprintf(first, len, "%s", e->d_name);
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* Waits at most 20 s for want entries with prefix; fails after that. */
+static void wait_entries(const char *prefix, int want)
+{
+	for (int i = 0; i < 2000; i++) {
+		if (entries(prefix, NULL, 0) == want)
+			return;
+		usleep(10000);
+	}
+	fail_msg("%d entries %s* under %s after 20 s, want %d", entries(prefix, NULL, 0), prefix,
+		 root, want);
+}
+
+/* Waits at most 20 s until slot folder `slot` is not locked (its last run's detacher has
+ * closed everything but the links it offers). */
+static void wait_unlocked(const char *slot)
+{
+	for (int i = 0; i < 2000; i++) {
+		int fd = open(slot, O_RDONLY | O_DIRECTORY);
+		bool free_ = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0;
+
+		if (fd >= 0)
+			close(fd);
+		if (free_)
+			return;
+		usleep(10000);
+	}
+	fail_msg("slot %s still locked after 20 s", slot);
+}
+
+static void rm_root(void)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+	if (system(cmd))
+		fprintf(stderr, "cannot remove %s\n", root);
+}
+
+/* Tells lingering detachers that a run has linked its tracepoints (prog_cache.h: the linger
+ * map's counter moves): they withdraw their offers and exit. */
+static void release_lingering(void)
+{
+	char path[192];
+	uint32_t zero = 0;
+	uint64_t gen = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/linger", root);
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return;
+	bpf_map_lookup_elem(fd, &zero, &gen);
+	gen++;
+	bpf_map_update_elem(fd, &zero, &gen, BPF_ANY);
+	close(fd);
+}
+
+static int teardown_each(void **state)
+{
+	mt_teardown(state);
+	unsetenv("MEMTRACK_TEST_LINGER_MS");
+	unsetenv("MEMTRACK_TEST_NO_ADOPT");
+	if (geteuid() == 0 && !no_bpffs) {
+		release_lingering();
+		wait_entries(DETACHER_OFFER_PREFIX, 0); /* the lingering detachers are done */
+	}
+	rm_root();
+	return 0;
+}
+
+/* The offer's program array holds no program: its links run nothing while they linger (a
+ * lookup of a program array from user space gives the program's id, or ENOENT). */
+static void check_disarmed(struct mt_run *r, const char *offer)
+{
+	char path[512];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s/" DETACHER_OFFER_MAP, root, offer);
+	fd = bpf_obj_get(path);
+	MT_CHECK(r, fd >= 0, "cannot open %s: %s", path, strerror(errno));
+	for (uint32_t k = 0; k < 4; k++) {
+		uint32_t id = 0;
+		int rc = bpf_map_lookup_elem(fd, &k, &id);
+
+		MT_CHECK(r, rc == -ENOENT, "slot %u of the offered links' array: %d, program %u", k,
+			 rc, id);
+	}
+	close(fd);
+}
+
+/* Each of the tree's forks once, each process's exit once. */
+static void check_once(struct mt_run *r)
+{
+	struct mt_filter fork = {.type = MT_EV_FORK}, ex = {.type = MT_EV_EXIT};
+	size_t forks = mt_count(r, &fork), exits = mt_count(r, &ex);
+
+	MT_CHECK(r, forks == CHILDREN, "%zu Fork events, want %d", forks, CHILDREN);
+	MT_CHECK(r, exits == CHILDREN + 1, "%zu Exit events, want %d", exits, CHILDREN + 1);
+	for (size_t i = 0; i < r->nr_ev; i++) {
+		struct mt_filter one = {.type = MT_EV_EXIT, .pid = r->ev[i].pid};
+
+		if (r->ev[i].type == MT_EV_EXIT)
+			MT_CHECK(r, mt_count(r, &one) == 1, "process %d exits %zu times",
+				 r->ev[i].pid, mt_count(r, &one));
+	}
+}
+
+/* The manifest's mechanisms.hook_links: how this run's tracepoint links came. */
+static bool hook_links_are(struct mt_run *r, const char *how)
+{
+	json_t *j = mt_json(r, "mechanisms.hook_links");
+
+	return json_is_string(j) && !strcmp(json_string_value(j), how);
+}
+
+static void run_forker(struct mt_run *r)
+{
+	char n[16];
+
+	snprintf(n, sizeof(n), "%d", CHILDREN);
+	mt_track_ok(r, NULL, MT_TARGET_ARGV("forker", n), 0);
+	MT_CHECK(r, json_is_true(mt_json(r, "complete")), "run not complete");
+}
+
+/* The next run takes the offered links and records every fork and exit once. */
+static void test_next_run_takes_them(void **state)
+{
+	struct mt_run *a = mt_new_run(state), b = {0};
+	char first[300], taken[300];
+
+	REQUIRE_HANDOVER();
+	setenv("MEMTRACK_TEST_LINGER_MS", "20000", 1); /* nothing withdrawn while we look */
+	run_forker(a);
+	check_once(a);
+	wait_entries(DETACHER_OFFER_PREFIX, 1);
+	entries(DETACHER_OFFER_PREFIX, first, sizeof(first));
+	check_disarmed(a, first);
+	run_forker(&b);
+	MT_CHECK(&b, hook_links_are(&b, "taken from a finished run"),
+		 "the second run did not take the offered links: hook_links %s",
+		 json_string_value(mt_json(&b, "mechanisms.hook_links")));
+	check_once(&b);
+	/* a's offer taken, b's made in its place */
+	wait_entries(DETACHER_OFFER_PREFIX, 1);
+	entries(DETACHER_OFFER_PREFIX, taken, sizeof(taken));
+	MT_CHECK(&b, strcmp(first, taken), "the first run's offer %s is still there", first);
+	unsetenv("MEMTRACK_TEST_LINGER_MS");
+	mt_run_free(&b);
+}
+
+/* Links of its own beside a finished run's, on the same kept programs and maps: the
+ * finished run's slots are empty, nothing is recorded twice. */
+static void test_lingering_links_do_nothing(void **state)
+{
+	struct mt_run *a = mt_new_run(state), b = {0};
+	char slot[300];
+
+	REQUIRE_HANDOVER();
+	setenv("MEMTRACK_TEST_LINGER_MS", "20000", 1);
+	run_forker(a);
+	wait_entries(DETACHER_OFFER_PREFIX, 1);
+	/* the same slot for the second run: the first one's detacher has let it go */
+	{
+		DIR *d = opendir(root);
+		struct dirent *e;
+
+		slot[0] = '\0';
+		while (d && (e = readdir(d)))
+			if (strlen(e->d_name) == 18 && !strcmp(e->d_name + 16, "-0"))
+				snprintf(slot, sizeof(slot), "%s/%s", root, e->d_name);
+		if (d)
+			closedir(d);
+	}
+	MT_CHECK(a, slot[0], "no slot 0 under %s", root);
+	wait_unlocked(slot);
+	setenv("MEMTRACK_TEST_NO_ADOPT", "1", 1);
+	run_forker(&b);
+	MT_CHECK(&b, hook_links_are(&b, "while loading"), "the second run did not link anew");
+	MT_CHECK(
+	    &b,
+	    json_is_string(mt_json(&b, "mechanisms.bpf_programs")) &&
+		!strncmp(json_string_value(mt_json(&b, "mechanisms.bpf_programs")), "kept ", 5) &&
+		strstr(json_string_value(mt_json(&b, "mechanisms.bpf_programs")), slot),
+	    "the second run did not take the first one's programs and maps");
+	check_once(&b);
+	unsetenv("MEMTRACK_TEST_LINGER_MS");
+	unsetenv("MEMTRACK_TEST_NO_ADOPT");
+	mt_run_free(&b);
+}
+
+/* Not taken: withdrawn after the linger time, nothing left pinned. */
+static void test_withdrawn(void **state)
+{
+	struct mt_run *a = mt_new_run(state);
+
+	REQUIRE_HANDOVER();
+	setenv("MEMTRACK_TEST_LINGER_MS", "300", 1);
+	run_forker(a);
+	wait_entries(DETACHER_OFFER_PREFIX, 0);
+	MT_CHECK(a, entries("pre-", NULL, 0) == 0 && entries("ex-", NULL, 0) == 0,
+		 "an offer's folder is left under %s", root);
+	unsetenv("MEMTRACK_TEST_LINGER_MS");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_teardown(test_next_run_takes_them, teardown_each),
+	    cmocka_unit_test_teardown(test_lingering_links_do_nothing, teardown_each),
+	    cmocka_unit_test_teardown(test_withdrawn, teardown_each),
+	};
+
+	return cmocka_run_group_tests(tests, setup, NULL);
+}
