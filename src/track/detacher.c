@@ -148,16 +148,14 @@ static void detacher__hand_over(const struct detacher_plan *p)
 		detacher__bpf(BPF_MAP_DELETE_ELEM, &a);
 	}
 	/* offered at once: a run starting now takes them (the counter read first, so that its
-	 * move after a taking is seen) */
+	 * move after a taking is seen). The pins hold them from here on, not our fds: a run that
+	 * took them and died must take them down with it, not leave them to us, filled with its
+	 * programs */
 	gen = linger ? detacher__gen(p->linger_fd) : ~0ull;
 	offered = linger && detacher__offer(p);
 	/* every other link closed, one grace period each, before the slot is another run's */
-	for (int i = 0; linger && i < p->nkeep && n < DETACHER_KEEP_MAX; i++)
-		keep[n++] = p->keep[i];
-	if (linger) {
+	if (offered)
 		keep[n++] = p->linger_fd;
-		keep[n++] = p->disarm_map;
-	}
 	if (p->lock_fd >= 0)
 		keep[n++] = p->lock_fd;
 	if (p->owner_fd >= 0)
@@ -174,7 +172,7 @@ static void detacher__hand_over(const struct detacher_plan *p)
 	}
 	if (p->lock_fd >= 0)
 		syscall(SYS_close, p->lock_fd);
-	if (!linger)
+	if (!offered)
 		return;
 	detacher__linger(p, gen);
 	/* not taken: withdrawn (a run renaming it meanwhile has it, and this rename fails) */

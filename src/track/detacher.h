@@ -52,11 +52,12 @@ void detacher__plan_offer(struct detacher_plan *plan, const char *root, const ch
  * Starts the detacher: a child sharing memtrack's address space (CLONE_VM) with a copy of its
  * file table, hence of every BPF fd open now. It waits for memtrack's exit (PR_SET_PDEATHSIG).
  * Without a plan (NULL) it exits then, which closes the links (their RCU grace periods) and
- * unmaps the address space as its last user. With one it empties plan->disarm_map, closes every
- * fd but plan's (each link's grace period, in turn), clears its owner entry, closes the lock
- * and the owner map, offers plan->keep (pinned; a run starting meanwhile takes them, early_links.h)
- * and keeps them until a later run has linked its own tracepoints or taken them (at most
- * plan->linger_ms), withdraws the offer if it is still there, and exits. The plan is read at
+ * unmaps the address space as its last user. With one it empties plan->disarm_map, offers
+ * plan->keep and the array (pinned: a run starting meanwhile takes them, early_links.h), closes
+ * every other fd, its own of the offered links too (each link's grace period, in turn), clears
+ * its owner entry, closes the lock and the owner map, waits until a later run has linked its
+ * own tracepoints or taken these (at most plan->linger_ms), withdraws the offer if it is still
+ * there, and exits. The plan is read at
  * memtrack's exit: it must stay valid until then (static or memtrack's heap, never freed).
  * After this, memtrack should exit without closing or freeing.
  * Returns the child's pid, or -errno (then nothing was started: detach in the foreground).
