@@ -27,93 +27,25 @@
 #include <unistd.h>
 #include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <cmocka.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "../lib/mt_bpffs.h"
 #include "../lib/mt_check.h"
-#include "track/attach.h"
+#include "../lib/mt_tmpdir.h"
 #include "track/prog_cache.h"
 
-#define BPF_FS_MAGIC_ 0xcafe4a11
-
 static char root[128];
-static bool no_bpffs; /* none on /sys/fs/bpf, and none could be mounted there */
+static bool have_bpffs; /* on /sys/fs/bpf, there or mounted by setup */
 
 /* Root, and a BPF filesystem to keep programs in: else skip, saying why. */
-/* Runs keep programs: a bpffs, and uprobe_multi links (6.6+; kept programs attach with those
- * only): else skip, saying why. */
-#define REQUIRE_KEEPING()                                                                          \
-	do {                                                                                       \
-		REQUIRE_BPFFS();                                                                   \
-		if (!attach__probe_uprobe_multi()) {                                               \
-			print_message("[ SKIP     ] this kernel has no uprobe_multi links: runs "  \
-				      "keep no programs\n");                                       \
-			skip();                                                                    \
-		}                                                                                  \
-	} while (0)
-
-#define REQUIRE_BPFFS()                                                                            \
-	do {                                                                                       \
-		MT_REQUIRE_ROOT();                                                                 \
-		if (no_bpffs) {                                                                    \
-			print_message(                                                             \
-			    "[ SKIP     ] no BPF filesystem on /sys/fs/bpf, and mounting "         \
-			    "one was refused: runs keep no programs here\n");                      \
-			skip();                                                                    \
-		}                                                                                  \
-	} while (0)
-
-/* rm -r of a slot folder's root (bpffs: files and one level of folders) */
-static void remove_root(void)
-{
-	DIR *d = opendir(root);
-	struct dirent *e;
-
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		char sub[PATH_MAX];
-		DIR *s;
-		struct dirent *f;
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(sub, sizeof(sub), "%s/%s", root, e->d_name);
-		s = opendir(sub);
-		while (s && (f = readdir(s))) {
-			char p[PATH_MAX + 300];
-
-			if (f->d_name[0] == '.')
-				continue;
-			snprintf(p, sizeof(p), "%s/%s", sub, f->d_name);
-			unlink(p);
-		}
-		if (s)
-			closedir(s);
-		if (rmdir(sub))
-			unlink(sub);
-	}
-	closedir(d);
-	rmdir(root);
-}
-
 static int setup(void **state)
 {
-	struct statfs sf;
-
 	(void)state;
-	if (geteuid() != 0)
-		return 0;
-	/* as memtrack would: a bpffs on /sys/fs/bpf */
-	if (statfs("/sys/fs/bpf", &sf) == 0 && sf.f_type != BPF_FS_MAGIC_)
-		mount("bpf", "/sys/fs/bpf", "bpf", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0700");
-	no_bpffs = statfs("/sys/fs/bpf", &sf) || sf.f_type != BPF_FS_MAGIC_;
-	snprintf(root, sizeof(root), "/sys/fs/bpf/mt-test-%d", getpid());
-	setenv("MEMTRACK_BPFFS", root, 1);
+	if (geteuid() == 0)
+		have_bpffs = mt_bpffs_root(root, sizeof(root), "mt-test");
 	unsetenv("MEMTRACK_PROG_CACHE");
 	return 0;
 }
@@ -122,7 +54,7 @@ static int teardown_each(void **state)
 {
 	mt_teardown(state);
 	unsetenv("MEMTRACK_PROG_CACHE");
-	remove_root();
+	mt_tmpdir_remove(root);
 	return 0;
 }
 
@@ -200,7 +132,7 @@ static void test_store_take_reset(void **state)
 	uint32_t id;
 
 	(void)state;
-	REQUIRE_BPFFS();
+	MT_REQUIRE_BPFFS(have_bpffs);
 	assert_int_equal(prog_cache__open(&c, 0xabc), 0);
 	assert_true(c.dir_fd >= 0);
 	assert_false(c.hit);
@@ -268,7 +200,7 @@ static void test_busy_lock(void **state)
 	struct prog_cache c[PROG_CACHE_SLOTS + 1];
 
 	(void)state;
-	REQUIRE_BPFFS();
+	MT_REQUIRE_BPFFS(have_bpffs);
 	for (int i = 0; i < PROG_CACHE_SLOTS; i++) {
 		char want[32];
 
@@ -297,7 +229,7 @@ static void test_busy_owner(void **state)
 	pid_t child;
 
 	(void)state;
-	REQUIRE_BPFFS();
+	MT_REQUIRE_BPFFS(have_bpffs);
 	assert_int_equal(prog_cache__open(&c, 0x0e), 0);
 	map = array_map(BPF_MAP_TYPE_ARRAY, 1);
 	assert_int_equal(prog_cache__store(&c, "m", map, false), 0);
@@ -331,7 +263,7 @@ static void test_unsealed_emptied(void **state)
 	char path[PATH_MAX + 8];
 
 	(void)state;
-	REQUIRE_BPFFS();
+	MT_REQUIRE_BPFFS(have_bpffs);
 	assert_int_equal(prog_cache__open(&c, 0x75), 0);
 	assert_int_equal(prog_cache__store(&c, "m", map, false), 0);
 	snprintf(path, sizeof(path), "%s/m-m", c.path);
@@ -351,7 +283,7 @@ static void test_off(void **state)
 	struct prog_cache c;
 
 	(void)state;
-	REQUIRE_BPFFS();
+	MT_REQUIRE_BPFFS(have_bpffs);
 	setenv("MEMTRACK_PROG_CACHE", "0", 1);
 	assert_int_equal(prog_cache__open(&c, 1), 0);
 	assert_int_equal(c.dir_fd, -1);
@@ -371,7 +303,7 @@ static void test_unload(void **state)
 	int removed, kept, map = array_map(BPF_MAP_TYPE_ARRAY, 1);
 
 	(void)state;
-	REQUIRE_BPFFS();
+	MT_REQUIRE_BPFFS(have_bpffs);
 	assert_int_equal(prog_cache__open(&a, 0x11), 0);
 	assert_int_equal(prog_cache__store(&a, "m", map, false), 0);
 	assert_int_equal(prog_cache__seal(&a), 0);
@@ -412,7 +344,7 @@ static void test_evict(void **state)
 	char first[PATH_MAX], second[PATH_MAX];
 
 	(void)state;
-	REQUIRE_BPFFS();
+	MT_REQUIRE_BPFFS(have_bpffs);
 	for (uint64_t k = 1; k <= PROG_CACHE_MAX_KEPT; k++) {
 		assert_int_equal(prog_cache__open(&c, k), 0);
 		assert_int_equal(prog_cache__store(&c, "m", map, false), 0);
@@ -563,7 +495,7 @@ static void test_runs_reuse(void **state)
 	uint64_t ma, fa, mb, fb;
 	char slot[PATH_MAX];
 
-	REQUIRE_KEEPING();
+	MT_REQUIRE_KEEPING(have_bpffs);
 	run_fixed(a);
 	MT_CHECK(a, !strncmp(programs(a), "loaded, kept ", 13), "first run: bpf_programs '%s'",
 		 programs(a));
@@ -608,7 +540,7 @@ static void test_killed_run_forgotten(void **state)
 	const struct mt_expect *p;
 	int rc;
 
-	REQUIRE_KEEPING();
+	MT_REQUIRE_KEEPING(have_bpffs);
 	/* a tree that outlives memtrack: bash waiting for a sleep */
 	snprintf(cmd, sizeof(cmd),
 		 "%s 10 100; sleep 60 & echo \"ready $! $! 0 0 0 0\" >&$MT_EXPECT_FD; wait",
@@ -643,7 +575,7 @@ static void test_every_slot_busy(void **state)
 	int fds[PROG_CACHE_SLOTS];
 	uint64_t m, f;
 
-	REQUIRE_KEEPING();
+	MT_REQUIRE_KEEPING(have_bpffs);
 	run_fixed(a);
 	only_slot(slot, sizeof(slot), 0);
 	wait_idle(slot);
@@ -671,7 +603,7 @@ static void test_broken_slot(void **state)
 	char slot[PATH_MAX], procs[PATH_MAX + 16];
 	uint64_t m, f;
 
-	REQUIRE_KEEPING();
+	MT_REQUIRE_KEEPING(have_bpffs);
 	run_fixed(a);
 	only_slot(slot, sizeof(slot), 0);
 	wait_idle(slot);

@@ -22,48 +22,23 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/file.h>
-#include <sys/mount.h>
-#include <sys/vfs.h>
 #include <cmocka.h>
 #include <bpf/bpf.h>
+#include "../lib/mt_bpffs.h"
 #include "../lib/mt_check.h"
-#include "track/attach.h"
+#include "../lib/mt_tmpdir.h"
 #include "track/detacher.h"
 
-#define BPF_FS_MAGIC_ 0xcafe4a11
-#define CHILDREN      20
+#define CHILDREN 20
 
 static char root[128];
-static bool no_bpffs;
-
-#define REQUIRE_HANDOVER()                                                                         \
-	do {                                                                                       \
-		MT_REQUIRE_ROOT();                                                                 \
-		if (no_bpffs) {                                                                    \
-			print_message(                                                             \
-			    "[ SKIP     ] no BPF filesystem on /sys/fs/bpf, and mounting "         \
-			    "one was refused: runs hand nothing over here\n");                     \
-			skip();                                                                    \
-		}                                                                                  \
-		if (!attach__probe_uprobe_multi()) {                                               \
-			print_message("[ SKIP     ] this kernel has no uprobe_multi links: runs "  \
-				      "keep no programs and hand no links over\n");                \
-			skip();                                                                    \
-		}                                                                                  \
-	} while (0)
+static bool have_bpffs;
 
 static int setup(void **state)
 {
-	struct statfs sf;
-
 	(void)state;
-	if (geteuid() != 0)
-		return 0;
-	if (statfs("/sys/fs/bpf", &sf) == 0 && sf.f_type != BPF_FS_MAGIC_)
-		mount("bpf", "/sys/fs/bpf", "bpf", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0700");
-	no_bpffs = statfs("/sys/fs/bpf", &sf) || sf.f_type != BPF_FS_MAGIC_;
-	snprintf(root, sizeof(root), "/sys/fs/bpf/mt-handover-%d", getpid());
-	setenv("MEMTRACK_BPFFS", root, 1);
+	if (geteuid() == 0)
+		have_bpffs = mt_bpffs_root(root, sizeof(root), "mt-handover");
 	return 0;
 }
 
@@ -116,15 +91,6 @@ static void wait_unlocked(const char *slot)
 	fail_msg("slot %s still locked after 20 s", slot);
 }
 
-static void rm_root(void)
-{
-	char cmd[256];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-	if (system(cmd))
-		fprintf(stderr, "cannot remove %s\n", root);
-}
-
 /* Tells lingering detachers that a run has linked its tracepoints (prog_cache.h: the linger
  * map's counter moves): they withdraw their offers and exit. */
 static void release_lingering(void)
@@ -149,11 +115,11 @@ static int teardown_each(void **state)
 	mt_teardown(state);
 	unsetenv("MEMTRACK_TEST_LINGER_MS");
 	unsetenv("MEMTRACK_TEST_NO_ADOPT");
-	if (geteuid() == 0 && !no_bpffs) {
+	if (geteuid() == 0 && have_bpffs) {
 		release_lingering();
 		wait_entries(DETACHER_OFFER_PREFIX, 0); /* the lingering detachers are done */
 	}
-	rm_root();
+	mt_tmpdir_remove(root);
 	return 0;
 }
 
@@ -217,7 +183,7 @@ static void test_next_run_takes_them(void **state)
 	struct mt_run *a = mt_new_run(state), b = {0};
 	char first[300], taken[300];
 
-	REQUIRE_HANDOVER();
+	MT_REQUIRE_KEEPING(have_bpffs);
 	setenv("MEMTRACK_TEST_LINGER_MS", "20000", 1); /* nothing withdrawn while we look */
 	run_forker(a);
 	check_once(a);
@@ -244,7 +210,7 @@ static void test_lingering_links_do_nothing(void **state)
 	struct mt_run *a = mt_new_run(state), b = {0};
 	char slot[300];
 
-	REQUIRE_HANDOVER();
+	MT_REQUIRE_KEEPING(have_bpffs);
 	setenv("MEMTRACK_TEST_LINGER_MS", "20000", 1);
 	run_forker(a);
 	wait_entries(DETACHER_OFFER_PREFIX, 1);
@@ -282,7 +248,7 @@ static void test_withdrawn(void **state)
 {
 	struct mt_run *a = mt_new_run(state);
 
-	REQUIRE_HANDOVER();
+	MT_REQUIRE_KEEPING(have_bpffs);
 	setenv("MEMTRACK_TEST_LINGER_MS", "300", 1);
 	run_forker(a);
 	/* withdrawn: renamed ex-<tag>, then unpinned and removed (the folder goes last) */
