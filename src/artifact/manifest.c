@@ -191,6 +191,7 @@ void manifest__free(struct manifest *m)
 	free(m->rmap_reason);
 	free(m->alloc_programs);
 	free(m->hook_links);
+	free(m->control_link);
 	free(m->btf_source);
 	free(m->bpf_programs);
 	free(m->alloc_hooks);

@@ -107,6 +107,11 @@ struct manifest {
 	 * finished run" (the tracepoints' trampolines its detacher offered, src/track/detacher.h)
 	 * or "after loading" (the fallback) */
 	char *hook_links;
+	/* how the interposer's control link came (NULL: no interposer): "while loading" (on its
+	 * own thread from the run's start), "taken from a finished run" (with the tracepoints'
+	 * links, when the interposer is the file it was made on, src/track/early_links.c) or
+	 * "after loading" (the fallback) */
+	char *control_link;
 	/* where the BPF programs came from: "kept <slot>" (a load an earlier run kept,
 	 * src/track/prog_cache.h), "loaded, kept <slot>" (loaded and kept for later runs),
 	 * "loaded (no cache: <why>)" */

@@ -367,6 +367,7 @@ static const struct field manifest_rows[] = {
 	{"mechanisms", "btf", F_STR, M(btf_source)},
 	{"mechanisms", "alloc_programs", F_STR, M(alloc_programs)},
 	{"mechanisms", "hook_links", F_STR, M(hook_links)},
+	{"mechanisms", "control_link", F_STR, M(control_link)},
 	{"mechanisms", NULL, F_SUB, .put = put_preload},
 	{NULL, "libraries", F_SUB, .put = put_libraries, .get = get_libraries},
 	{NULL, "stacks", F_SUB, .put = put_stacks, .get = get_stacks},

@@ -34,6 +34,24 @@ struct mt_link_create_attr {
 	uint32_t pad;
 };
 
+/* struct bpf_link_info with its uprobe_multi member, as of 6.8 (BPF_LINK_TYPE_UPROBE_MULTI,
+ * 12): the header's copy (6.1) has neither. The kernel fills what fits in our length. */
+#define MT_BPF_LINK_TYPE_UPROBE_MULTI 12
+struct mt_link_info_um {
+	uint32_t type;
+	uint32_t id;
+	uint32_t prog_id;
+	uint32_t pad;
+	uint64_t path;
+	uint64_t offsets;
+	uint64_t ref_ctr_offsets;
+	uint64_t cookies;
+	uint32_t path_size;
+	uint32_t count;
+	uint32_t flags;
+	uint32_t pid;
+};
+
 struct attach_set {
 	enum attach_mech mech;
 	struct attach_prog entry, ret; /* fd -1 until progs gives them */
@@ -82,6 +100,21 @@ int attach__multi_link(int prog_fd, const char *path, const uint64_t *offs, cons
 		       uint32_t cnt)
 {
 	return attach__link_create(prog_fd, path, offs, cookies, cnt, false);
+}
+
+int attach__multi_link_offsets(int link_fd, uint64_t *offs, uint32_t cnt)
+{
+	struct mt_link_info_um info;
+	uint32_t len = sizeof(info);
+
+	memset(&info, 0, sizeof(info));
+	info.offsets = (uint64_t)(uintptr_t)offs;
+	info.count = cnt;
+	if (bpf_obj_get_info_by_fd(link_fd, &info, &len))
+		return -errno;
+	if (info.type != MT_BPF_LINK_TYPE_UPROBE_MULTI || info.count != cnt)
+		return -EINVAL;
+	return 0;
 }
 
 bool attach__probe_uprobe_multi(void)

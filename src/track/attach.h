@@ -25,6 +25,9 @@ int attach__uprobe_multi_type(void);
  * Returns its fd or -errno. */
 int attach__multi_link(int prog_fd, const char *path, const uint64_t *offs, const uint64_t *cookies,
 		       uint32_t cnt);
+/* The offsets of a uprobe_multi link of exactly cnt probes into offs[cnt] (6.8's link info):
+ * 0, or -errno (-EINVAL: another kind of link, or another count). */
+int attach__multi_link_offsets(int link_fd, uint64_t *offs, uint32_t cnt);
 
 /* A program to attach: its fd (uprobe_multi links take only that) and, for perf uprobes, its
  * libbpf object (NULL when the program came from the program cache, which needs

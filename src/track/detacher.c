@@ -92,7 +92,7 @@ void detacher__plan_offer(struct detacher_plan *plan, const char *root, const ch
 	for (int s = 0; s < 3; s++) {
 		fits = fits && snprintf(plan->offer_dir[s], DETACHER_PATH_MAX, "%s/%s%s", root,
 					stage[s], tag) < DETACHER_PATH_MAX;
-		for (int i = 0; fits && i <= plan->nkeep; i++)
+		for (int i = 0; fits && i < plan->nkeep + plan->nmaps; i++)
 			fits = snprintf(plan->offer_pin[s][i], DETACHER_PATH_MAX, "%s/%s",
 					plan->offer_dir[s], names[i]) < DETACHER_PATH_MAX;
 	}
@@ -113,18 +113,19 @@ static int detacher__pin(int fd, const char *path)
 /* Removes the pins of stage s's folder, then the folder. */
 static void detacher__unpin(const struct detacher_plan *p, int s)
 {
-	for (int i = 0; i <= p->nkeep; i++)
+	for (int i = 0; i < p->nkeep + p->nmaps; i++)
 		syscall(SYS_unlink, p->offer_pin[s][i]);
 	syscall(SYS_rmdir, p->offer_dir[s]);
 }
 
-/* Pins the kept links and their program array, made visible whole by one rename. */
+/* Pins the kept links and their maps, made visible whole by one rename. */
 static bool detacher__offer(const struct detacher_plan *p)
 {
 	bool ok = p->offer_dir[1][0] && !syscall(SYS_mkdir, p->offer_dir[0], 0700);
 
-	for (int i = 0; ok && i <= p->nkeep; i++)
-		ok = !detacher__pin(i < p->nkeep ? p->keep[i] : p->disarm_map, p->offer_pin[0][i]);
+	for (int i = 0; ok && i < p->nkeep + p->nmaps; i++)
+		ok = !detacher__pin(i < p->nkeep ? p->keep[i] : p->maps[i - p->nkeep],
+				    p->offer_pin[0][i]);
 	ok = ok && !syscall(SYS_rename, p->offer_dir[0], p->offer_dir[1]);
 	if (!ok && p->offer_dir[1][0])
 		detacher__unpin(p, 0);
@@ -135,18 +136,19 @@ static bool detacher__offer(const struct detacher_plan *p)
 static void detacher__hand_over(const struct detacher_plan *p)
 {
 	int keep[DETACHER_KEEP_MAX + 4], n = 0;
-	bool linger = p->linger_fd >= 0 && p->nkeep > 0 && p->disarm_map >= 0, offered;
+	bool linger = p->linger_fd >= 0 && p->nkeep > 0 && p->nmaps > 0, offered;
 	uint64_t gen;
 	unsigned char zero[64] = {0};
 	union bpf_attr a;
 
 	/* the trampolines' slots emptied first: from here on a hit of a kept link runs nothing */
-	for (uint32_t k = 0; p->disarm_map >= 0 && k < p->disarm_nr; k++) {
-		memset(&a, 0, sizeof(a));
-		a.map_fd = (uint32_t)p->disarm_map;
-		a.key = (uint64_t)(uintptr_t)&k;
-		detacher__bpf(BPF_MAP_DELETE_ELEM, &a);
-	}
+	for (int m = 0; m < p->nmaps; m++)
+		for (uint32_t k = 0; k < p->disarm_nr[m]; k++) {
+			memset(&a, 0, sizeof(a));
+			a.map_fd = (uint32_t)p->maps[m];
+			a.key = (uint64_t)(uintptr_t)&k;
+			detacher__bpf(BPF_MAP_DELETE_ELEM, &a);
+		}
 	/* offered at once: a run starting now takes them (the counter read first, so that its
 	 * move after a taking is seen). The pins hold them from here on, not our fds: a run that
 	 * took them and died must take them down with it, not leave them to us, filled with its

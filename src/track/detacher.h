@@ -7,10 +7,15 @@
 #include <sys/types.h>
 
 #define DETACHER_KEEP_MAX 8
-/* An offer of tracepoint links (below): "<root>/ho-<tag>" holding "tp<i>" (the link of
- * early_tp i, early_links.h) and "map" (their program array). */
+#define DETACHER_MAPS_MAX 4
+/* An offer of links (below): "<root>/ho-<tag>" holding "tp<i>" (the link of early_tp i,
+ * early_links.h) and "map" (their program array); with the interposer's control link also
+ * "ctl", its program array "cmap" and "lib" (what it was made on: early_links.c). */
 #define DETACHER_OFFER_PREFIX "ho-"
 #define DETACHER_OFFER_MAP    "map"
+#define DETACHER_OFFER_CTL    "ctl"
+#define DETACHER_OFFER_CMAP   "cmap"
+#define DETACHER_OFFER_LIB    "lib"
 #define DETACHER_PATH_MAX     256
 
 /*
@@ -23,8 +28,12 @@
  * and a run starting meanwhile adds its own probes to live tracepoints (1->2: no wait).
  */
 struct detacher_plan {
-	int disarm_map; /* program array emptied first (slots 0..disarm_nr-1); -1: none */
-	uint32_t disarm_nr;
+	/* maps offered with the links; the program arrays among them are emptied first (slots
+	 * 0..disarm_nr[i]-1; 0: not a program array). maps[0] is the tracepoints' array: without
+	 * it (nmaps 0) nothing is offered */
+	int maps[DETACHER_MAPS_MAX];
+	uint32_t disarm_nr[DETACHER_MAPS_MAX];
+	int nmaps;
 	int keep[DETACHER_KEEP_MAX]; /* the links kept until linger_ms has passed */
 	int nkeep;
 	/* closed last, once every other link is gone: the program cache slot's lock and owner
@@ -35,16 +44,16 @@ struct detacher_plan {
 	 * a later run having linked its own, or linger_ms has passed; -1: not kept at all */
 	int linger_fd;
 	uint32_t linger_ms;
-	/* The offer (early_links.h): keep[i] pinned as offer_pin[0][i], disarm_map as
-	 * offer_pin[0][nkeep], in the folder offer_dir[0], which is renamed offer_dir[1] (made
+	/* The offer (early_links.h): keep[i] pinned as offer_pin[0][i], maps[j] as
+	 * offer_pin[0][nkeep + j], in the folder offer_dir[0], which is renamed offer_dir[1] (made
 	 * visible whole); withdrawn by renaming it offer_dir[2], whose pins are offer_pin[2][].
 	 * Paths made by detacher__plan_offer; offer_dir[1][0] == '\0': no offer. */
 	char offer_dir[3][DETACHER_PATH_MAX];
-	char offer_pin[3][DETACHER_KEEP_MAX + 1][DETACHER_PATH_MAX];
+	char offer_pin[3][DETACHER_KEEP_MAX + DETACHER_MAPS_MAX][DETACHER_PATH_MAX];
 };
 
-/* Fills plan's offer paths under root for links named by `names` (nkeep of them, then the map's
- * name), tagged tag; leaves no offer when they do not fit. */
+/* Fills plan's offer paths under root for links and maps named by `names` (nkeep links, then
+ * nmaps maps), tagged tag; leaves no offer when they do not fit. */
 void detacher__plan_offer(struct detacher_plan *plan, const char *root, const char *tag,
 			  const char *const *names);
 
@@ -52,8 +61,8 @@ void detacher__plan_offer(struct detacher_plan *plan, const char *root, const ch
  * Starts the detacher: a child sharing memtrack's address space (CLONE_VM) with a copy of its
  * file table, hence of every BPF fd open now. It waits for memtrack's exit (PR_SET_PDEATHSIG).
  * Without a plan (NULL) it exits then, which closes the links (their RCU grace periods) and
- * unmaps the address space as its last user. With one it empties plan->disarm_map, offers
- * plan->keep and the array (pinned: a run starting meanwhile takes them, early_links.h), closes
+ * unmaps the address space as its last user. With one it empties plan's program arrays, offers
+ * plan->keep and the maps (pinned: a run starting meanwhile takes them, early_links.h), closes
  * every other fd, its own of the offered links too (each link's grace period, in turn), clears
  * its owner entry, closes the lock and the owner map, waits until a later run has linked its
  * own tracepoints or taken these (at most plan->linger_ms), withdraws the offer if it is still

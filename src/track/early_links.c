@@ -13,6 +13,7 @@
 #include <linux/bpf.h>
 #include <linux/futex.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <bpf/bpf.h>
 #include "bpf/proc.h"
@@ -39,6 +40,8 @@ const char *const early_ctl_fns[MT_PRELOAD_CTL_NR] = {
     [MT_PRELOAD_CTL_UNSERVED] = "__memtrack_preload_unserved",
 };
 
+static void early__close_fd(int *fd);
+
 static unsigned long long early__ns(void)
 {
 	struct timespec ts;
@@ -60,15 +63,65 @@ static int early__fail(struct early_links *e, int err, const char *what)
 }
 
 /*
+ * What the interposer's control link was made on, offered with it (detacher.h: "lib"): the
+ * file as stat saw it before its symbols were read, and the offsets found then. A run takes
+ * the link only for the same file, unchanged since (the link probes that inode at those
+ * offsets: a library rewritten in place would have other code there).
+ */
+struct early_lib_id {
+	uint64_t dev, ino, size, mtime_ns;
+	uint64_t offs[MT_PRELOAD_CTL_NR];
+};
+
+static int early__lib_stat(const char *path, struct early_lib_id *id)
+{
+	struct stat st;
+
+	if (stat(path, &st))
+		return -errno;
+	memset(id, 0, sizeof(*id));
+	id->dev = st.st_dev;
+	id->ino = st.st_ino;
+	id->size = (uint64_t)st.st_size;
+	id->mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec;
+	return 0;
+}
+
+/*
+ * The slots' numbers in map memory (one u32 each, slot i at offset 4 * i), for the trampolines
+ * whose tail call is indirect: the verifier cannot know a value read from a writable map, so
+ * no jump is patched into the trampoline's text when its slot is filled or emptied (a text
+ * patch is three rounds of IPIs to every CPU: ~0.35 ms each on this VM, on the path to the
+ * command's release, and again in the detacher).
+ */
+static int early__index_map(void)
+{
+	uint32_t zero = 0, idx[EARLY_TP_NR];
+	int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "mt_early_idx", 4, sizeof(idx), 1, NULL);
+
+	for (uint32_t i = 0; i < EARLY_TP_NR; i++)
+		idx[i] = i;
+	if (fd >= 0 && bpf_map_update_elem(fd, &zero, idx, BPF_ANY)) {
+		close(fd);
+		return -errno;
+	}
+	return fd < 0 ? -errno : fd;
+}
+
+/*
  * "tail-call slot `slot` of `map` with this program's context; else return 0": r1 holds the
  * context at entry and is what bpf_tail_call takes first. The program type and expected attach
  * type are those of the programs put into the slots: the kernel allows a tail call only
- * between programs of the same kind.
+ * between programs of the same kind. With idx (early__index_map) the slot's number is read
+ * from there: an indirect tail call, ~125-150 ns more per hit (a retpoline here), for the
+ * hooks hit a few times per process (fork, exec, exit, the interposer's control points);
+ * without, a direct one, for rss_stat, hit at every change of any process's RSS counters on
+ * the machine.
  */
 static int early__trampoline(enum bpf_prog_type type, enum bpf_attach_type expected, int map,
-			     int slot)
+			     int slot, int idx)
 {
-	struct bpf_insn insns[] = {
+	struct bpf_insn direct[] = {
 	    {.code = BPF_LD | BPF_DW | BPF_IMM,
 	     .dst_reg = BPF_REG_2,
 	     .src_reg = BPF_PSEUDO_MAP_FD,
@@ -79,36 +132,64 @@ static int early__trampoline(enum bpf_prog_type type, enum bpf_attach_type expec
 	    {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
 	    {.code = BPF_JMP | BPF_EXIT},
 	};
+	struct bpf_insn indirect[] = {
+	    {.code = BPF_LD | BPF_DW | BPF_IMM,
+	     .dst_reg = BPF_REG_2,
+	     .src_reg = BPF_PSEUDO_MAP_FD,
+	     .imm = map},
+	    {0},
+	    /* r3 = &idx's value + 4 * slot (the second half's imm is the offset) */
+	    {.code = BPF_LD | BPF_DW | BPF_IMM,
+	     .dst_reg = BPF_REG_3,
+	     .src_reg = BPF_PSEUDO_MAP_VALUE,
+	     .imm = idx},
+	    {.imm = 4 * slot},
+	    {.code = BPF_LDX | BPF_MEM | BPF_W, .dst_reg = BPF_REG_3, .src_reg = BPF_REG_3},
+	    {.code = BPF_JMP | BPF_CALL, .imm = BPF_FUNC_tail_call},
+	    {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
+	    {.code = BPF_JMP | BPF_EXIT},
+	};
 	LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = expected);
-	int fd = bpf_prog_load(type, "mt_early", "Dual MIT/GPL", insns,
-			       sizeof(insns) / sizeof(insns[0]), &opts);
+	int fd = idx >= 0 ? bpf_prog_load(type, "mt_early", "Dual MIT/GPL", indirect,
+					  sizeof(indirect) / sizeof(indirect[0]), &opts)
+			  : bpf_prog_load(type, "mt_early", "Dual MIT/GPL", direct,
+					  sizeof(direct) / sizeof(direct[0]), &opts);
 
 	return fd < 0 ? -errno : fd;
 }
 
 /* The control points' program array and trampoline, on the early thread (no waiting): the
  * slot can be filled after the load whether or not the link is made by then. */
-static int early__ctl_prep(struct early_links *e)
+static int early__ctl_prep(struct early_links *e, int idx)
 {
+	struct early_lib_id id;
 	struct elf_info info;
+	uint32_t zero = 0;
 	int err;
 
-	err = elf_info__load(e->lib, &info);
+	err = early__lib_stat(e->lib, &id);
+	if (!err)
+		err = elf_info__load(e->lib, &info);
 	if (err)
 		return early__fail(e, err, "the interposer's symbols");
 	for (int i = 0; i < MT_PRELOAD_CTL_NR; i++) {
 		e->ctl_cookies[i] = (uint64_t)i;
 		if (!(e->ctl_offs[i] = elf_info__find(&info, early_ctl_fns[i])))
 			err = -ENOENT;
+		id.offs[i] = e->ctl_offs[i];
 	}
 	elf_info__free(&info);
 	if (err)
 		return early__fail(e, err, "the interposer's control points");
+	/* offered with the link at the end (detacher.h); not having it only stops that */
+	e->ctl_lib_map = bpf_map_create(BPF_MAP_TYPE_ARRAY, "mt_early_lib", 4, sizeof(id), 1, NULL);
+	if (e->ctl_lib_map >= 0 && bpf_map_update_elem(e->ctl_lib_map, &zero, &id, BPF_ANY))
+		early__close_fd(&e->ctl_lib_map);
 	e->ctl_map = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, "mt_early_ctl", 4, 4, 1, NULL);
 	if (e->ctl_map < 0)
 		return early__fail(e, -errno, "a program array");
 	e->ctl_prog = early__trampoline(BPF_PROG_TYPE_KPROBE, attach__uprobe_multi_type(),
-					e->ctl_map, 0);
+					e->ctl_map, 0, idx);
 	if (e->ctl_prog < 0)
 		return early__fail(e, e->ctl_prog, "the uprobe trampoline");
 	return 0;
@@ -198,9 +279,52 @@ static bool early__is_tp_link(int fd, const char *name)
 }
 
 /*
- * Takes the tracepoint links a finished run's detacher offers (detacher.h): renaming the offer
- * makes it ours alone (another run, or its detacher withdrawing it, then fails to); its pins
- * are removed once we hold the fds. 0, or -ENOENT when there was none to take.
+ * The offer's control link, its program array and its file's identity, opened from the taken
+ * folder `dir`: kept when the link probes our interposer as it is now (early__lib_stat, the
+ * offsets the link holds) and take is set, else closed. Their pins are removed either way.
+ */
+static void early__adopt_ctl(struct early_links *e, const char *dir, bool take)
+{
+	static const char *const names[3] = {DETACHER_OFFER_CTL, DETACHER_OFFER_CMAP,
+					     DETACHER_OFFER_LIB};
+	struct early_lib_id want, had;
+	uint64_t offs[MT_PRELOAD_CTL_NR];
+	uint32_t zero = 0;
+	int fds[3];
+	bool ok;
+
+	for (int i = 0; i < 3; i++) {
+		char pin[PATH_MAX + 16];
+
+		snprintf(pin, sizeof(pin), "%s/%s", dir, names[i]);
+		fds[i] = bpf_obj_get(pin);
+		unlink(pin);
+	}
+	ok = take && fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0 && e->lib && e->multi &&
+	     !early__lib_stat(e->lib, &want) && !bpf_map_lookup_elem(fds[2], &zero, &had) &&
+	     !attach__multi_link_offsets(fds[0], offs, MT_PRELOAD_CTL_NR);
+	memcpy(want.offs, had.offs, sizeof(want.offs));
+	ok = ok && !memcmp(&want, &had, sizeof(want)) && !memcmp(offs, had.offs, sizeof(offs));
+	if (!ok) {
+		if (take && fds[0] >= 0)
+			log__debug(LOG_VERBOSE, "the offered control link is not on '%s' as it is now: "
+				   "linking it anew", e->lib ? e->lib : "(none)");
+		for (int i = 0; i < 3; i++)
+			early__close_fd(&fds[i]);
+		return;
+	}
+	e->ctl_link = fds[0];
+	e->ctl_map = fds[1];
+	e->ctl_lib_map = fds[2];
+	memcpy(e->ctl_offs, had.offs, sizeof(e->ctl_offs));
+	e->ctl_adopted = e->ctl_linked = true;
+	e->ctl_end_ns = early__ns();
+}
+
+/*
+ * Takes the links a finished run's detacher offers (detacher.h): renaming the offer makes it
+ * ours alone (another run, or its detacher withdrawing it, then fails to); its pins are
+ * removed once we hold the fds. 0, or -ENOENT when there was none to take.
  */
 static int early__adopt(struct early_links *e)
 {
@@ -231,7 +355,6 @@ static int early__adopt(struct early_links *e)
 			     (i == EARLY_TP_NR || early__is_tp_link(fds[i], early_tp_names[i]));
 			unlink(pin);
 		}
-		rmdir(to);
 		for (int i = 0; i <= EARLY_TP_NR; i++) {
 			if (!ok && fds[i] >= 0)
 				close(fds[i]);
@@ -244,6 +367,9 @@ static int early__adopt(struct early_links *e)
 		} else {
 			log__debug(LOG_VERBOSE, "%s: not tracepoint links of memtrack's", from);
 		}
+		/* the control link only with the tracepoints' (removes its pins either way) */
+		early__adopt_ctl(e, to, ok);
+		rmdir(to);
 	}
 	if (d)
 		closedir(d);
@@ -263,6 +389,7 @@ static void *early__run(void *arg)
 	struct early_tp_job jobs[EARLY_TP_NR];
 	pthread_t threads[EARLY_TP_NR];
 	bool started[EARLY_TP_NR] = {false};
+	int idx;
 
 	e->adopted = e->adopt_root && !early__adopt(e);
 
@@ -274,9 +401,17 @@ static void *early__run(void *arg)
 	 * grace period in a process with threads). */
 	for (int i = 0; i < EARLY_TP_NR && !e->adopted; i++)
 		e->tp_link[i] = eventfd(0, EFD_CLOEXEC);
-	if (e->lib && e->multi && !early__ctl_prep(e))
+	/* a trampoline to load: not when everything was taken */
+	idx = !e->adopted || (!e->ctl_adopted && e->lib && e->multi) ? early__index_map() : -ENOENT;
+	if (idx < 0 && idx != -ENOENT) {
+		early__fail(e, idx, "the slots' index map");
+		goto out;
+	}
+	if (e->ctl_adopted)
+		; /* linked already: nothing to wait for */
+	else if (e->lib && e->multi && !early__ctl_prep(e, idx))
 		e->ctl_started = !pthread_create(&e->ctl_thread, NULL, early__ctl_run, e);
-	if (e->lib && e->multi && !e->ctl_started && !e->err)
+	if (e->lib && e->multi && !e->ctl_started && !e->ctl_adopted && !e->err)
 		early__fail(e, -EAGAIN, "a thread for the interposer's control link");
 	if (e->adopted)
 		goto out;
@@ -286,7 +421,8 @@ static void *early__run(void *arg)
 		goto out;
 	}
 	for (int i = 0; i < EARLY_TP_NR; i++) {
-		e->tp_prog[i] = early__trampoline(BPF_PROG_TYPE_RAW_TRACEPOINT, 0, e->tp_map, i);
+		e->tp_prog[i] = early__trampoline(BPF_PROG_TYPE_RAW_TRACEPOINT, 0, e->tp_map, i,
+						  i == EARLY_RSS_STAT ? -1 : idx);
 		if (e->tp_prog[i] < 0) {
 			early__fail(e, e->tp_prog[i], "a tracepoint trampoline");
 			goto out;
@@ -303,6 +439,8 @@ static void *early__run(void *arg)
 		if (started[i])
 			pthread_join(threads[i], NULL);
 out:
+	if (idx >= 0)
+		close(idx); /* the trampolines hold it */
 	e->wait_ns = early__ns() - t0;
 	return NULL;
 }
@@ -313,7 +451,7 @@ void early_links__start(struct early_links *e, const char *lib, bool multi, uint
 	memset(e, 0, sizeof(*e));
 	pthread_mutex_init(&e->mu, NULL);
 	e->live = live;
-	e->tp_map = e->ctl_map = e->ctl_prog = e->ctl_link = -1;
+	e->tp_map = e->ctl_map = e->ctl_prog = e->ctl_link = e->ctl_lib_map = -1;
 	for (int i = 0; i < EARLY_TP_NR; i++)
 		e->tp_prog[i] = e->tp_link[i] = -1;
 	e->inited = true;
@@ -345,7 +483,8 @@ int early_links__fill(struct early_links *e, const int tp[EARLY_TP_NR], int ctl)
 	for (uint32_t i = 0; i < EARLY_TP_NR && !e->err; i++)
 		if (bpf_map_update_elem(e->tp_map, &i, &tp[i], BPF_ANY))
 			early__fail(e, -errno, "a tracepoint program's slot");
-	if (!e->err && e->ctl_prog >= 0 && bpf_map_update_elem(e->ctl_map, &zero, &ctl, BPF_ANY))
+	if (!e->err && (e->ctl_prog >= 0 || e->ctl_adopted) &&
+	    bpf_map_update_elem(e->ctl_map, &zero, &ctl, BPF_ANY))
 		early__fail(e, -errno, "the interposer program's slot");
 	if (!e->err) {
 		pthread_mutex_lock(&e->mu);
@@ -355,7 +494,9 @@ int early_links__fill(struct early_links *e, const int tp[EARLY_TP_NR], int ctl)
 		log__debug(LOG_VERBOSE, "tracepoints %s, on a thread, in %.2f ms%s",
 			   e->adopted ? "taken from a finished run" : "linked early",
 			   e->wait_ns / 1e6,
-			   e->ctl_started ? "; the interposer's control link goes on" : "");
+			   e->ctl_adopted   ? ", the interposer's control link too"
+			   : e->ctl_started ? "; the interposer's control link goes on"
+					    : "");
 		return 0;
 	}
 	log__debug(LOG_VERBOSE, "cannot link early (%s: %s): attaching after the load",
@@ -373,8 +514,6 @@ bool early_links__ctl_pending(const struct early_links *e)
 {
 	return e->ctl_started && !__atomic_load_n(&e->ctl_done, __ATOMIC_ACQUIRE);
 }
-
-static void early__close_fd(int *fd);
 
 int early_links__ctl_wait(struct early_links *e)
 {
@@ -415,5 +554,6 @@ void early_links__close(struct early_links *e)
 	for (int i = 0; i < EARLY_TP_NR; i++)
 		early__close_fd(&e->tp_prog[i]);
 	early__close_fd(&e->ctl_map);
+	early__close_fd(&e->ctl_lib_map);
 	early__close_fd(&e->tp_map);
 }

@@ -14,10 +14,11 @@
  * memory's ctl_live is set (early_links__publish); what the interposer does until then, and
  * what memtrack does before attaching glibc's uprobes, is in src/preload/preload_ctl.c.
  *
- * Between runs: a finished run's detacher offers its tracepoint links, their slots emptied,
- * for a while (track/detacher.h); a run that finds such an offer takes it instead of linking
- * (early__adopt): no trampoline to load, no tracepoint to patch or wait for, only the slots
- * to fill.
+ * Between runs: a finished run's detacher offers its tracepoint links and the control link,
+ * their slots emptied, for a while (track/detacher.h); a run that finds such an offer takes it
+ * instead of linking (early__adopt): no trampoline to load, no tracepoint to patch or wait
+ * for, no symbol to look up, only the slots to fill. The control link is taken only when the
+ * interposer is the very file it was made on, unchanged.
  */
 #ifndef MEMTRACK_EARLY_LINKS_H
 #define MEMTRACK_EARLY_LINKS_H
@@ -58,6 +59,8 @@ struct early_links {
 	bool adopted;		/* tp_link and tp_map were taken from such an offer */
 	int tp_prog[EARLY_TP_NR], tp_link[EARLY_TP_NR];
 	int ctl_prog, ctl_link;
+	int ctl_lib_map;  /* what the control link was made on (early_links.c), offered with it */
+	bool ctl_adopted; /* ctl_link and ctl_map were taken from a finished run's offer */
 	int err; /* the thread's first failure, -errno */
 	const char *failed; /* what failed */
 	unsigned long long wait_ns; /* the thread's time, for -v */

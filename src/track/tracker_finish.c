@@ -282,26 +282,42 @@ static void tracker__detach_background(struct tracker *t)
 	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
 	pid_t pid;
 
-	plan = (struct detacher_plan){.disarm_map = -1,
-				      .lock_fd = t->pc.dir_fd,
+	plan = (struct detacher_plan){.lock_fd = t->pc.dir_fd,
 				      .owner_fd = t->pc.owner_fd,
 				      .owner_key = PC_OWNER_DETACHER,
 				      .linger_fd = t->pc.linger_fd,
 				      .linger_ms = env ? (uint32_t)atoi(env) : DETACHER_LINGER_MS};
 	if (t->early_ok && t->early.tp_map >= 0 && t->pc.linger_fd >= 0) {
-		_Static_assert(EARLY_TP_NR <= DETACHER_KEEP_MAX, "a kept link per tracepoint");
-		plan.disarm_map = t->early.tp_map;
-		plan.disarm_nr = EARLY_TP_NR;
-		static const char *const names[] = {"tp0", "tp1", "tp2", "tp3", DETACHER_OFFER_MAP};
+		_Static_assert(EARLY_TP_NR + 1 <= DETACHER_KEEP_MAX, "a kept link per hook");
+		/* links, then maps (detacher.h); the control link's three when it is made */
+		static const char *const names[] = {"tp0",
+						    "tp1",
+						    "tp2",
+						    "tp3",
+						    DETACHER_OFFER_CTL,
+						    DETACHER_OFFER_MAP,
+						    DETACHER_OFFER_CMAP,
+						    DETACHER_OFFER_LIB};
+		static const char *const names_no_ctl[] = {"tp0", "tp1", "tp2", "tp3",
+							   DETACHER_OFFER_MAP};
+		bool ctl = !early_links__ctl_pending(&t->early) && t->early.ctl_link >= 0 &&
+			   t->early.ctl_map >= 0 && t->early.ctl_lib_map >= 0;
 		char tag[48];
 
-		_Static_assert(sizeof(names) / sizeof(names[0]) == EARLY_TP_NR + 1,
+		_Static_assert(sizeof(names_no_ctl) / sizeof(names_no_ctl[0]) == EARLY_TP_NR + 1,
 			       "a name per link, then the map's");
 		for (int i = 0; i < EARLY_TP_NR; i++)
-			plan.keep[i] = t->early.tp_link[i];
-		plan.nkeep = EARLY_TP_NR;
+			plan.keep[plan.nkeep++] = t->early.tp_link[i];
+		plan.maps[plan.nmaps] = t->early.tp_map;
+		plan.disarm_nr[plan.nmaps++] = EARLY_TP_NR;
+		if (ctl) {
+			plan.keep[plan.nkeep++] = t->early.ctl_link;
+			plan.maps[plan.nmaps] = t->early.ctl_map;
+			plan.disarm_nr[plan.nmaps++] = 1;
+			plan.maps[plan.nmaps++] = t->early.ctl_lib_map; /* no slots */
+		}
 		snprintf(tag, sizeof(tag), "%d-%llx", getpid(), (unsigned long long)t->t_start);
-		detacher__plan_offer(&plan, prog_cache__root(), tag, names);
+		detacher__plan_offer(&plan, prog_cache__root(), tag, ctl ? names : names_no_ctl);
 	}
 	pid = detacher__start(&plan);
 

@@ -282,7 +282,9 @@ int tracker__attach_served(struct tracker *t)
 		log__error("cannot attach to the interposer '%s': %s. Use --alloc-hooks uprobe or "
 			   "preload",
 			   t->pre.lib, strerror(-err));
-	else
+	else if (manifest__set_str(&t->m.control_link, "after loading"))
+		err = -ENOMEM;
+	if (!err)
 		early_links__publish(shm_source__ctl_live(t->pre.shm));
 	return err;
 }
@@ -314,7 +316,11 @@ int tracker__ctl_ready(struct tracker *t)
 		err = early_links__ctl_wait(&t->early);
 		log__debug(LOG_VERBOSE, "%7.2f ms the interposer's control link %s",
 			   ((double)t->early.ctl_end_ns - (double)t->t_start) / 1e6,
-			   err ? "failed" : "made");
+			   err ? "failed" : t->early.ctl_adopted ? "taken from a finished run" : "made");
+		if (!err && manifest__set_str(&t->m.control_link, t->early.ctl_adopted
+									? "taken from a finished run"
+									: "while loading"))
+			log__warn("out of memory");
 		if (err && (err = tracker__attach_served(t))) {
 			/* logged: the interposers waiting for it go on (no dlopen stop) */
 			early_links__publish(shm_source__ctl_live(t->pre.shm));

@@ -9,6 +9,10 @@
  *     on the same kept programs and maps records each exactly once too: the lingering links'
  *     slots were emptied before anything else (without that, each event came twice).
  *   - An offer nobody takes is withdrawn after the linger time: nothing stays pinned.
+ *   - The interposer's control link is offered with them, its slot emptied too, and taken
+ *     with them: the next run's allocations are each recorded once. A run whose interposer is
+ *     another file (MEMTRACK_PRELOAD_LIB: a copy) takes the tracepoints' links but links its
+ *     own control points, and records each allocation once too.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -28,6 +32,8 @@
 #include "../lib/mt_check.h"
 #include "../lib/mt_tmpdir.h"
 #include "track/detacher.h"
+
+#define LIB_MAX (4 << 20) /* the interposer is ~200 KB */
 
 #define CHILDREN 20
 
@@ -123,24 +129,39 @@ static int teardown_each(void **state)
 	return 0;
 }
 
-/* The offer's program array holds no program: its links run nothing while they linger (a
- * lookup of a program array from user space gives the program's id, or ENOENT). */
+/* The offer's program arrays hold no program: its links run nothing while they linger (a
+ * lookup of a program array from user space gives the program's id, or ENOENT). The control
+ * link's array is there (with the link and what it was made on): forker runs served. */
 static void check_disarmed(struct mt_run *r, const char *offer)
 {
+	static const struct {
+		const char *name;
+		uint32_t slots;
+	} arrays[] = {{DETACHER_OFFER_MAP, 4}, {DETACHER_OFFER_CMAP, 1}};
 	char path[512];
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/%s/" DETACHER_OFFER_MAP, root, offer);
-	fd = bpf_obj_get(path);
-	MT_CHECK(r, fd >= 0, "cannot open %s: %s", path, strerror(errno));
-	for (uint32_t k = 0; k < 4; k++) {
-		uint32_t id = 0;
-		int rc = bpf_map_lookup_elem(fd, &k, &id);
+	for (size_t a = 0; a < sizeof(arrays) / sizeof(arrays[0]); a++) {
+		snprintf(path, sizeof(path), "%s/%s/%s", root, offer, arrays[a].name);
+		fd = bpf_obj_get(path);
+		MT_CHECK(r, fd >= 0, "cannot open %s: %s", path, strerror(errno));
+		for (uint32_t k = 0; k < arrays[a].slots; k++) {
+			uint32_t id = 0;
+			int rc = bpf_map_lookup_elem(fd, &k, &id);
 
-		MT_CHECK(r, rc == -ENOENT, "slot %u of the offered links' array: %d, program %u", k,
-			 rc, id);
+			MT_CHECK(r, rc == -ENOENT, "slot %u of the offer's %s: %d, program %u", k,
+				 arrays[a].name, rc, id);
+		}
+		close(fd);
 	}
-	close(fd);
+	for (const char *const *n = (const char *const[]){DETACHER_OFFER_CTL, DETACHER_OFFER_LIB,
+							   NULL};
+	     *n; n++) {
+		snprintf(path, sizeof(path), "%s/%s/%s", root, offer, *n);
+		fd = bpf_obj_get(path);
+		MT_CHECK(r, fd >= 0, "the offer has no %s: %s", *n, strerror(errno));
+		close(fd);
+	}
 }
 
 /* Each of the tree's forks once, each process's exit once. */
@@ -160,12 +181,21 @@ static void check_once(struct mt_run *r)
 	}
 }
 
-/* The manifest's mechanisms.hook_links: how this run's tracepoint links came. */
+/* The manifest's mechanisms.hook_links (how this run's tracepoint links came), or another
+ * key of mechanisms. */
+static bool mechanism_is(struct mt_run *r, const char *key, const char *how)
+{
+	char path[64];
+	json_t *j;
+
+	snprintf(path, sizeof(path), "mechanisms.%s", key);
+	j = mt_json(r, path);
+	return json_is_string(j) && !strcmp(json_string_value(j), how);
+}
+
 static bool hook_links_are(struct mt_run *r, const char *how)
 {
-	json_t *j = mt_json(r, "mechanisms.hook_links");
-
-	return json_is_string(j) && !strcmp(json_string_value(j), how);
+	return mechanism_is(r, "hook_links", how);
 }
 
 static void run_forker(struct mt_run *r)
@@ -175,6 +205,8 @@ static void run_forker(struct mt_run *r)
 	snprintf(n, sizeof(n), "%d", CHILDREN);
 	mt_track_ok(r, NULL, MT_TARGET_ARGV("forker", n), 0);
 	MT_CHECK(r, json_is_true(mt_json(r, "complete")), "run not complete");
+	MT_CHECK(r, mechanism_is(r, "alloc_hooks", "auto"), "not in auto mode");
+	mt_each_op_once(r); /* every child's allocations, once: served, whatever the link */
 }
 
 /* The next run takes the offered links and records every fork and exit once. */
@@ -194,6 +226,9 @@ static void test_next_run_takes_them(void **state)
 	MT_CHECK(&b, hook_links_are(&b, "taken from a finished run"),
 		 "the second run did not take the offered links: hook_links %s",
 		 json_string_value(mt_json(&b, "mechanisms.hook_links")));
+	MT_CHECK(&b, mechanism_is(&b, "control_link", "taken from a finished run"),
+		 "the second run did not take the offered control link: control_link %s",
+		 json_string_value(mt_json(&b, "mechanisms.control_link")));
 	check_once(&b);
 	/* a's offer taken, b's made in its place */
 	wait_entries(DETACHER_OFFER_PREFIX, 1);
@@ -243,6 +278,60 @@ static void test_lingering_links_do_nothing(void **state)
 	mt_run_free(&b);
 }
 
+/* Copies the interposer into dir (a file of its own: another inode, what a rebuilt or
+ * reinstalled interposer is); its path into out. */
+static void copy_interposer(const char *dir, char *out, size_t cap)
+{
+	char from[512];
+	static char buf[LIB_MAX];
+	FILE *in, *o;
+	size_t n;
+
+	snprintf(from, sizeof(from), "%s/build/libmemtrack-preload.so", mt_repo_root());
+	snprintf(out, cap, "%s/libmemtrack-preload.so", dir);
+	in = fopen(from, "rb");
+	o = fopen(out, "wb");
+	assert_non_null(in);
+	assert_non_null(o);
+	n = fread(buf, 1, sizeof(buf), in);
+	assert_true(n > 0 && n < sizeof(buf));
+	assert_int_equal(fwrite(buf, 1, n, o), n);
+	fclose(in);
+	assert_int_equal(fclose(o), 0);
+}
+
+/* Another interposer file: the tracepoints' links are taken, the control link is not (it
+ * probes the other file), and the run's own records each allocation once. */
+static void test_other_interposer(void **state)
+{
+	struct mt_run *a = mt_new_run(state), b = {0};
+	char dir[128], lib[256];
+
+	MT_REQUIRE_KEEPING(have_bpffs);
+	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "mt-handover-lib"), 0);
+	copy_interposer(dir, lib, sizeof(lib));
+	setenv("MEMTRACK_TEST_LINGER_MS", "20000", 1);
+	run_forker(a);
+	wait_entries(DETACHER_OFFER_PREFIX, 1);
+	setenv("MEMTRACK_PRELOAD_LIB", lib, 1);
+	run_forker(&b);
+	unsetenv("MEMTRACK_PRELOAD_LIB");
+	MT_CHECK(&b, hook_links_are(&b, "taken from a finished run"),
+		 "the second run did not take the tracepoints' links");
+	MT_CHECK(&b, mechanism_is(&b, "preload_lib", lib), "the second run's interposer is %s",
+		 json_string_value(mt_json(&b, "mechanisms.preload_lib")));
+	MT_CHECK(&b, mechanism_is(&b, "control_link", "while loading"),
+		 "the control link on another file was taken: control_link %s",
+		 json_string_value(mt_json(&b, "mechanisms.control_link")));
+	check_once(&b);
+	unsetenv("MEMTRACK_TEST_LINGER_MS");
+	mt_run_free(&b);
+	/* the lingering offer holds the copy's link: gone with it (teardown_each) */
+	release_lingering();
+	wait_entries(DETACHER_OFFER_PREFIX, 0);
+	mt_tmpdir_remove(dir);
+}
+
 /* Not taken: withdrawn after the linger time, nothing left pinned. */
 static void test_withdrawn(void **state)
 {
@@ -263,6 +352,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_next_run_takes_them, teardown_each),
 	    cmocka_unit_test_teardown(test_lingering_links_do_nothing, teardown_each),
+	    cmocka_unit_test_teardown(test_other_interposer, teardown_each),
 	    cmocka_unit_test_teardown(test_withdrawn, teardown_each),
 	};
 
