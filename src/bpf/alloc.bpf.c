@@ -197,7 +197,7 @@ static __always_inline __u64 mt_ustack_wakeup(__u64 before, __u64 after)
 __noinline int mt_emit_ustack(struct pt_regs *ctx, __u32 type, __u64 addr, __u64 size,
 			      __u64 old_addr)
 {
-	__u64 id = bpf_get_current_pid_tgid(), sp = PT_REGS_SP(ctx), want, len, pending;
+	__u64 id = mt_current_ids(), sp = PT_REGS_SP(ctx), want, len, pending;
 	__u32 tgid = id >> 32, tid = (__u32)id, got = 0;
 	struct mt_ustack_hdr hdr, *h = NULL;
 
@@ -309,7 +309,7 @@ static __always_inline bool mt_direct_self_call(struct pt_regs *ctx, __u32 spec)
 
 static __always_inline int mt_alloc_entry(struct pt_regs *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = mt_current_ids();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct mt_thread *t;
 	struct mt_args args;
@@ -372,7 +372,7 @@ static __always_inline int mt_alloc_entry(struct pt_regs *ctx)
 
 static __always_inline int mt_alloc_return(struct pt_regs *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = mt_current_ids();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct mt_thread *t;
 	struct mt_proc *p;

@@ -94,6 +94,60 @@ struct mt_global_map {
 };
 extern struct mt_global_map global SEC(".maps");
 
+struct mt_pidns_map {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mt_pidns); /* proc.h */
+};
+extern struct mt_pidns_map pidns SEC(".maps");
+
+/* Where pid p's number at namespace depth `level` is (p->numbers[level], a flexible array) */
+static __always_inline struct upid *mt_upid(struct pid *p, __u32 level)
+{
+	return (struct upid *)((char *)p + bpf_core_field_offset(struct pid, numbers) +
+			       (__u64)level * bpf_core_type_size(struct upid));
+}
+
+/* The number of pid p in memtrack's namespace (ns: level and inode), 0 when it has none there:
+ * a task of another namespace at the same depth has its own namespace at that level. */
+static __always_inline __u32 mt_pid_nr(struct pid *p, const struct mt_pidns *ns)
+{
+	struct pid_namespace *pns;
+	struct upid *u;
+
+	if (!p || BPF_CORE_READ(p, level) < ns->level)
+		return 0;
+	u = mt_upid(p, ns->level);
+	pns = BPF_CORE_READ(u, ns);
+	if (!pns || BPF_CORE_READ(pns, ns.inum) != ns->ino)
+		return 0;
+	return (__u32)BPF_CORE_READ(u, nr);
+}
+
+/* tgid << 32 | pid of task as memtrack's namespace numbers it (struct mt_pidns) */
+static __always_inline __u64 mt_task_ids(struct task_struct *task)
+{
+	__u32 zero = 0;
+	const struct mt_pidns *ns = bpf_map_lookup_elem(&pidns, &zero);
+
+	if (!ns || !ns->ino)
+		return (__u64)BPF_CORE_READ(task, tgid) << 32 | (__u32)BPF_CORE_READ(task, pid);
+	return (__u64)mt_pid_nr(BPF_CORE_READ(task, group_leader, thread_pid), ns) << 32 |
+	       mt_pid_nr(BPF_CORE_READ(task, thread_pid), ns);
+}
+
+/* bpf_get_current_pid_tgid() in memtrack's namespace: the helper itself in the initial one */
+static __always_inline __u64 mt_current_ids(void)
+{
+	__u32 zero = 0;
+	const struct mt_pidns *ns = bpf_map_lookup_elem(&pidns, &zero);
+
+	if (!ns || !ns->ino)
+		return bpf_get_current_pid_tgid();
+	return mt_task_ids((struct task_struct *)bpf_get_current_task());
+}
+
 /*
  * Whether the programs may stop a tracked task (exec of a new executable, return of dlopen):
  * entry 0 is 1 while a consumer answers the stops. tracker_run.c sets it after the load,

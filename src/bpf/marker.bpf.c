@@ -9,7 +9,7 @@
 
 static __always_inline int mt_marker(struct pt_regs *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = mt_current_ids();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u32 kind = cookie & 0xff, off = (cookie >> 8) & 0xffff;

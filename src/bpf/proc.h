@@ -13,6 +13,20 @@
  * ahead of the load with this size (src/track/map_prep.c). */
 #define MT_MAX_PROCS 16384
 
+/*
+ * memtrack's pid namespace, the pidns map's one entry (set by user space, src/track/pidns.c,
+ * before the root is registered). ino 0: the initial namespace, where the programs take the
+ * kernel's ids as they are. Otherwise every id the programs record or look up is the task's
+ * pid number at `level`, checked to be namespace `ino`'s: the numbers memtrack, /proc, the
+ * command and the interposer's getpid() see. A task with no number there (outside memtrack's
+ * namespace) gets 0, a tgid never tracked.
+ */
+struct mt_pidns {
+	mt_u64 ino;   /* inode of memtrack's /proc/self/ns/pid */
+	mt_u32 level; /* its depth: 0 for the initial namespace */
+	mt_u32 pad;
+};
+
 /* One tracked thread group, the procs map's value (key: tgid). Written by process.bpf.c
  * (fork/exec/exit), rss.bpf.c and served.bpf.c; user space registers the root with
  * everything zero but no_stop. */

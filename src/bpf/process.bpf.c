@@ -33,6 +33,36 @@ struct mt_global_map global SEC(".maps");
 
 struct mt_stop_ctl_map stop_ctl SEC(".maps");
 
+struct mt_pidns_map pidns SEC(".maps");
+
+/*
+ * Run once by user space through BPF_PROG_TEST_RUN, in memtrack's own context, when memtrack
+ * is not in the initial pid namespace (src/track/pidns.c): writes its namespace's depth and
+ * inode, read through the same fields as mt_pid_nr, into pidns[0]. User space checks the
+ * inode against its /proc/self/ns/pid and then sets the entry the programs use.
+ */
+SEC("raw_tp")
+int mt_pidns_probe(void *ctx)
+{
+	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
+	struct pid *p = BPF_CORE_READ(cur, thread_pid);
+	struct pid_namespace *pns;
+	struct mt_pidns *ns;
+	struct upid *u;
+	__u32 zero = 0;
+
+	ns = bpf_map_lookup_elem(&pidns, &zero);
+	if (!ns || !p)
+		return 0;
+	/* the active namespace: the one of the task's own level */
+	ns->level = BPF_CORE_READ(p, level);
+	u = mt_upid(p, ns->level);
+	pns = BPF_CORE_READ(u, ns);
+	ns->ino = pns ? BPF_CORE_READ(pns, ns.inum) : 0;
+	ns->pad = (__u32)BPF_CORE_READ(u, nr); /* memtrack's pid there, checked by user space */
+	return 0;
+}
+
 struct mt_pcpu_map pcpu_probe SEC(".maps");
 
 struct mt_rss_shadow_map rss_shadow SEC(".maps");
@@ -193,16 +223,20 @@ __noinline int mt_exec_stop(__u32 tgid, __u32 tid, __u64 bprm, bool no_stop)
 SEC("raw_tp/sched_process_fork")
 int BPF_PROG(mt_on_fork, struct task_struct *parent, struct task_struct *child)
 {
-	__u32 ptgid = BPF_CORE_READ(parent, tgid);
-	__u32 ctgid = BPF_CORE_READ(child, tgid);
-	__u32 cpid = BPF_CORE_READ(child, pid);
+	__u32 ptgid, ctgid, cpid;
 	struct mt_proc *pp, init = {}, *cp;
 	struct mm_struct *cmm;
 	bool locked;
+	__u64 cids;
 
-	if (cpid != ctgid) /* a new thread: same group, nothing to track */
+	/* a new thread: same group, nothing to track */
+	if (BPF_CORE_READ(child, pid) != BPF_CORE_READ(child, tgid))
 		return 0;
-	pp = bpf_map_lookup_elem(&procs, &ptgid);
+	ptgid = mt_task_ids(parent) >> 32;
+	cids = mt_task_ids(child); /* in memtrack's pid namespace (maps.bpf.h) */
+	ctgid = cids >> 32;
+	cpid = (__u32)cids;
+	pp = ctgid ? bpf_map_lookup_elem(&procs, &ptgid) : NULL;
 	if (!pp)
 		return 0;
 	cmm = BPF_CORE_READ(child, mm);
@@ -234,7 +268,7 @@ int BPF_PROG(mt_on_fork, struct task_struct *parent, struct task_struct *child)
 SEC("raw_tp/sched_process_exec")
 int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = mt_current_ids();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct mt_proc *p = bpf_map_lookup_elem(&procs, &tgid);
 	struct mm_struct *mm;
@@ -270,7 +304,7 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 SEC("raw_tp/sched_process_exit")
 int BPF_PROG(mt_on_exit, struct task_struct *task)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = mt_current_ids();
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct task_struct *cur = (struct task_struct *)bpf_get_current_task();
 	bool locked;

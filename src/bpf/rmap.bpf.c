@@ -34,7 +34,7 @@ extern const volatile __u32 mt_page_shift;
 /* The current thread's state if it belongs to a tracked process, created when missing. */
 static __always_inline struct mt_thread *mt_rmap_thread(void)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 tgid = mt_current_ids() >> 32;
 
 	if (!bpf_map_lookup_elem(&procs, &tgid))
 		return NULL;

@@ -96,7 +96,7 @@ static __always_inline void mt_rmap_fentry(struct folio *folio, struct page *pag
 					   struct vm_area_struct *vma, __u64 addr, __s64 nr,
 					   bool anon)
 {
-	__u64 mm = (__u64)BPF_CORE_READ(vma, vm_mm), id = bpf_get_current_pid_tgid();
+	__u64 mm = (__u64)BPF_CORE_READ(vma, vm_mm), id = mt_current_ids();
 	__u32 *owner = bpf_map_lookup_elem(&mm_owner, &mm);
 	struct task_struct *cur;
 	struct mt_event *e;
@@ -324,7 +324,7 @@ static __noinline int mt_task_rss_cached(struct task_struct *task, __u32 member)
 SEC("raw_tp/sched_process_exec")
 int BPF_PROG(mt_fentry_exec_cached, struct task_struct *task)
 {
-	__u32 tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
+	__u32 tgid = (__u32)(mt_current_ids() >> 32);
 
 	struct mt_proc *p;
 
@@ -339,7 +339,7 @@ int BPF_PROG(mt_fentry_exec_cached, struct task_struct *task)
 
 		if (!n || m == MT_RSS_SWAP)
 			continue;
-		e = mt_reserve(MT_EV_RMAP, tgid, (__u32)bpf_get_current_pid_tgid());
+		e = mt_reserve(MT_EV_RMAP, tgid, (__u32)mt_current_ids());
 		if (!e)
 			return 0;
 		e->aux = m;

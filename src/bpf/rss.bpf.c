@@ -51,7 +51,7 @@ int mt_on_rss_stat(struct bpf_raw_tracepoint_args *ctx)
 	if (r) {
 		r->mm = mm;
 		r->tgid = tgid;
-		r->tid = (__u32)bpf_get_current_pid_tgid();
+		r->tid = (__u32)mt_current_ids();
 		r->locked = 1;
 		r->exit = 0;
 		r->one = 1;

@@ -329,7 +329,7 @@ static __always_inline void mt_rmap_emit(__u32 tgid, __u32 tid, __u32 member, __
 
 	/* Only the owner's own changes use its state; then the current task is thread `tid`
 	 * (rss_stat passes the current tid; the re-bases are the only other callers). */
-	if (!rebase && (__u32)(bpf_get_current_pid_tgid() >> 32) == tgid)
+	if (!rebase && (__u32)(mt_current_ids() >> 32) == tgid)
 		t = mt_thread_get();
 	if (t) {
 		if (t->in_sys) {

@@ -19,7 +19,7 @@
  */
 static __always_inline int mt_preload_ctl(struct pt_regs *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id = mt_current_ids();
 	__u32 tgid = id >> 32;
 	struct mt_proc *p = bpf_map_lookup_elem(&procs, &tgid);
 	struct mt_event *e;

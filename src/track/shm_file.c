@@ -6,9 +6,11 @@
 #include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
+#include <time.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "track/shm_file.h"
 
@@ -54,31 +56,37 @@ fail:
 }
 
 /*
- * A file is stale when no memtrack holds its lock any more and, in our pid namespace, the pid
- * in its name is gone. The pid alone is not enough: a memtrack in another pid namespace (a
- * container, `unshare -p`) names its files with pids we cannot see, and removing a running
- * memtrack's file makes every process of its tree that starts later pass through untracked.
- * The pid check keeps the files of memtracks that do not lock (older versions), and covers the
- * instant between a file's creation and its lock.
+ * A file is stale when no memtrack holds its lock any more and either the pid in its name is
+ * gone from our pid namespace or it is older than SHM_FILE_STALE_S. The lock is the test: a
+ * memtrack in another pid namespace (a container, `unshare -p`) names its files with pids we
+ * cannot see, and removing a running memtrack's file makes every process of its tree that
+ * starts later pass through untracked. The pid or the age covers the instant between a file's
+ * creation and its lock; the age, the files of a killed memtrack whose pid number is alive
+ * here (a namespace's pid 1 is our init: such files were never removed).
  */
+#define SHM_FILE_STALE_S 60
+
 void shm_file__sweep(void)
 {
 	DIR *d = opendir("/dev/shm");
+	time_t now = time(NULL);
 	struct dirent *de;
 
 	while (d && (de = readdir(d))) {
 		char path[300];
+		struct stat st;
 		int pid, fd;
 		bool free_;
 
-		if (sscanf(de->d_name, "memtrack-%d-", &pid) != 1 || pid <= 0 ||
-		    !(kill(pid, 0) && errno == ESRCH))
+		if (sscanf(de->d_name, "memtrack-%d-", &pid) != 1 || pid <= 0)
 			continue;
 		snprintf(path, sizeof(path), "/dev/shm/%s", de->d_name);
 		fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 		if (fd < 0)
 			continue;
-		free_ = !flock(fd, LOCK_EX | LOCK_NB);
+		free_ = !fstat(fd, &st) &&
+			((kill(pid, 0) && errno == ESRCH) || st.st_mtime + SHM_FILE_STALE_S < now) &&
+			!flock(fd, LOCK_EX | LOCK_NB);
 		close(fd);
 		if (free_)
 			unlink(path);

@@ -87,6 +87,9 @@ int tracker__run(const struct tracker_opts *o)
 	/* No RLIMIT_MEMLOCK raise (it needed CAP_SYS_RESOURCE): since 5.11 BPF memory is charged
 	 * to the memory cgroup, and memtrack needs 5.15; libbpf raises it itself on older kernels.
 	 */
+	/* in a pid namespace, /proc must be its own: refused before anything is made */
+	if (pidns__check(&t.pidns))
+		goto cleanup;
 	/* names are "<pid><suffix>", a pid at most 10 digits: the longest is the artifact's */
 	if (outdir__open(&t.out, o->outdir, 10 + strlen(ARTIFACT_SUFFIX)) ||
 	    heap_acct__new(&t.acct))

@@ -70,12 +70,14 @@ static const struct {
     {"ustack_lost", offsetof(struct tracker_fds, ustack_lost), false, true},
     {"global", offsetof(struct tracker_fds, global), false, true},
     {"drops", offsetof(struct tracker_fds, drops), false, true},
+    {"pidns", offsetof(struct tracker_fds, pidns), false, true},
     {"mt_on_fork", offsetof(struct tracker_fds, on_fork), true, true},
     {"mt_on_exec", offsetof(struct tracker_fds, on_exec), true, true},
     {"mt_on_exit", offsetof(struct tracker_fds, on_exit), true, true},
     {"mt_on_rss_stat", offsetof(struct tracker_fds, on_rss_stat), true, true},
     {"mt_preload_ctl_multi", offsetof(struct tracker_fds, preload_ctl), true, false},
     {"mt_mark_served", offsetof(struct tracker_fds, mark_served), true, false},
+    {"mt_pidns_probe", offsetof(struct tracker_fds, pidns_probe), true, true},
 };
 
 /* Fills t->fd from the skeleton (a load) or the cache slot (a kept load). 0 or -ENOENT (and

@@ -23,6 +23,7 @@
 #include "track/early_links.h"
 #include "track/libs.h"
 #include "track/map_prep.h"
+#include "track/pidns.h"
 #include "track/preload_setup.h"
 #include "track/prog_cache.h"
 #include "track/rmap_backend.h"
@@ -47,8 +48,8 @@ struct ring_prep {
 /* The maps and programs the run uses by fd, from the skeleton after a load or from the program
  * cache (prog_cache.h); -1: not loaded. tracker__fds_take fills them, by the object's names. */
 struct tracker_fds {
-	int events, procs, stop_ctl, known_exe, ustack_lost, global, drops;
-	int on_fork, on_exec, on_exit, on_rss_stat, preload_ctl, mark_served;
+	int events, procs, stop_ctl, known_exe, ustack_lost, global, drops, pidns;
+	int on_fork, on_exec, on_exit, on_rss_stat, preload_ctl, mark_served, pidns_probe;
 };
 
 struct tracker {
@@ -58,6 +59,7 @@ struct tracker {
 	struct memtrack_bpf *skel;
 	bool loaded; /* skel or pc.hit: the programs are there */
 	struct tracker_fds fd;
+	struct pidns pidns; /* memtrack's pid namespace (pidns.h) */
 	struct prog_cache pc;
 	uint64_t cache_key;
 	struct memtrack_bpf__rodata ro; /* the read-only values every instance is loaded with */

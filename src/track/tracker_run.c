@@ -348,6 +348,10 @@ int tracker__register_root(struct tracker *t)
 	__u32 pid = t->sp.pid;
 	int err = 0;
 
+	/* the programs number processes as memtrack's pid namespace does, as pid here */
+	err = pidns__set(&t->pidns, t->fd.pidns, t->fd.pidns_probe);
+	if (err)
+		return err;
 	/* a zeroed entry registers it (bpf/proc.h: the layout both sides build); its exec was
 	 * judged here (tracker__attach_root) */
 	if (bpf_map_update_elem(t->fd.procs, &pid, &zero, BPF_ANY))

@@ -522,9 +522,8 @@ static void test_memtrack_killed(void **state)
  * our shared memory away: it cannot see our pid, and it used to remove our file as a killed
  * run's, so every process of our tree exec'd after that passed through untracked, with the
  * run complete and no drop counted. The second memtrack runs inside the tracked tree (so it
- * surely starts while we run); the program after it must still be recorded. (memtrack cannot
- * track in a pid namespace yet: it registers the command by its pid there, which BPF does not
- * see, and waits; it is killed once it has long since made its shared memory.) */
+ * surely starts while we run), tracks its /bin/true to the end (test_track_pidns) and removes
+ * its own file; the program after it must still be recorded. */
 static void test_other_pid_ns_keeps_shm(void **state)
 {
 	struct mt_run *r = mt_new_run(state);
@@ -537,7 +536,8 @@ static void test_other_pid_ns_keeps_shm(void **state)
 	mt_need_file("/usr/bin/unshare");
 	assert_non_null(mkdtemp(dir));
 	snprintf(cmd, sizeof(cmd),
-		 "timeout -s KILL 5 unshare -p -f --kill-child %s track -q -o %s -- /bin/true; "
+		 "timeout -s KILL 60 unshare -p -f --kill-child --mount-proc "
+		 "%s track -q -o %s -- /bin/true; "
 		 "%s 64 12345; s=$?; rm -rf %s; exit $s",
 		 mt_memtrack(), dir, mt_target("alloc_fixed"), dir);
 	assert_int_equal(mt_track(r, &o, NULL), 0);

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,6 +48,11 @@ static void mt_exec__child(const struct mt_exec_opts *o, const char *const argv[
 				_exit(126);
 			_exit(WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status));
 		}
+		/* the namespace's own /proc, as `unshare --mount-proc` makes it (memtrack reads
+		 * processes there and refuses another namespace's) */
+		if (unshare(CLONE_NEWNS) || mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+		    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL))
+			_exit(126);
 	}
 	execv(argv[0], (char *const *)argv);
 	_exit(127);

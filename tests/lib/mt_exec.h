@@ -15,8 +15,8 @@ struct mt_exec_opts {
 	gid_t gid;
 	const char *const *env; /* extra "K=V" (or "K" to unset), NULL-terminated */
 	int timeout_s;		/* kill it after this long; 0 = 60 s */
-	/* run it as pid 1 of a new pid namespace: the processes it forks then get pids 2, 3...
-	 * (known in advance; BPF still sees the host's pids, so only for what precedes tracking) */
+	/* run it as pid 1 of a new pid namespace, with that namespace's /proc (in a new mount
+	 * namespace): the processes it forks then get pids 2, 3... (known in advance) */
 	bool new_pid_ns;
 };
 

@@ -337,6 +337,8 @@ int mt_track(struct mt_run *r, const struct mt_run_opts *o, const char *const ar
 	if (mkdir(r->out, 0755))
 		return -errno;
 
+	for (int i = 0; o->wrap && o->wrap[i] && n < 8; i++)
+		args[n++] = o->wrap[i];
 	args[n++] = mt_memtrack();
 	args[n++] = "track";
 	args[n++] = "-q";

@@ -38,6 +38,8 @@ struct mt_run_opts {
 	const char *const *track_opts; /* extra `memtrack track` options, NULL-terminated */
 	const char *shell;	/* shell-command mode: run this string instead of `-- argv` */
 	const char *const *env; /* extra "K=V" for memtrack (and so the command), NULL-terminated */
+	const char *const *wrap; /* a command memtrack runs under (argv[0] a path), NULL-terminated:
+				  * `unshare -p -f --mount-proc` */
 	int timeout_s;		/* kill memtrack after this long; 0 = 120 s */
 	bool no_expect_fd;	/* do not pass the side channel */
 	int signal;		/* send this signal to memtrack itself ... */

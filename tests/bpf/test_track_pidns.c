@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Root tests: memtrack inside a pid namespace (a container, `unshare -p -f --mount-proc`),
+ * where it is pid 1 and its command pid 2. The BPF programs number processes as that
+ * namespace does (src/track/pidns.c), so the command registered by its pid there is followed,
+ * with its children, in both --alloc-hooks modes; the run ends when the tree does (it used to
+ * wait for a signal, having tracked nothing).
+ * - forker's calls, Forks and Exits are recorded once each, under the pids the processes
+ *   themselves reported (the side channel), and the manifest names pid 2 as the root;
+ * - two memtracks in two sibling namespaces at once, both with a pid 2 of their own: each
+ *   records its own tree's calls only (a check of the depth without the namespace's identity
+ *   would mix them);
+ * - a /proc of another namespace (`unshare -p -f` without --mount-proc) is refused before the
+ *   command runs, saying what to do.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include "../lib/mt_check.h"
+#include "../lib/mt_tmpdir.h"
+
+#define UNSHARE "/usr/bin/unshare"
+
+static const char *const in_pid_ns[] = {UNSHARE, "-p", "-f", "--mount-proc", NULL};
+static const char *const uprobe_opts[] = {"--alloc-hooks", "uprobe", NULL};
+static const char *const preload_opts[] = {"--alloc-hooks", "preload", NULL};
+
+static void check_forker(void **state, const char *const *track_opts)
+{
+	struct mt_run *r = mt_new_run(state);
+	struct mt_run_opts o = {.track_opts = track_opts, .wrap = in_pid_ns};
+	const struct mt_expect *fk, *gk;
+	int32_t child, grandchild;
+
+	MT_REQUIRE_ROOT();
+	mt_need_file(UNSHARE);
+	mt_track_ok(r, &o, MT_TARGET_ARGV("forker"), 0);
+	MT_CHECK(r, r->root_pid == 2, "artifact named for pid %d, want 2 (memtrack is pid 1)",
+		 r->root_pid);
+	MT_CHECK(r, mt_need_u64(r, "root_pid") == 2, "manifest root_pid %llu, want 2",
+		 (unsigned long long)mt_need_u64(r, "root_pid"));
+	MT_CHECK(r, json_is_true(mt_json(r, "complete")), "manifest complete is not true");
+	fk = mt_need_expect(r, "fork", r->root_pid, 0);
+	child = (int32_t)fk->size;
+	gk = mt_need_expect(r, "fork", child, 0);
+	grandchild = (int32_t)gk->size;
+	/* the pids the processes reported are the artifact's */
+	mt_window_ok(r, child, 0);
+	mt_window_ok(r, grandchild, 0);
+	mt_each_op_once(r);
+	for (int i = 0; i < 3; i++) {
+		int32_t pid = i == 0 ? r->root_pid : i == 1 ? child : grandchild;
+		struct mt_filter f = {.type = MT_EV_EXIT, .pid = pid};
+		struct mt_filter k = {.type = MT_EV_FORK, .pid = pid};
+
+		MT_CHECK(r, mt_count(r, &f) == 1, "%zu Exit events for pid %d, want 1",
+			 mt_count(r, &f), pid);
+		MT_CHECK(r, i == 0 || mt_count(r, &k) == 1, "%zu Fork events for pid %d, want 1",
+			 mt_count(r, &k), pid);
+	}
+}
+
+static void test_forker_uprobe(void **state)
+{
+	check_forker(state, uprobe_opts);
+}
+
+static void test_forker_preload(void **state)
+{
+	check_forker(state, preload_opts);
+}
+
+/*
+ * Two trees at once, each in its own namespace at the same depth: both roots are pid 2, and
+ * their children get the same small pids. B allocates 22222-byte blocks while A's tree is
+ * alive (the flags order it: A starts, B allocates, then A allocates), with every allocator
+ * call trapping in both memtracks' uprobes.
+ */
+static void test_sibling_namespaces(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	struct mt_run_opts o = {.track_opts = uprobe_opts, .wrap = in_pid_ns};
+	char dir[64], out_b[96], cmd_a[512], cmd_b[512];
+	struct mt_filter own = {.type = MT_EV_MALLOC, .by_size = true, .size = 11111};
+	struct mt_filter other = {.type = MT_EV_MALLOC, .by_size = true, .size = 22222};
+	struct mt_proc b;
+	size_t n_own, n_other;
+	int err;
+
+	MT_REQUIRE_ROOT();
+	mt_need_file(UNSHARE);
+	mt_need_file(mt_memtrack());
+	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "pidns"), 0);
+	snprintf(out_b, sizeof(out_b), "%s/out_b", dir);
+	/* each wait gives up after 30 s, so a broken run cannot hang the other */
+	snprintf(cmd_b, sizeof(cmd_b),
+		 "for i in $(seq 3000); do [ -e %s/a_up ] && break; sleep 0.01; done; "
+		 "%s 64 22222; touch %s/b_done",
+		 dir, mt_target("alloc_fixed"), dir);
+	snprintf(cmd_a, sizeof(cmd_a),
+		 "touch %s/a_up; for i in $(seq 3000); do [ -e %s/b_done ] && break; sleep 0.01; "
+		 "done; [ -e %s/b_done ] && %s 64 11111",
+		 dir, dir, dir, mt_target("alloc_fixed"));
+	{
+		const char *argv_b[] = {"/usr/bin/timeout", "-s", "KILL", "90", UNSHARE,
+					"-p", "-f", "--mount-proc", mt_memtrack(), "track",
+					"-q", "--alloc-hooks", "uprobe", "-o", out_b,
+					cmd_b, NULL};
+
+		assert_int_equal(mt_proc_start(&b, argv_b), 0);
+	}
+	o.shell = cmd_a;
+	o.no_expect_fd = true;
+	err = mt_track(r, &o, NULL);
+	assert_int_equal(mt_proc_wait(&b, 90), 0);
+	mt_proc_free(&b);
+	mt_tmpdir_remove(dir);
+	MT_CHECK(r, err == 0, "harness could not run memtrack: %s", strerror(-err));
+	MT_CHECK(r, r->status == 0, "memtrack A exited %d, want 0 (B first: its flag?)", r->status);
+	MT_CHECK(r, b.status == 0, "memtrack B exited %d, want 0", b.status);
+	n_own = mt_count(r, &own);
+	n_other = mt_count(r, &other);
+	MT_CHECK(r, n_own == 64, "%zu Mallocs of 11111 bytes from A's own tree, want 64", n_own);
+	MT_CHECK(r, n_other == 0, "%zu Mallocs of 22222 bytes, B's, in A's artifact, want 0",
+		 n_other);
+}
+
+/* `unshare -p -f` alone leaves the host's /proc: memtrack would read other processes there. */
+static void test_foreign_proc_refused(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	static const char *const no_mount[] = {UNSHARE, "-p", "-f", NULL};
+	char cmd[256], marker[96];
+	struct mt_run_opts o = {.wrap = no_mount, .shell = cmd, .no_expect_fd = true};
+
+	MT_REQUIRE_ROOT();
+	mt_need_file(UNSHARE);
+	snprintf(marker, sizeof(marker), "/tmp/mt_pidns_ran.%d", (int)getpid());
+	unlink(marker);
+	snprintf(cmd, sizeof(cmd), "touch %s", marker);
+	assert_int_equal(mt_track(r, &o, NULL), 0);
+	MT_CHECK(r, r->status == 125, "memtrack exited %d, want 125", r->status);
+	MT_CHECK(r, r->log && strstr(r->log, "/proc belongs to another pid namespace") &&
+			strstr(r->log, "--mount-proc"),
+		 "no refusal naming the remedy in memtrack's output");
+	MT_CHECK(r, access(marker, F_OK) == -1, "the command ran");
+	MT_CHECK(r, r->nr_artifacts == 0, "%zu artifacts written, want none", r->nr_artifacts);
+	unlink(marker);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_teardown(test_forker_uprobe, mt_teardown),
+	    cmocka_unit_test_teardown(test_forker_preload, mt_teardown),
+	    cmocka_unit_test_teardown(test_sibling_namespaces, mt_teardown),
+	    cmocka_unit_test_teardown(test_foreign_proc_refused, mt_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
