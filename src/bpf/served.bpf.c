@@ -31,7 +31,10 @@ static __always_inline int mt_preload_ctl(struct pt_regs *ctx)
 		return 0;
 	}
 	if (bpf_get_attach_cookie(ctx) == MT_PRELOAD_CTL_UNSERVED) {
-		mt_drop(MT_DROP_UNSERVED); /* glibc's uprobes, if attached, still record it */
+		/* glibc's uprobes, if attached, still record it: a fork child that left memtrack's
+		 * pid namespace drops the served mark it inherited (preload_ring.c) */
+		mt_drop(MT_DROP_UNSERVED);
+		p->served = 0;
 		return 0;
 	}
 	e = mt_reserve(MT_EV_CTL_DLOPEN_STOPPED, tgid, (__u32)id);

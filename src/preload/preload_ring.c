@@ -189,6 +189,18 @@ static int pl_map(void)
 	return 0;
 }
 
+/* In a pid namespace other than memtrack's (the tree ran `unshare -p`)? Our getpid() is then
+ * not the pid memtrack knows us by: such a process is left to the uprobes (auto mode, judged at
+ * its exec stop, src/track/preload_setup.c). The header's inode unknown, or /proc not telling:
+ * the same. */
+static int pl_other_pidns(void)
+{
+	uint64_t want = pl.hdr->pidns_ino;
+	struct stat st;
+
+	return want && !stat("/proc/self/ns/pid", &st) && (uint64_t)st.st_ino != want;
+}
+
 static int pl_init(void)
 {
 	int state = PL_PASS, saved = errno;
@@ -205,6 +217,8 @@ static int pl_init(void)
 
 		if (shm && *shm) /* memtrack expects this process: it must hear of it */
 			pl_ctl_unserved();
+	} else if (pl_other_pidns()) {
+		/* not registered: memtrack judged it at its exec (uprobes in auto mode) */
 	} else {
 		pl.wipe = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		/* MEMTRACK_TEST_PRELOAD_UNSERVED: the tests' way to reach the refusal below */
@@ -272,6 +286,14 @@ uint32_t pl_refork(void)
 		gen = __atomic_add_fetch(&pl.gen_counter, 1, __ATOMIC_RELAXED);
 	if (__atomic_compare_exchange_n(pl.wipe, &want, gen, false, __ATOMIC_ACQ_REL,
 					__ATOMIC_ACQUIRE)) {
+		/* a fork child in a new pid namespace: it had the parent's served mark, with no
+		 * exec to judge it; the call in progress is lost: counted (the BPF side clears
+		 * the mark, so attached uprobes take the rest) */
+		if (pl_other_pidns()) {
+			__atomic_store_n(&pl.state, PL_PASS, __ATOMIC_RELEASE);
+			pl_ctl_unserved();
+			return gen;
+		}
 		pl_register();
 		/* the parent's served call may have come before memtrack's control link: the BPF
 		 * side gave this child its unmarked state (preload_ctl.c) */
@@ -285,6 +307,9 @@ uint32_t pl_refork(void)
 int pl_thread_prepare(struct pl_thread *t)
 {
 	uint32_t gen = pl_refork(), n = pl.hdr->nr_slots;
+
+	if (__atomic_load_n(&pl.state, __ATOMIC_ACQUIRE) != PL_ON)
+		return -1; /* pl_refork gave up on this process */
 
 	/* a slot inherited from the parent (fork) is the parent's: leave it alone */
 	t->slot = NULL;

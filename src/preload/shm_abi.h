@@ -40,7 +40,7 @@
 
 #define MT_SHM_ENV "MEMTRACK_PRELOAD_SHM"
 #define MT_SHM_MAGIC 0x316b61727474656dull /* "mettrak1" little-endian */
-#define MT_SHM_VERSION	 3
+#define MT_SHM_VERSION	 4
 #define MT_SHM_MAX_PROCS 16384
 
 enum mt_slot_state {
@@ -105,6 +105,11 @@ struct mt_shm_hdr {
 	mt_u32 bell_sleeping;
 	/* processes that could not be served, told while ctl_live was 0 (drops.unserved) */
 	mt_u32 unserved;
+	mt_u32 pad;
+	/* memtrack's pid namespace (the inode of its /proc/self/ns/pid; 0: unknown). A process in
+	 * another one (the tree ran `unshare -p`) is not served: its getpid() is not the pid
+	 * memtrack and the BPF side know it by (preload_ring.c, pl_other_pidns). */
+	mt_u64 pidns_ino;
 };
 
 struct mt_shm_slot {

@@ -68,12 +68,15 @@ int preload_setup__start(struct preload_setup *p, enum alloc_hooks mode)
 	const char *u = getenv("SUDO_UID"), *g = getenv("SUDO_GID"), *old;
 	uid_t uid = (uid_t)-1;
 	gid_t gid = (gid_t)-1;
+	struct stat st;
 	char *pre;
 	int err;
 
 	memset(p, 0, sizeof(*p));
 	if (mode == ALLOC_HOOKS_UPROBE)
 		return 0;
+	if (!stat("/proc/self/ns/pid", &st))
+		p->pidns_ino = st.st_ino; /* as the shared memory's header says (shm_source.c) */
 	err = preload_setup__find(p);
 	if (err) {
 		log__error("cannot use the allocator interposer '%s': %s. Set MEMTRACK_PRELOAD_LIB, "
@@ -246,13 +249,25 @@ bool preload_setup__env_reaches(const struct preload_setup *p, pid_t pid)
 	return lib && mem;
 }
 
+/* pid in a pid namespace other than ours (the tree ran `unshare -p`): the interposer leaves it
+ * (its getpid() is not the pid we know it by, src/preload/preload_ring.c) */
+static bool preload_setup__other_pidns(const struct preload_setup *p, pid_t pid)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+	return p->pidns_ino && !stat(path, &st) && st.st_ino != p->pidns_ino;
+}
+
 bool preload_setup__needs_probes(const struct preload_setup *p, pid_t pid, unsigned kinds)
 {
 	if (!(kinds & 1u << ALLOC_LIBC))
 		return false; /* no glibc: a static program, its allocator is probed in its file */
 	if (!p->on || kinds & PRELOAD_OTHER_ALLOCATORS)
 		return true;
-	return preload_setup__secure(pid) || !preload_setup__env_reaches(p, pid);
+	return preload_setup__secure(pid) || !preload_setup__env_reaches(p, pid) ||
+	       preload_setup__other_pidns(p, pid);
 }
 
 bool preload_setup__root_needs_probes(const struct preload_setup *p, const char *exe,

@@ -35,6 +35,7 @@ struct preload_setup {
 	char lib[PATH_MAX];
 	dev_t dev; /* the interposer's file: never probed itself */
 	ino_t ino;
+	ino_t pidns_ino; /* memtrack's pid namespace: the interposer serves no other (0: unknown) */
 	struct shm_source *shm;
 	/* auto: each judgement at an exec stop, in order: whether the image needs uprobes, and
 	 * its libs__kinds (the manifest's labels come from a process's last one: a family

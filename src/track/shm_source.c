@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -452,6 +453,7 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 {
 	size_t procs_off = 4096, slots_off, data_off, size = 0;
 	struct shm_source *s;
+	struct stat st;
 	int err;
 
 	if (!nr_slots || !slot_records || (slot_records & (slot_records - 1)))
@@ -489,6 +491,8 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 	s->hdr->nr_slots = nr_slots;
 	s->hdr->slot_records = slot_records;
 	s->hdr->consumer_pid = getpid();
+	if (!stat("/proc/self/ns/pid", &st))
+		s->hdr->pidns_ino = st.st_ino;
 	s->hdr->procs_off = procs_off;
 	s->hdr->slots_off = slots_off;
 	s->hdr->data_off = data_off;

@@ -11,7 +11,11 @@
  *   records its own tree's calls only (a check of the depth without the namespace's identity
  *   would mix them);
  * - a /proc of another namespace (`unshare -p -f` without --mount-proc) is refused before the
- *   command runs, saying what to do.
+ *   command runs, saying what to do;
+ * - memtrack on the host, its tree entering a namespace of its own: the interposer leaves such
+ *   processes (its getpid() is not their pid here), so in auto mode an exec there goes to the
+ *   uprobes and its calls carry the pid its Fork gave; a fork child that enters one without
+ *   exec'ing is counted (drops.unserved), never recorded under a pid of that namespace.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -155,6 +159,101 @@ static void test_foreign_proc_refused(void **state)
 	unlink(marker);
 }
 
+/* The manifest's entry for the process named comm (the first); its pid, 0 if none. */
+static int32_t pid_of(struct mt_run *r, const char *comm, size_t nth, const char **hooks)
+{
+	json_t *procs = mt_json(r, "processes"), *p;
+	size_t i;
+
+	json_array_foreach(procs, i, p) {
+		if (strcmp(json_string_value(json_object_get(p, "comm")) ?: "", comm) || nth--)
+			continue;
+		if (hooks)
+			*hooks = json_string_value(
+			    json_object_get(json_object_get(p, "alloc_hooks"), "libc"));
+		return (int32_t)json_integer_value(json_object_get(p, "pid"));
+	}
+	return 0;
+}
+
+/* Every heap event's process has a Fork or is the root: none under a pid of another namespace */
+static void check_heap_pids_known(struct mt_run *r)
+{
+	for (size_t i = 0; i < r->nr_ev; i++) {
+		struct mt_filter f = {.type = MT_EV_FORK, .pid = r->ev[i].pid};
+
+		if (!mt_is_heap_type(r->ev[i].type) || r->ev[i].pid == r->root_pid)
+			continue;
+		MT_CHECK(r, mt_count(r, &f) == 1, "a %s under pid %d, which has no Fork",
+			 mt_type_name(r->ev[i].type), r->ev[i].pid);
+	}
+}
+
+static void test_tree_enters_namespace_auto(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	static const char *const auto_opts[] = {"--alloc-hooks", "auto", NULL};
+	struct mt_run_opts o = {.track_opts = auto_opts, .no_expect_fd = true};
+	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 12345};
+	const char *hooks = NULL;
+	int32_t pid;
+
+	MT_REQUIRE_ROOT();
+	mt_need_file(UNSHARE);
+	mt_track_ok(r, &o,
+		    (const char *const[]){UNSHARE, "-p", "-f", "--mount-proc",
+					  mt_target("alloc_fixed"), "64", "12345", NULL},
+		    0);
+	pid = pid_of(r, "alloc_fixed", 0, &hooks);
+	MT_CHECK(r, pid > 0, "no alloc_fixed in the manifest's processes");
+	MT_CHECK(r, hooks && !strcmp(hooks, "uprobe"), "alloc_fixed's glibc served by %s, want uprobe",
+		 hooks ? hooks : "nothing");
+	f.pid = pid;
+	MT_CHECK(r, mt_count(r, &f) == 64, "%zu Mallocs of 12345 bytes under its pid %d, want 64",
+		 mt_count(r, &f), pid);
+	check_heap_pids_known(r);
+	MT_CHECK(r, json_is_true(mt_json(r, "complete")), "manifest complete is not true");
+}
+
+static void check_fork_into_namespace(void **state, const char *mode)
+{
+	struct mt_run *r = mt_new_run(state);
+	const char *const opts[] = {"--alloc-hooks", mode, NULL};
+	struct mt_run_opts o = {.track_opts = opts, .no_expect_fd = true};
+	struct mt_filter child_f = {.type = MT_EV_MALLOC, .by_size = true, .size = 13131};
+	struct mt_filter parent_f = {.type = MT_EV_MALLOC, .by_size = true, .size = 13132};
+	bool uprobe = !strcmp(mode, "uprobe");
+	int32_t child;
+
+	MT_REQUIRE_ROOT();
+	mt_track_ok(r, &o, MT_TARGET_ARGV("preload_edges", "pidns_fork"), uprobe ? 0 : 123);
+	child = pid_of(r, "preload_edges", 1, NULL);
+	MT_CHECK(r, child > 0 && child != r->root_pid, "the forked child is not in the manifest");
+	parent_f.pid = r->root_pid;
+	MT_CHECK(r, mt_count(r, &parent_f) == 8, "%zu Mallocs of 13132 bytes by the parent, want 8",
+		 mt_count(r, &parent_f));
+	child_f.pid = child;
+	MT_CHECK(r, mt_count(r, &child_f) == (uprobe ? 8 : 0),
+		 "%zu Mallocs of 13131 bytes under the child's pid %d, want %d", mt_count(r, &child_f),
+		 child, uprobe ? 8 : 0);
+	child_f.pid = 0;
+	MT_CHECK(r, mt_count(r, &child_f) == (uprobe ? 8 : 0),
+		 "%zu Mallocs of 13131 bytes in all, want %d", mt_count(r, &child_f), uprobe ? 8 : 0);
+	MT_CHECK(r, mt_need_u64(r, "drops.unserved") == !uprobe, "drops.unserved %llu, want %d",
+		 (unsigned long long)mt_need_u64(r, "drops.unserved"), !uprobe);
+	check_heap_pids_known(r);
+}
+
+static void test_fork_into_namespace_auto(void **state)
+{
+	check_fork_into_namespace(state, "auto");
+}
+
+static void test_fork_into_namespace_uprobe(void **state)
+{
+	check_fork_into_namespace(state, "uprobe");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -162,6 +261,9 @@ int main(void)
 	    cmocka_unit_test_teardown(test_forker_preload, mt_teardown),
 	    cmocka_unit_test_teardown(test_sibling_namespaces, mt_teardown),
 	    cmocka_unit_test_teardown(test_foreign_proc_refused, mt_teardown),
+	    cmocka_unit_test_teardown(test_tree_enters_namespace_auto, mt_teardown),
+	    cmocka_unit_test_teardown(test_fork_into_namespace_auto, mt_teardown),
+	    cmocka_unit_test_teardown(test_fork_into_namespace_uprobe, mt_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,6 +12,10 @@
  *   preload_edges ring_pages  reports, after a few records and again after 3000 more pairs,
  *                          how far the main thread's ring is mapped in this process
  *                          (/proc/self/pagemap) and how many records it wrote
+ *   preload_edges pidns_fork  (root) enters a new pid namespace for its children and forks
+ *                          one, which makes 8 pairs of 13131 bytes without exec'ing (pid 1
+ *                          there); then 8 pairs of 13132 bytes in the parent. Unreported: the
+ *                          child's pids differ between namespaces.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -193,6 +197,36 @@ static int ring_pages(void)
 	return 0;
 }
 
+static int pidns_fork(void)
+{
+	pid_t pid;
+	int st;
+
+	if (unshare(CLONE_NEWPID))
+		return 2;
+	pid = fork();
+	if (pid < 0)
+		return 2;
+	if (pid == 0) {
+		for (int i = 0; i < 8; i++) {
+			void *p = malloc(13131);
+
+			sink = p;
+			free(p);
+		}
+		_exit(0);
+	}
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+		return 3;
+	for (int i = 0; i < 8; i++) {
+		void *p = malloc(13132);
+
+		sink = p;
+		free(p);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "noop")) /* the vfork child's exec */
@@ -212,5 +246,7 @@ int main(int argc, char **argv)
 		return shm();
 	if (argc > 1 && !strcmp(argv[1], "ring_pages"))
 		return ring_pages();
+	if (argc > 1 && !strcmp(argv[1], "pidns_fork"))
+		return pidns_fork();
 	return edges();
 }
