@@ -4,6 +4,7 @@
  * BPF side stops a tracked task at the exec of a binary not seen yet (control records, below);
  * the command, created held before exec, registered, then released; the event loop.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stddef.h>
@@ -399,6 +400,9 @@ int tracker__setup_loop(struct tracker *t)
 	sigaddset(&sigs, SIGTERM);
 	sigaddset(&sigs, SIGHUP);
 	sigaddset(&sigs, SIGQUIT);
+	/* pid 1 of a pid namespace: the tree's orphans become our children (tracker__reap) */
+	if (getpid() == 1)
+		sigaddset(&sigs, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
 	t->sigfd = signalfd(-1, &sigs, SFD_CLOEXEC | SFD_NONBLOCK);
 	t->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -469,6 +473,36 @@ static void tracker__ring_lost(struct tracker *t)
 }
 
 /*
+ * As pid 1 of a pid namespace (a container's entry point), memtrack inherits the orphans of the
+ * tree, as an init does: they are reaped here, at each SIGCHLD, or they would stay zombies
+ * until memtrack exits. Its own children are left to their owners: the command (the loop's
+ * pidfd) and the watchdog. Orphans may hang under any of our threads: each one's list is read.
+ */
+static void tracker__reap(struct tracker *t)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		char path[300];
+		FILE *f;
+		int pid;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/children", de->d_name);
+		f = fopen(path, "re");
+		while (f && fscanf(f, "%d", &pid) == 1)
+			if (pid != t->sp.pid && pid != t->wd.pid)
+				waitpid(pid, NULL, WNOHANG);
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+}
+
+/*
  * Runs until the root process has exited and, like strace -f, until every process of the tree
  * has: a child the root left behind is still part of the run. A signal received after the root
  * exited stops the wait (the descendants run on untracked). Returns the root's wait status.
@@ -498,6 +532,10 @@ int tracker__loop(struct tracker *t)
 				struct signalfd_siginfo si;
 
 				while (read(t->sigfd, &si, sizeof(si)) == sizeof(si)) {
+					if (si.ssi_signo == SIGCHLD) {
+						tracker__reap(t);
+						continue;
+					}
 					if (root_status >= 0)
 						return root_status;
 					kill(t->sp.pid, (int)si.ssi_signo);

@@ -10,6 +10,8 @@
  * - two memtracks in two sibling namespaces at once, both with a pid 2 of their own: each
  *   records its own tree's calls only (a check of the depth without the namespace's identity
  *   would mix them);
+ * - as pid 1, memtrack reaps the orphans the tree leaves it, as an init does (they stayed
+ *   zombies until it exited);
  * - a /proc of another namespace (`unshare -p -f` without --mount-proc) is refused before the
  *   command runs, saying what to do;
  * - memtrack on the host, its tree entering a namespace of its own: the interposer leaves such
@@ -134,6 +136,25 @@ static void test_sibling_namespaces(void **state)
 	MT_CHECK(r, n_own == 64, "%zu Mallocs of 11111 bytes from A's own tree, want 64", n_own);
 	MT_CHECK(r, n_other == 0, "%zu Mallocs of 22222 bytes, B's, in A's artifact, want 0",
 		 n_other);
+}
+
+/* Two orphans (their subshells exit at once) end under memtrack, pid 1; the command waits up
+ * to 10 s for their /proc entries to go, which only their reaping does (a zombie keeps its
+ * entry), and says by its status whether they went. */
+static void test_orphans_reaped(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	static const char cmd[] =
+	    "d=$(mktemp -d); (sleep 0.1 & echo $! > $d/a); (sleep 0.1 & echo $! > $d/b); "
+	    "a=$(cat $d/a); b=$(cat $d/b); rm -rf $d; "
+	    "for i in $(seq 1000); do [ -d /proc/$a ] || [ -d /proc/$b ] || exit 0; sleep 0.01; "
+	    "done; exit 1";
+	struct mt_run_opts o = {.wrap = in_pid_ns, .shell = cmd, .no_expect_fd = true};
+
+	MT_REQUIRE_ROOT();
+	mt_need_file(UNSHARE);
+	mt_track_ok(r, &o, NULL, 0); /* 1: an orphan stayed a zombie */
+	MT_CHECK(r, json_is_true(mt_json(r, "complete")), "manifest complete is not true");
 }
 
 /* `unshare -p -f` alone leaves the host's /proc: memtrack would read other processes there. */
@@ -261,6 +282,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_forker_preload, mt_teardown),
 	    cmocka_unit_test_teardown(test_sibling_namespaces, mt_teardown),
 	    cmocka_unit_test_teardown(test_foreign_proc_refused, mt_teardown),
+	    cmocka_unit_test_teardown(test_orphans_reaped, mt_teardown),
 	    cmocka_unit_test_teardown(test_tree_enters_namespace_auto, mt_teardown),
 	    cmocka_unit_test_teardown(test_fork_into_namespace_auto, mt_teardown),
 	    cmocka_unit_test_teardown(test_fork_into_namespace_uprobe, mt_teardown),
