@@ -63,20 +63,18 @@ static int preload_setup__find(struct preload_setup *p)
 	return 0;
 }
 
-int preload_setup__start(struct preload_setup *p, enum alloc_hooks mode)
+int preload_setup__start(struct preload_setup *p, enum alloc_hooks mode, uint64_t pidns_ino)
 {
 	const char *u = getenv("SUDO_UID"), *g = getenv("SUDO_GID"), *old;
 	uid_t uid = (uid_t)-1;
 	gid_t gid = (gid_t)-1;
-	struct stat st;
 	char *pre;
 	int err;
 
 	memset(p, 0, sizeof(*p));
 	if (mode == ALLOC_HOOKS_UPROBE)
 		return 0;
-	if (!stat("/proc/self/ns/pid", &st))
-		p->pidns_ino = st.st_ino; /* as the shared memory's header says (shm_source.c) */
+	p->pidns_ino = pidns_ino;
 	err = preload_setup__find(p);
 	if (err) {
 		log__error("cannot use the allocator interposer '%s': %s. Set MEMTRACK_PRELOAD_LIB, "
@@ -89,6 +87,8 @@ int preload_setup__start(struct preload_setup *p, enum alloc_hooks mode)
 		gid = (gid_t)strtoul(g, NULL, 10);
 	}
 	err = shm_source__new(&p->shm, PRELOAD_SLOTS, PRELOAD_RECORDS, uid, gid, NULL);
+	if (!err)
+		shm_source__set_pidns(p->shm, pidns_ino);
 	if (err) {
 		log__error("cannot create the interposer's shared memory in /dev/shm: %s. Use "
 			   "--alloc-hooks uprobe",

@@ -51,8 +51,9 @@ struct preload_setup {
 /* Parses "auto", "preload", "uprobe"; -EINVAL otherwise. */
 int preload_setup__parse(const char *s, enum alloc_hooks *out);
 /* Finds the library, creates the shared memory, sets LD_PRELOAD and $MEMTRACK_PRELOAD_SHM in
- * our environment. Returns 0 or -errno; with `auto`, a failure leaves p->on false. */
-int preload_setup__start(struct preload_setup *p, enum alloc_hooks mode);
+ * our environment. pidns_ino: memtrack's pid namespace (pidns.h), the only one the interposer
+ * serves. Returns 0 or -errno; with `auto`, a failure leaves p->on false. */
+int preload_setup__start(struct preload_setup *p, enum alloc_hooks mode, uint64_t pidns_ino);
 /* The manifest's mechanisms.alloc_hooks: "auto", "preload" or "uprobe" (what was set up). */
 const char *preload_setup__mode_name(const struct preload_setup *p);
 /* Per process: which mechanism served its allocator families (after heap_acct__fill). */

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -428,6 +427,11 @@ void shm_source__set_stacks(struct shm_source *s, uint32_t (*fn)(void *ctx, cons
 	s->stacks.ctx = ctx;
 }
 
+void shm_source__set_pidns(struct shm_source *s, uint64_t ino)
+{
+	s->hdr->pidns_ino = ino;
+}
+
 void shm_source__set_ring(struct shm_source *s, const struct event_source *ring)
 {
 	s->ring = ring;
@@ -453,7 +457,6 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 {
 	size_t procs_off = 4096, slots_off, data_off, size = 0;
 	struct shm_source *s;
-	struct stat st;
 	int err;
 
 	if (!nr_slots || !slot_records || (slot_records & (slot_records - 1)))
@@ -491,8 +494,6 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 	s->hdr->nr_slots = nr_slots;
 	s->hdr->slot_records = slot_records;
 	s->hdr->consumer_pid = getpid();
-	if (!stat("/proc/self/ns/pid", &st))
-		s->hdr->pidns_ino = st.st_ino;
 	s->hdr->procs_off = procs_off;
 	s->hdr->slots_off = slots_off;
 	s->hdr->data_off = data_off;

@@ -30,6 +30,8 @@ struct shm_source;
 int shm_source__new(struct shm_source **s, uint32_t nr_slots, uint32_t slot_records, uid_t uid,
 		    gid_t gid, const struct event_source *ring);
 void shm_source__set_ring(struct shm_source *s, const struct event_source *ring);
+/* memtrack's pid namespace (its inode; 0: unknown) for the interposer: it serves no other */
+void shm_source__set_pidns(struct shm_source *s, uint64_t ino);
 const char *shm_source__path(const struct shm_source *s);
 /* Why the interposer stamps with clock_gettime (stamp_clock.h), or NULL: it may use the TSC. */
 const char *shm_source__clock_refusal(const struct shm_source *s);

@@ -96,7 +96,7 @@ int tracker__run(const struct tracker_opts *o)
 		goto cleanup;
 	tracker__mark(&t, "output folder");
 	/* before the fork: the command inherits LD_PRELOAD and the shared memory's name */
-	if (preload_setup__start(&t.pre, (enum alloc_hooks)o->alloc_hooks) ||
+	if (preload_setup__start(&t.pre, (enum alloc_hooks)o->alloc_hooks, t.pidns.ino) ||
 	    tracker__stacks_start(&t))
 		goto cleanup;
 	tracker__mark(&t, "interposer's shared memory");
