@@ -143,6 +143,14 @@ enum alloc_kind alloc_table__classify(const struct elf_info *info, bool is_execu
 	return ALLOC_NONE;
 }
 
+bool alloc_table__defines_c(const struct elf_info *info)
+{
+	for (const struct alloc_entry *t = libc_names; t->name; t++)
+		if (!(t->spec & MT_SPEC_DLOPEN) && elf_info__find(info, t->name))
+			return true;
+	return false;
+}
+
 /* What a site's cookie says beyond its table row: where the entry probe sits, and whether a
  * direct call from the file's own code is internal (probe_spec.h, MT_SPEC_SELF). Frees only:
  * the check costs ~250 ns per outermost call (two reads of user memory, measured with

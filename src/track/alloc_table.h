@@ -29,6 +29,10 @@ struct alloc_site {
 const char *alloc_kind__name(enum alloc_kind k);
 /* Classifies by defined symbols, the non-libc allocators first: they export libc names too. */
 enum alloc_kind alloc_table__classify(const struct elf_info *info, bool is_executable);
+/* Does the file define one of the C allocator's entry points (malloc, calloc, realloc, free,
+ * the aligned ones...)? An executable of kind ALLOC_STATIC that defines none has C++'s
+ * operators only (a static libstdc++), which call the process's malloc. */
+bool alloc_table__defines_c(const struct elf_info *info);
 /* Fills sites (cap entries) with the symbols of info to probe; aliases that share an offset
  * appear once. In a shared library a direct call from its own code to a site is not recorded
  * (MT_SPEC_SELF); in an executable every call is the program's. Returns the count. */

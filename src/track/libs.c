@@ -34,6 +34,7 @@ struct lib_entry {
 	int nr_later;
 	int fd; /* once sites were kept back: the file (O_PATH) until libs__free, else -1 */
 	bool malloc_def; /* defines malloc */
+	bool static_cxx; /* LIBS_KIND_STATIC_CXX */
 	/* jemalloc, mimalloc or tcmalloc, with the symbol the interposer knows it by
 	 * (preload_families.c: mallocx, mi_malloc, tc_malloc) */
 	bool fam_mark;
@@ -251,7 +252,7 @@ static int libs__preload_filter(const struct lib_entry *e, struct alloc_site *si
 {
 	int kept = 0;
 
-	if (e->kind != ALLOC_LIBC && e->kind != ALLOC_CXX)
+	if (e->kind != ALLOC_LIBC && e->kind != ALLOC_CXX && !e->static_cxx)
 		return n;
 	for (int i = 0; i < n; i++)
 		if (sites[i].spec & MT_SPEC_DLOPEN)
@@ -310,6 +311,9 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 	e->kind = alloc_table__classify(&info, is_exe);
 	e->kinds = 1u << e->kind;
 	e->malloc_def = elf_info__find(&info, "malloc") != 0;
+	e->static_cxx = e->kind == ALLOC_STATIC && !alloc_table__defines_c(&info);
+	if (e->static_cxx)
+		e->kinds = LIBS_KIND_STATIC_CXX;
 	e->fam_mark = libs__family(e->kind) && elf_info__find(&info, libs__family_mark(e->kind));
 	/* as the interposer judges the next malloc: by the file's name */
 	if (libs__glibc_family(e->kind) && !strstr(path, "/libc.so") && e->malloc_def)
@@ -336,8 +340,10 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 			sites[i].spec |= MT_SPEC_PL;
 	/* dlopen included: a served process announces its dlopens itself (preload_dl.c); a
 	 * family library an exec maps waits too: a process whose malloc it is is served
-	 * (libs__inspect), any other one needs the probes, and has them attached before it runs */
-	if (l->defer && !l->glibc_on && (libs__glibc_family(e->kind) || served_family)) {
+	 * (libs__inspect), any other one needs the probes, and has them attached before it runs;
+	 * so does an executable with libstdc++ linked in (LIBS_KIND_STATIC_CXX) */
+	if (l->defer && !l->glibc_on &&
+	    (libs__glibc_family(e->kind) || served_family || e->static_cxx)) {
 		err = libs__keep(e, &e->later, 0, sites, n);
 		if (err)
 			return err;

@@ -34,6 +34,12 @@ bool libs__glibc_attached(const struct libs *l);
 /* In place of its family's bit: the process's malloc is a shared jemalloc, mimalloc or
  * tcmalloc that an exec maps, which the interposer serves (src/preload/preload_families.c). */
 #define LIBS_KIND_SERVED_FAMILY (1u << 30)
+/* In place of ALLOC_STATIC's bit: an executable whose own allocator is C++'s operator new and
+ * delete only, linked in with a static libstdc++ (gcc's cc1plus), not the C entry points. Its
+ * operators call the process's malloc, which the interposer serves: in a served process their
+ * calls are recorded there (the sites skip it, MT_SPEC_PL), so auto mode attaches its sites
+ * only with glibc's (libs__attach_glibc) and preload mode never, as for libstdc++.so. */
+#define LIBS_KIND_STATIC_CXX (1u << 29)
 /* Bit (1 << enum alloc_kind) of every file of the last inspection (libs__inspect_*), the
  * interposer left out; LIBS_KIND_MALLOC_SHIM and LIBS_KIND_SERVED_FAMILY too. */
 unsigned libs__kinds(const struct libs *l);

@@ -50,6 +50,21 @@ static void test_auto_static(void **state)
 	check_when(track_target(state, opts, "alloc_static"), "at first attach");
 }
 
+/* libstdc++ linked into the executable (operator new defined there, malloc glibc's), in auto
+ * mode: the interposer serves it all, so nothing is attached and the programs never load (its
+ * operator new's sites wait for a process the interposer does not serve). */
+static void test_auto_static_cxx(void **state)
+{
+	static const char *const opts[] = {"--alloc-hooks", "auto", NULL};
+	struct mt_run *r;
+
+	MT_REQUIRE_ROOT();
+	r = track_target(state, opts, "cxx_static");
+	check_when(r, "not loaded");
+	MT_CHECK(r, json_array_size(mt_json(r, "libraries")) == 0, "%zu libraries attached",
+		 json_array_size(mt_json(r, "libraries")));
+}
+
 /* jemalloc dlopen'ed at run time in auto mode: the interposer announces the new library at the
  * next dlsym (no probe on libc: jemalloc is the only library attached), and its attach loads
  * the programs. */
@@ -88,6 +103,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_auto_static, mt_teardown),
+		cmocka_unit_test_teardown(test_auto_static_cxx, mt_teardown),
 		cmocka_unit_test_teardown(test_auto_dlopen, mt_teardown),
 		cmocka_unit_test_teardown(test_uprobe_eager, mt_teardown),
 	};

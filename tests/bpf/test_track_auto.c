@@ -185,24 +185,27 @@ static void test_dynamic_tree_preload_only(void **state)
 {
 	struct mt_run *a = mt_new_run(state), p = {0}, u = {0};
 	char dir[128], shell[2048], fa[192], fp[192], want[PATH_MAX + 8];
-	const char *const names[] = {"alloc_each", "nested_cxx", "threads", NULL};
+	const char *const names[] = {"alloc_each", "nested_cxx", "cxx_static", "threads", NULL};
 	char *la, *lp;
 
 	MT_REQUIRE_ROOT();
+	mt_need_file(mt_target("cxx_static"));
 	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "auto"), 0);
 	snprintf(fa, sizeof(fa), "%s/auto", dir);
 	snprintf(fp, sizeof(fp), "%s/preload", dir);
-	/* the last file is replaced per run: memtrack's (the shell's parent's) links at the end */
+	/* the last file is replaced per run: memtrack's (the shell's parent's) links at the end;
+	 * cxx_static has libstdc++ linked in (its operator new calls the served malloc) */
 #define TREE                                                                                       \
-	"'%s' && '%s' && '%s' join && ls / > /dev/null && '%s' $PPID > '%s'"
+	"'%s' && '%s' && '%s' && '%s' join && ls / > /dev/null && '%s' $PPID > '%s'"
 	snprintf(shell, sizeof(shell), TREE, mt_target("alloc_each"), mt_target("nested_cxx"),
-		 mt_target("threads"), mt_target("uprobe_links"), fa);
+		 mt_target("cxx_static"), mt_target("threads"), mt_target("uprobe_links"), fa);
 	run_ok(a, auto_opts, shell);
 	snprintf(shell, sizeof(shell), TREE, mt_target("alloc_each"), mt_target("nested_cxx"),
-		 mt_target("threads"), mt_target("uprobe_links"), fp);
+		 mt_target("cxx_static"), mt_target("threads"), mt_target("uprobe_links"), fp);
 	run_ok(&p, preload_opts, shell);
 	snprintf(shell, sizeof(shell), TREE, mt_target("alloc_each"), mt_target("nested_cxx"),
-		 mt_target("threads"), mt_target("uprobe_links"), "/dev/null");
+		 mt_target("cxx_static"), mt_target("threads"), mt_target("uprobe_links"),
+		 "/dev/null");
 	run_ok(&u, uprobe_opts, shell);
 #undef TREE
 	la = links_of(fa);
@@ -233,7 +236,7 @@ static void test_dynamic_tree_preload_only(void **state)
 				 h ? h : "-", hc ? hc : "-");
 		}
 	}
-	same_events(&u, a, names, 3);
+	same_events(&u, a, names, 4);
 	free(la);
 	free(lp);
 	mt_run_free(&p);
@@ -244,17 +247,22 @@ static void test_children_each_once(void **state)
 {
 	struct mt_run *a = mt_new_run(state), u = {0};
 	char dir[128], sg[192], shell[4096];
-	const char *const names[] = {"alloc_each", "alloc_static", "alloc_ownmalloc", "forker",
-				     NULL};
+	const char *const names[] = {"alloc_each",	"alloc_static", "alloc_ownmalloc",
+				     "forker",		"cxx_static",	NULL};
 
 	MT_REQUIRE_ROOT();
 	mt_need_file(mt_target("alloc_ownmalloc"));
+	mt_need_file(mt_target("cxx_static"));
 	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "auto"), 0);
 	assert_int_equal(mt_tmpdir_setgid_copy(dir, "alloc_each", sg, sizeof(sg)), 0);
+	/* cxx_static served first (its operator new's sites kept back), then without the
+	 * interposer (env -i): glibc's probes and its own go in before it runs */
 	snprintf(shell, sizeof(shell),
-		 "'%s' && env -i '%s' && '%s' && '%s' 20 && '%s' && '%s' && '%s' > /dev/null",
+		 "'%s' && env -i '%s' && '%s' && '%s' 20 && '%s' && '%s' && '%s' > /dev/null && "
+		 "'%s' && env -i '%s'",
 		 mt_target("alloc_each"), mt_target("alloc_each"), mt_target("alloc_static"),
-		 mt_target("alloc_ownmalloc"), sg, mt_target("alloc_each"), mt_target("forker"));
+		 mt_target("alloc_ownmalloc"), sg, mt_target("alloc_each"), mt_target("forker"),
+		 mt_target("cxx_static"), mt_target("cxx_static"));
 	run_ok(a, auto_opts, shell);
 	run_ok(&u, uprobe_opts, shell);
 	mt_tmpdir_remove(dir);
@@ -272,7 +280,12 @@ static void test_children_each_once(void **state)
 	 * each once */
 	MT_CHECK(a, count_hooks(a, "forker", "preload") == 3, "forker: %zu of 3 by preload",
 		 count_hooks(a, "forker", "preload"));
-	same_events(&u, a, names, 9);
+	MT_CHECK(a,
+		 count_hooks(a, "cxx_static", "preload") == 1 &&
+		     count_hooks(a, "cxx_static", "uprobe") == 1,
+		 "cxx_static: %zu served by preload, %zu by uprobe; want 1 and 1",
+		 count_hooks(a, "cxx_static", "preload"), count_hooks(a, "cxx_static", "uprobe"));
+	same_events(&u, a, names, 11);
 	mt_run_free(&u);
 }
 

@@ -52,3 +52,6 @@ $(SYM_DIR)/sym_target.symtab: $(SYM_DIR)/sym_target
 $(SYM_DIR)/sym_target.bare: $(SYM_DIR)/sym_target
 	$(Q)objcopy --strip-all $< $@
 $(BUILD)/tests/test_symbols: | $(SYM_TARGETS)
+# libstdc++ linked in: operator new in the executable, malloc glibc's (cxx_static.cc)
+TARGET_LDLIBS_cxx_static := -static-libstdc++
+$(BUILD)/targets/cxx_static: tests/targets/nested_cxx.cc
