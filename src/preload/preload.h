@@ -122,6 +122,8 @@ void pl_ctl_wait_live(void) PL_HIDDEN;
 int pl_consumer_gone(void) PL_HIDDEN;
 /* A fork child's first look: a new generation, registered (preload_ring.c) */
 uint32_t pl_refork(void) PL_HIDDEN;
+/* In a pid namespace other than memtrack's (the shared memory's header says which) */
+int pl_other_pidns(void) PL_HIDDEN;
 
 /* CLOCK_MONOTONIC through the vDSO (pl_clock: read twice after an idle millisecond), never
  * below the thread's last stamp (pl_now gives 0 when it had no sane read) */

@@ -82,11 +82,14 @@ void pl_ctl_wait_live(void)
 
 /* fork's child handler (pthread_atfork, from the constructor): the parent's served call may
  * have come before the link, and the BPF side gave this child the parent's unmarked state:
- * register and call again, before the child's first call reaches glibc. */
+ * register and call again, before the child's first call reaches glibc. Not a child in a pid
+ * namespace of its own (unshare -pf): it is left to its first call, which counts it
+ * (pl_refork) when it makes one before its exec; here no call is lost, and counting it would
+ * make a run whose tree lost nothing incomplete. */
 static void pl_ctl_child(void)
 {
 	if (__atomic_load_n(&pl.state, __ATOMIC_ACQUIRE) != PL_ON ||
-	    !__atomic_load_n(&pl.ctl_unseen, __ATOMIC_RELAXED))
+	    !__atomic_load_n(&pl.ctl_unseen, __ATOMIC_RELAXED) || pl_other_pidns())
 		return;
 	pl_refork(); /* registers and calls again */
 }

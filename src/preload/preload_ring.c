@@ -193,7 +193,7 @@ static int pl_map(void)
  * not the pid memtrack knows us by: such a process is left to the uprobes (auto mode, judged at
  * its exec stop, src/track/preload_setup.c). The header's inode unknown, or /proc not telling:
  * the same. */
-static int pl_other_pidns(void)
+int pl_other_pidns(void)
 {
 	uint64_t want = pl.hdr->pidns_ino;
 	struct stat st;

@@ -300,6 +300,10 @@ static void early__adopt_ctl(struct early_links *e, const char *dir, bool take)
 		fds[i] = bpf_obj_get(pin);
 		unlink(pin);
 	}
+	/* MEMTRACK_TEST_CTL_DELAY_MS (the tests' late link, early__ctl_run): never a taken one,
+	 * which would be live from the start */
+	if (getenv("MEMTRACK_TEST_CTL_DELAY_MS"))
+		take = false;
 	ok = take && fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0 && e->lib && e->multi &&
 	     !early__lib_stat(e->lib, &want) && !bpf_map_lookup_elem(fds[2], &zero, &had) &&
 	     !attach__multi_link_offsets(fds[0], offs, MT_PRELOAD_CTL_NR);

@@ -34,8 +34,13 @@ static const char *const late_env[] = {"MEMTRACK_TEST_CTL_DELAY_MS=300", NULL};
 
 static void check_complete(struct mt_run *r)
 {
+	const char *ctl = json_string_value(mt_json(r, "mechanisms.control_link"));
+
 	MT_CHECK(r, mt_json(r, "drops.total") && mt_need_u64(r, "drops.total") == 0,
 		 "records were dropped");
+	/* made late, not taken from a finished run (which would be live from the start) */
+	MT_CHECK(r, ctl && strcmp(ctl, "taken from a finished run"),
+		 "control_link %s: the late link was not tested", ctl ? ctl : "-");
 }
 
 static void test_served_before_link(void **state)

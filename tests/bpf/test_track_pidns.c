@@ -210,11 +210,11 @@ static void check_heap_pids_known(struct mt_run *r)
 	}
 }
 
-static void test_tree_enters_namespace_auto(void **state)
+static void check_tree_enters_namespace(void **state, const char *const *env)
 {
 	struct mt_run *r = mt_new_run(state);
 	static const char *const auto_opts[] = {"--alloc-hooks", "auto", NULL};
-	struct mt_run_opts o = {.track_opts = auto_opts, .no_expect_fd = true};
+	struct mt_run_opts o = {.track_opts = auto_opts, .no_expect_fd = true, .env = env};
 	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 12345};
 	const char *hooks = NULL;
 	int32_t pid;
@@ -234,6 +234,28 @@ static void test_tree_enters_namespace_auto(void **state)
 		 mt_count(r, &f), pid);
 	check_heap_pids_known(r);
 	MT_CHECK(r, json_is_true(mt_json(r, "complete")), "manifest complete is not true");
+	if (env) /* made late, not taken from a finished run (live from the start) */
+		MT_CHECK(r,
+			 strcmp(json_string_value(mt_json(r, "mechanisms.control_link")) ?: "",
+				"taken from a finished run"),
+			 "control_link %s: the late link was not tested",
+			 json_string_value(mt_json(r, "mechanisms.control_link")) ?: "-");
+}
+
+static void test_tree_enters_namespace_auto(void **state)
+{
+	check_tree_enters_namespace(state, NULL);
+}
+
+/* The same with memtrack's control link made 300 ms late (as it can be, one RCU grace period
+ * after the start): unshare's parent calls before it, so its fork child re-registers at the
+ * fork (preload_ctl.c), where this one, in a pid namespace of its own, must not count itself
+ * lost: it makes no call before its exec. Deterministic where the plain case is a race. */
+static void test_tree_enters_namespace_late_link(void **state)
+{
+	static const char *const late_env[] = {"MEMTRACK_TEST_CTL_DELAY_MS=300", NULL};
+
+	check_tree_enters_namespace(state, late_env);
 }
 
 static void check_fork_into_namespace(void **state, const char *mode)
@@ -284,6 +306,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_foreign_proc_refused, mt_teardown),
 	    cmocka_unit_test_teardown(test_orphans_reaped, mt_teardown),
 	    cmocka_unit_test_teardown(test_tree_enters_namespace_auto, mt_teardown),
+	    cmocka_unit_test_teardown(test_tree_enters_namespace_late_link, mt_teardown),
 	    cmocka_unit_test_teardown(test_fork_into_namespace_auto, mt_teardown),
 	    cmocka_unit_test_teardown(test_fork_into_namespace_uprobe, mt_teardown),
 	};
