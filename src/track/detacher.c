@@ -149,11 +149,12 @@ static void detacher__hand_over(const struct detacher_plan *p)
 			a.key = (uint64_t)(uintptr_t)&k;
 			detacher__bpf(BPF_MAP_DELETE_ELEM, &a);
 		}
-	/* offered at once: a run starting now takes them (the counter read first, so that its
-	 * move after a taking is seen). The pins hold them from here on, not our fds: a run that
+	/* offered at once: a run starting now takes them (the counter as memtrack read it when
+	 * it planned, before it exited: a move since, a taking or a run that linked its own, even
+	 * one before this runs, is seen). The pins hold them from here on, not our fds: a run that
 	 * took them and died must take them down with it, not leave them to us, filled with its
 	 * programs */
-	gen = linger ? detacher__gen(p->linger_fd) : ~0ull;
+	gen = linger ? p->linger_gen : ~0ull;
 	offered = linger && detacher__offer(p);
 	/* every other link closed, one grace period each, before the slot is another run's */
 	if (offered)

@@ -44,6 +44,9 @@ struct detacher_plan {
 	 * a later run having linked its own, or linger_ms has passed; -1: not kept at all */
 	int linger_fd;
 	uint32_t linger_ms;
+	/* the counter as this run left it (read by memtrack when it plans, ~0: unknown, no
+	 * lingering): a move after it, even one before the detacher runs, ends the lingering */
+	uint64_t linger_gen;
 	/* The offer (early_links.h): keep[i] pinned as offer_pin[0][i], maps[j] as
 	 * offer_pin[0][nkeep + j], in the folder offer_dir[0], which is renamed offer_dir[1] (made
 	 * visible whole); withdrawn by renaming it offer_dir[2], whose pins are offer_pin[2][].

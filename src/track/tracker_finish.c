@@ -319,6 +319,9 @@ static void tracker__detach_background(struct tracker *t)
 		snprintf(tag, sizeof(tag), "%d-%llx", getpid(), (unsigned long long)t->t_start);
 		detacher__plan_offer(&plan, prog_cache__root(), tag, ctl ? names : names_no_ctl);
 	}
+	if (plan.linger_fd < 0 ||
+	    bpf_map_lookup_elem(plan.linger_fd, &(uint32_t){0}, &plan.linger_gen))
+		plan.linger_gen = ~0ull; /* unknown: no lingering */
 	pid = detacher__start(&plan);
 
 	if (pid < 0) {

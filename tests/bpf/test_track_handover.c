@@ -116,12 +116,32 @@ static void release_lingering(void)
 	close(fd);
 }
 
+/* Waits until no program cache slot under root is locked: every finished run's detacher has
+ * made its offer (before it lets its slot go), so that a release after this reaches them all
+ * (a detacher still to offer when the test ended would otherwise linger into the next test). */
+static void wait_slots_unlocked(void)
+{
+	DIR *d = opendir(root);
+	struct dirent *e;
+	char slot[300];
+
+	while (d && (e = readdir(d))) {
+		if (strlen(e->d_name) < 18 || e->d_name[16] != '-')
+			continue; /* <16 hex digits>-<n>: a slot */
+		snprintf(slot, sizeof(slot), "%s/%s", root, e->d_name);
+		wait_unlocked(slot);
+	}
+	if (d)
+		closedir(d);
+}
+
 static int teardown_each(void **state)
 {
 	mt_teardown(state);
 	unsetenv("MEMTRACK_TEST_LINGER_MS");
 	unsetenv("MEMTRACK_TEST_NO_ADOPT");
 	if (geteuid() == 0 && have_bpffs) {
+		wait_slots_unlocked();
 		release_lingering();
 		wait_entries(DETACHER_OFFER_PREFIX, 0); /* the lingering detachers are done */
 	}
