@@ -13,8 +13,11 @@
 #include <linux/bpf.h>
 #include <linux/futex.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <bpf/bpf.h>
 #include "bpf/proc.h"
 #include "common/log.h"
@@ -195,14 +198,27 @@ static int early__ctl_prep(struct early_links *e, int idx)
 	return 0;
 }
 
-/* Tells the interposers that a call now traps (shm_abi.h: ctl_live); under e->mu, once the
- * link is made and its slot filled, whichever comes last. */
-static void early__publish(struct early_links *e)
+/* Shared by memtrack and the control link's child (MAP_SHARED, one page). */
+struct early_ctl_shared {
+	uint32_t linked;    /* the link is made (by the child) or taken */
+	uint32_t filled;    /* memtrack filled its slot (early_links__fill) */
+	uint32_t published; /* ctl_live was set */
+	int32_t err;	    /* the child's failure, -errno */
+	uint64_t end_ns;    /* CLOCK_MONOTONIC when the child made it or failed */
+};
+
+/* Tells the interposers that a call now traps (shm_abi.h: ctl_live), once the link is made and
+ * its slot filled: each side sets its flag, then calls this; whichever sees both publishes
+ * (seq_cst: at least one of the two sees the other's flag). */
+static void early__publish_if(struct early_ctl_shared *sh, uint32_t *live)
 {
-	if (!e->ctl_linked || !e->ctl_filled || e->published)
-		return;
-	e->published = true;
-	early_links__publish(e->live);
+	uint32_t no = 0;
+
+	if (sh && __atomic_load_n(&sh->linked, __ATOMIC_SEQ_CST) &&
+	    __atomic_load_n(&sh->filled, __ATOMIC_SEQ_CST) &&
+	    __atomic_compare_exchange_n(&sh->published, &no, 1, false, __ATOMIC_SEQ_CST,
+					__ATOMIC_SEQ_CST))
+		early_links__publish(live);
 }
 
 void early_links__publish(uint32_t *live)
@@ -213,30 +229,110 @@ void early_links__publish(uint32_t *live)
 	syscall(SYS_futex, live, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-/* The interposer's control link, on a thread of its own: it waits for its grace period while
- * the programs load and while the command runs (early_links.h). */
-static void *early__ctl_run(void *arg)
+/* The control link's child, forked from the early thread: system calls only (a fork of a
+ * process with threads). Keeps ctl_prog and its socket, closes the rest (the locks memtrack's
+ * descriptors hold stay memtrack's alone; no pipe of memtrack's output stays open), makes
+ * the link, says so in the shared page (and
+ * publishes when the slot is filled already), sends it, exits: once memtrack has gone, the
+ * send fails and the exit closes it. */
+static void __attribute__((noreturn)) early__ctl_child(struct early_links *e, int sock,
+						       unsigned delay_ms)
 {
-	struct early_links *e = arg;
-	const char *delay = getenv("MEMTRACK_TEST_CTL_DELAY_MS"); /* the tests' late link */
-	int fd;
+	struct early_ctl_shared *sh = e->sh;
+	int lo = e->ctl_prog < sock ? e->ctl_prog : sock, hi = e->ctl_prog ^ sock ^ lo, fd;
+	char byte = 0, cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
 
-	if (delay)
-		usleep((useconds_t)atoi(delay) * 1000);
+	/* stdin, stdout and stderr too: a pipe reading memtrack's output must end with it */
+	if (lo > 0)
+		syscall(SYS_close_range, 0u, (unsigned)lo - 1, 0u);
+	if (hi > lo + 1)
+		syscall(SYS_close_range, (unsigned)lo + 1, (unsigned)hi - 1, 0u);
+	syscall(SYS_close_range, (unsigned)hi + 1, ~0u, 0u);
+	if (delay_ms)
+		usleep((useconds_t)delay_ms * 1000);
 	fd = attach__multi_link(e->ctl_prog, e->lib, e->ctl_offs, e->ctl_cookies,
 				MT_PRELOAD_CTL_NR);
-	pthread_mutex_lock(&e->mu);
-	e->ctl_end_ns = early__ns();
+	sh->end_ns = early__ns();
 	if (fd < 0) {
-		e->ctl_err = fd;
+		sh->err = fd;
 	} else {
-		e->ctl_link = fd;
-		e->ctl_linked = true;
-		early__publish(e);
+		__atomic_store_n(&sh->linked, 1, __ATOMIC_SEQ_CST);
+		early__publish_if(sh, e->live);
+		memset(cbuf, 0, sizeof(cbuf));
+		msg.msg_control = cbuf;
+		msg.msg_controllen = sizeof(cbuf);
+		CMSG_FIRSTHDR(&msg)->cmsg_level = SOL_SOCKET;
+		CMSG_FIRSTHDR(&msg)->cmsg_type = SCM_RIGHTS;
+		CMSG_FIRSTHDR(&msg)->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(CMSG_FIRSTHDR(&msg)), &fd, sizeof(int));
 	}
-	pthread_mutex_unlock(&e->mu);
-	__atomic_store_n(&e->ctl_done, true, __ATOMIC_RELEASE);
-	return NULL;
+	while (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0 && errno == EINTR)
+		;
+	_exit(0);
+}
+
+/* Starts the control link's child. 0 or -errno. */
+static int early__ctl_fork(struct early_links *e)
+{
+	const char *delay = getenv("MEMTRACK_TEST_CTL_DELAY_MS"); /* the tests' late link */
+	unsigned delay_ms = delay ? (unsigned)atoi(delay) : 0;
+	int sv[2];
+	pid_t pid;
+
+	if (!e->sh || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
+		return -errno ?: -ENOMEM;
+	pid = fork();
+	if (pid < 0) {
+		int err = -errno;
+
+		close(sv[0]);
+		close(sv[1]);
+		return err;
+	}
+	if (pid == 0)
+		early__ctl_child(e, sv[1], delay_ms);
+	close(sv[1]);
+	e->ctl_sock = sv[0];
+	e->ctl_pid = pid;
+	return 0;
+}
+
+/* Reads the child's answer (blocking, or not): the link when it was made. 0 once read,
+ * -EAGAIN when not there yet. */
+static int early__ctl_recv(struct early_links *e, bool block)
+{
+	char byte, cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+	struct msghdr msg = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+	struct cmsghdr *c;
+	ssize_t n;
+	int fd = -1;
+
+	do
+		n = recvmsg(e->ctl_sock, &msg, MSG_CMSG_CLOEXEC | (block ? 0 : MSG_DONTWAIT));
+	while (n < 0 && errno == EINTR);
+	if (n < 0 && errno == EAGAIN)
+		return -EAGAIN;
+	for (c = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL; c; c = CMSG_NXTHDR(&msg, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+			memcpy(&fd, CMSG_DATA(c), sizeof(fd));
+	early__close_fd(&e->ctl_sock);
+	waitpid(e->ctl_pid, NULL, 0); /* it exits right after sending (or died) */
+	e->ctl_pid = 0;
+	e->ctl_started = false;
+	e->ctl_end_ns = e->sh->end_ns;
+	e->ctl_err = fd >= 0 ? 0 : e->sh->err ? e->sh->err : -EPIPE;
+	if (fd >= 0 && e->ctl_slot >= 0 && dup3(fd, e->ctl_slot, O_CLOEXEC) == e->ctl_slot) {
+		close(fd);
+		fd = e->ctl_slot; /* after the tracepoints' links: closed after them (early__run) */
+		e->ctl_slot = -1;
+	}
+	e->ctl_link = fd;
+	e->ctl_linked = fd >= 0;
+	return 0;
 }
 
 struct early_tp_job {
@@ -300,7 +396,7 @@ static void early__adopt_ctl(struct early_links *e, const char *dir, bool take)
 		fds[i] = bpf_obj_get(pin);
 		unlink(pin);
 	}
-	/* MEMTRACK_TEST_CTL_DELAY_MS (the tests' late link, early__ctl_run): never a taken one,
+	/* MEMTRACK_TEST_CTL_DELAY_MS (the tests' late link, early__ctl_fork): never a taken one,
 	 * which would be live from the start */
 	if (getenv("MEMTRACK_TEST_CTL_DELAY_MS"))
 		take = false;
@@ -322,6 +418,8 @@ static void early__adopt_ctl(struct early_links *e, const char *dir, bool take)
 	e->ctl_lib_map = fds[2];
 	memcpy(e->ctl_offs, had.offs, sizeof(e->ctl_offs));
 	e->ctl_adopted = e->ctl_linked = true;
+	if (e->sh)
+		__atomic_store_n(&e->sh->linked, 1, __ATOMIC_SEQ_CST);
 	e->ctl_end_ns = early__ns();
 }
 
@@ -405,6 +503,8 @@ static void *early__run(void *arg)
 	 * grace period in a process with threads). */
 	for (int i = 0; i < EARLY_TP_NR && !e->adopted; i++)
 		e->tp_link[i] = eventfd(0, EFD_CLOEXEC);
+	if (!e->ctl_adopted && e->lib && e->multi)
+		e->ctl_slot = eventfd(0, EFD_CLOEXEC); /* the control link's, after them */
 	/* a trampoline to load: not when everything was taken */
 	idx = !e->adopted || (!e->ctl_adopted && e->lib && e->multi) ? early__index_map() : -ENOENT;
 	if (idx < 0 && idx != -ENOENT) {
@@ -414,9 +514,9 @@ static void *early__run(void *arg)
 	if (e->ctl_adopted)
 		; /* linked already: nothing to wait for */
 	else if (e->lib && e->multi && !early__ctl_prep(e, idx))
-		e->ctl_started = !pthread_create(&e->ctl_thread, NULL, early__ctl_run, e);
+		e->ctl_started = !early__ctl_fork(e);
 	if (e->lib && e->multi && !e->ctl_started && !e->ctl_adopted && !e->err)
-		early__fail(e, -EAGAIN, "a thread for the interposer's control link");
+		early__fail(e, -EAGAIN, "a process for the interposer's control link");
 	if (e->adopted)
 		goto out;
 	e->tp_map = bpf_map_create(BPF_MAP_TYPE_PROG_ARRAY, "mt_early_tp", 4, 4, EARLY_TP_NR, NULL);
@@ -453,9 +553,13 @@ void early_links__start(struct early_links *e, const char *lib, bool multi, uint
 			const char *adopt_root)
 {
 	memset(e, 0, sizeof(*e));
-	pthread_mutex_init(&e->mu, NULL);
 	e->live = live;
 	e->tp_map = e->ctl_map = e->ctl_prog = e->ctl_link = e->ctl_lib_map = -1;
+	e->ctl_sock = e->ctl_slot = -1;
+	e->sh = mmap(NULL, sizeof(*e->sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+		     0);
+	if (e->sh == MAP_FAILED)
+		e->sh = NULL; /* no control link early: attached after the load */
 	for (int i = 0; i < EARLY_TP_NR; i++)
 		e->tp_prog[i] = e->tp_link[i] = -1;
 	e->inited = true;
@@ -491,10 +595,10 @@ int early_links__fill(struct early_links *e, const int tp[EARLY_TP_NR], int ctl)
 	    bpf_map_update_elem(e->ctl_map, &zero, &ctl, BPF_ANY))
 		early__fail(e, -errno, "the interposer program's slot");
 	if (!e->err) {
-		pthread_mutex_lock(&e->mu);
-		e->ctl_filled = true;
-		early__publish(e);
-		pthread_mutex_unlock(&e->mu);
+		if (e->sh) {
+			__atomic_store_n(&e->sh->filled, 1, __ATOMIC_SEQ_CST);
+			early__publish_if(e->sh, e->live);
+		}
 		log__debug(LOG_VERBOSE, "tracepoints %s, on a thread, in %.2f ms%s",
 			   e->adopted ? "taken from a finished run" : "linked early",
 			   e->wait_ns / 1e6,
@@ -514,16 +618,27 @@ bool early_links__has_ctl(const struct early_links *e)
 	return e->ctl_started || e->ctl_link >= 0;
 }
 
-bool early_links__ctl_pending(const struct early_links *e)
+bool early_links__ctl_pending(struct early_links *e)
 {
-	return e->ctl_started && !__atomic_load_n(&e->ctl_done, __ATOMIC_ACQUIRE);
+	return e->ctl_started && early__ctl_recv(e, false) == -EAGAIN;
+}
+
+bool early_links__ctl_abandon(struct early_links *e)
+{
+	if (!early_links__ctl_pending(e))
+		return false;
+	/* its send fails once this end is closed, and its exit closes the link; reaped by
+	 * early_links__close, or by init once we are gone */
+	early__close_fd(&e->ctl_sock);
+	e->ctl_started = false;
+	e->ctl_err = -ECANCELED;
+	return true;
 }
 
 int early_links__ctl_wait(struct early_links *e)
 {
 	if (e->ctl_started) {
-		pthread_join(e->ctl_thread, NULL);
-		e->ctl_started = false;
+		early__ctl_recv(e, true);
 		if (e->ctl_err)
 			log__debug(LOG_VERBOSE, "cannot link the interposer's control points early "
 				   "(%s): attaching them now", strerror(-e->ctl_err));
@@ -548,9 +663,11 @@ void early_links__close(struct early_links *e)
 	if (!e->inited)
 		return;
 	early__join(e);
-	if (e->ctl_started)
-		pthread_join(e->ctl_thread, NULL);
-	e->ctl_started = false;
+	early_links__ctl_abandon(e);
+	if (e->ctl_pid > 0)
+		waitpid(e->ctl_pid, NULL, WNOHANG);
+	e->ctl_pid = 0;
+	early__close_fd(&e->ctl_slot);
 	early__close_fd(&e->ctl_link);
 	for (int i = 0; i < EARLY_TP_NR; i++)
 		early__close_fd(&e->tp_link[i]);
@@ -560,4 +677,7 @@ void early_links__close(struct early_links *e)
 	early__close_fd(&e->ctl_map);
 	early__close_fd(&e->ctl_lib_map);
 	early__close_fd(&e->tp_map);
+	if (e->sh)
+		munmap(e->sh, sizeof(*e->sh));
+	e->sh = NULL;
 }

@@ -9,9 +9,11 @@
  * (and no process of the tree runs before the fill: the root is released after it).
  *
  * The interposer's control link alone is not waited for: its slot is filled with the
- * tracepoints', the command is released, and the link goes on on its own thread (its grace
- * period decided the release in most runs, 10-35 ms). Once it is made and filled, the shared
- * memory's ctl_live is set (early_links__publish); what the interposer does until then, and
+ * tracepoints', the command is released, and the link goes on in a child process (its grace
+ * period decided the release in most runs, 10-35 ms; in a thread it would also hold our exit,
+ * which waits for every thread to leave the kernel): a tree that ends first does not wait for
+ * it (early_links__ctl_abandon). Once it is made and filled, the shared memory's ctl_live is
+ * set (early_links__publish); what the interposer does until then, and
  * what memtrack does before attaching glibc's uprobes, is in src/preload/preload_ctl.c.
  *
  * Between runs: a finished run's detacher offers its tracepoint links and the control link,
@@ -43,12 +45,18 @@ struct early_links {
 	pthread_t thread;
 	bool inited;  /* by early_links__start: the fds below are valid or -1 */
 	bool started; /* the thread runs or has not been joined */
-	pthread_t ctl_thread; /* the control points' link: joined by early_links__ctl_wait */
-	bool ctl_started;
-	pthread_mutex_t mu; /* ctl_linked, ctl_filled, published */
-	bool ctl_linked, ctl_filled, published;
-	bool ctl_done; /* the control link's thread is over (atomic) */
-	int ctl_err;   /* its failure, -errno */
+	/* The control points' link is made by a child process (early.c, early__ctl_fork), not a
+	 * thread: its grace period then never holds memtrack's exit (a thread in the kernel's
+	 * uprobe registration would). The link comes back over ctl_sock (SCM_RIGHTS). */
+	pid_t ctl_pid;
+	int ctl_sock;	  /* memtrack's end; -1 once the answer came or it was given up */
+	int ctl_slot;	  /* a placeholder fd the link is moved onto (the fds' order) */
+	bool ctl_started; /* the child was started, its answer not read yet */
+	bool ctl_linked;  /* ctl_link holds the link (made here, or taken) */
+	/* shared with the child (MAP_SHARED): linked, filled (the slot), published (ctl_live
+	 * set, by whichever side came second), its failure and end time */
+	struct early_ctl_shared *sh;
+	int ctl_err; /* its failure, -errno */
 	uint32_t *live; /* the shared memory's ctl_live, or NULL */
 	uint64_t ctl_offs[3], ctl_cookies[3]; /* by MT_PRELOAD_CTL_* */
 	unsigned long long ctl_end_ns; /* CLOCK_MONOTONIC when the link was made or failed */
@@ -68,8 +76,9 @@ struct early_links {
 
 /*
  * Starts attaching on a thread: the four raw tracepoints and, with multi and lib, one
- * uprobe_multi link on the interposer's control points (cookies MT_PRELOAD_CTL_*), whose
- * making sets *live (the shared memory's ctl_live) once its slot is filled. Never fails: a
+ * uprobe_multi link on the interposer's control points (cookies MT_PRELOAD_CTL_*), made by a
+ * child process that thread forks, whose making sets *live (the shared memory's ctl_live)
+ * once its slot is filled. Never fails: a
  * failure is reported by early_links__fill (or early_links__ctl_wait for the control link),
  * and the caller then attaches as before.
  */
@@ -85,13 +94,17 @@ void early_links__start(struct early_links *e, const char *lib, bool multi, uint
 int early_links__fill(struct early_links *e, const int tp[EARLY_TP_NR], int ctl);
 /* Is the interposer's control link made, or being made, here? */
 bool early_links__has_ctl(const struct early_links *e);
-/* Is it still being made? */
-bool early_links__ctl_pending(const struct early_links *e);
+/* Is it still being made? (Takes it if it came meanwhile.) */
+bool early_links__ctl_pending(struct early_links *e);
 /* Waits until it is made: 0, or -errno when it failed (then closed: attach it otherwise). */
 int early_links__ctl_wait(struct early_links *e);
+/* Gives up on a control link still being made (the tree is over: nothing needs it): its
+ * child closes it once made. True when one was given up. */
+bool early_links__ctl_abandon(struct early_links *e);
 /* Sets *live (shm_abi.h: ctl_live) and wakes the interposers waiting on it; NULL: nothing. */
 void early_links__publish(uint32_t *live);
-/* Closes every link, program and array (detaches); idempotent, waits for the thread. */
+/* Closes every link, program and array (detaches); idempotent, waits for the thread (not for
+ * the control link's child: a link still being made is given up). */
 void early_links__close(struct early_links *e);
 
 #endif

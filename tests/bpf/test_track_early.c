@@ -180,11 +180,42 @@ static void test_early_links_uprobe(void **state)
 	check_mode(state, uprobe, false);
 }
 
+/*
+ * A tree over before the interposer's control link (held back 2 s here; one grace period from
+ * the start in truth, longer than a short command): the run does not wait for it (its child
+ * makes it, then closes it), says so (control_link "given up"), and records the tree whole.
+ * Before 6 December 2026 the run waited for it: ~15 ms at the end of every run that took no
+ * finished run's link.
+ */
+static void test_ctl_link_given_up(void **state)
+{
+	static const char *const late[] = {"MEMTRACK_TEST_CTL_DELAY_MS=2000", NULL};
+	static const char *const auto_opts[] = {"--alloc-hooks", "auto", NULL};
+	struct mt_run *r = mt_new_run(state);
+	struct mt_run_opts o = {.track_opts = auto_opts, .env = late, .no_expect_fd = true};
+	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 12345};
+	const char *ctl;
+	double total;
+
+	MT_REQUIRE_ROOT();
+	mt_track_ok(r, &o, MT_TARGET_ARGV("alloc_fixed", "64", "12345"), 0);
+	ctl = json_string_value(mt_json(r, "mechanisms.control_link"));
+	total = json_number_value(mt_json(r, "timings_ms.total"));
+	MT_CHECK(r, ctl && !strcmp(ctl, "given up"), "control_link %s, want given up",
+		 ctl ? ctl : "-");
+	MT_CHECK(r, total > 0 && total < 2000, "the run took %.1f ms: it waited for the link",
+		 total);
+	f.pid = r->root_pid;
+	MT_CHECK(r, mt_count(r, &f) == 64, "%zu Mallocs of 12345 bytes, want 64", mt_count(r, &f));
+	MT_CHECK(r, json_is_true(mt_json(r, "complete")), "manifest complete is not true");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_early_links_auto, mt_teardown),
 	    cmocka_unit_test_teardown(test_early_links_uprobe, mt_teardown),
+	    cmocka_unit_test_teardown(test_ctl_link_given_up, mt_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
