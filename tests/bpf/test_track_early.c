@@ -199,6 +199,12 @@ static void test_ctl_link_given_up(void **state)
 
 	MT_REQUIRE_ROOT();
 	mt_track_ok(r, &o, MT_TARGET_ARGV("alloc_fixed", "64", "12345"), 0);
+	if (strcmp(json_string_value(mt_json(r, "mechanisms.uprobe")) ?: "", "uprobe_multi")) {
+		/* 6.1: the control points are attached after the load, nothing made early */
+		fprintf(stderr, "skipped: this kernel has no uprobe_multi links, so no control "
+				"link is made early to give up\n");
+		skip();
+	}
 	ctl = json_string_value(mt_json(r, "mechanisms.control_link"));
 	total = json_number_value(mt_json(r, "timings_ms.total"));
 	MT_CHECK(r, ctl && !strcmp(ctl, "given up"), "control_link %s, want given up",
