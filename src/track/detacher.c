@@ -21,6 +21,7 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include "common/fds.h"
 #include "track/detacher.h"
 
 static char detacher_stack[16 * 1024] __attribute__((aligned(64)));
@@ -28,28 +29,6 @@ static char detacher_stack[16 * 1024] __attribute__((aligned(64)));
 static int detacher__bpf(int cmd, union bpf_attr *a)
 {
 	return (int)syscall(SYS_bpf, cmd, a, sizeof(*a));
-}
-
-/* Closes every fd from 3 up but those of keep[0..n) (n small; sorted here). */
-static void detacher__close_all_but(int *keep, int n)
-{
-	unsigned lo = 3;
-
-	for (int i = 1; i < n; i++) /* insertion sort */
-		for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
-			int x = keep[j];
-
-			keep[j] = keep[j - 1];
-			keep[j - 1] = x;
-		}
-	for (int i = 0; i < n; i++) {
-		if (keep[i] < (int)lo)
-			continue;
-		if ((unsigned)keep[i] > lo)
-			syscall(SYS_close_range, lo, (unsigned)keep[i] - 1, 0);
-		lo = (unsigned)keep[i] + 1;
-	}
-	syscall(SYS_close_range, lo, ~0u, 0);
 }
 
 /* The linger map's counter; ~0 when it cannot be read. */
@@ -163,7 +142,7 @@ static void detacher__hand_over(const struct detacher_plan *p)
 		keep[n++] = p->lock_fd;
 	if (p->owner_fd >= 0)
 		keep[n++] = p->owner_fd;
-	detacher__close_all_but(keep, n);
+	fds__close_all_but(3, keep, n);
 	if (p->owner_fd >= 0) {
 		memset(&a, 0, sizeof(a));
 		a.map_fd = (uint32_t)p->owner_fd;

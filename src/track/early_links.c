@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <bpf/bpf.h>
 #include "bpf/proc.h"
+#include "common/fds.h"
 #include "common/log.h"
 #include "track/attach.h"
 #include "track/detacher.h"
@@ -239,17 +240,13 @@ static void __attribute__((noreturn)) early__ctl_child(struct early_links *e, in
 						       unsigned delay_ms)
 {
 	struct early_ctl_shared *sh = e->sh;
-	int lo = e->ctl_prog < sock ? e->ctl_prog : sock, hi = e->ctl_prog ^ sock ^ lo, fd;
+	int keep[2] = {e->ctl_prog, sock}, fd;
 	char byte = 0, cbuf[CMSG_SPACE(sizeof(int))];
 	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
 	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
 
 	/* stdin, stdout and stderr too: a pipe reading memtrack's output must end with it */
-	if (lo > 0)
-		syscall(SYS_close_range, 0u, (unsigned)lo - 1, 0u);
-	if (hi > lo + 1)
-		syscall(SYS_close_range, (unsigned)lo + 1, (unsigned)hi - 1, 0u);
-	syscall(SYS_close_range, (unsigned)hi + 1, ~0u, 0u);
+	fds__close_all_but(0, keep, 2);
 	if (delay_ms)
 		usleep((useconds_t)delay_ms * 1000);
 	fd = attach__multi_link(e->ctl_prog, e->lib, e->ctl_offs, e->ctl_cookies,
