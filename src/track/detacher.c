@@ -111,6 +111,48 @@ static bool detacher__offer(const struct detacher_plan *p)
 	return ok;
 }
 
+/* DETACHER_IDLE_NAME of program type `type`: r0 = 0, exit. Its fd, or -1. */
+static int detacher__idle_prog(uint32_t type)
+{
+	static const struct bpf_insn insns[] = {
+	    {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
+	    {.code = BPF_JMP | BPF_EXIT},
+	};
+	static const char license[] = "Dual MIT/GPL";
+	union bpf_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.prog_type = type;
+	a.insns = (uint64_t)(uintptr_t)insns;
+	a.insn_cnt = sizeof(insns) / sizeof(insns[0]);
+	a.license = (uint64_t)(uintptr_t)license;
+	_Static_assert(sizeof(DETACHER_IDLE_NAME) <= sizeof(a.prog_name), "a program name");
+	memcpy(a.prog_name, DETACHER_IDLE_NAME, sizeof(DETACHER_IDLE_NAME));
+	return detacher__bpf(BPF_PROG_LOAD, &a);
+}
+
+/* Slot k of program array `map`: emptied, or given the idle program of `type` (*idle, loaded
+ * at the first need; detacher.h) when `direct`; emptied when that fails. */
+static void detacher__disarm(int map, uint32_t k, bool direct, uint32_t type, int *idle)
+{
+	union bpf_attr a;
+	uint32_t v;
+
+	if (direct && *idle == -2)
+		*idle = detacher__idle_prog(type);
+	memset(&a, 0, sizeof(a));
+	a.map_fd = (uint32_t)map;
+	a.key = (uint64_t)(uintptr_t)&k;
+	if (direct && *idle >= 0) {
+		v = (uint32_t)*idle;
+		a.value = (uint64_t)(uintptr_t)&v;
+		a.flags = BPF_ANY;
+		if (!detacher__bpf(BPF_MAP_UPDATE_ELEM, &a))
+			return;
+	}
+	detacher__bpf(BPF_MAP_DELETE_ELEM, &a);
+}
+
 /* The hand-over (detacher.h): memtrack is gone when this runs. */
 static void detacher__hand_over(const struct detacher_plan *p)
 {
@@ -119,15 +161,17 @@ static void detacher__hand_over(const struct detacher_plan *p)
 	uint64_t gen;
 	unsigned char zero[64] = {0};
 	union bpf_attr a;
+	int idle[DETACHER_MAPS_MAX];
 
-	/* the trampolines' slots emptied first: from here on a hit of a kept link runs nothing */
-	for (int m = 0; m < p->nmaps; m++)
-		for (uint32_t k = 0; k < p->disarm_nr[m]; k++) {
-			memset(&a, 0, sizeof(a));
-			a.map_fd = (uint32_t)p->maps[m];
-			a.key = (uint64_t)(uintptr_t)&k;
-			detacher__bpf(BPF_MAP_DELETE_ELEM, &a);
-		}
+	/* the trampolines' slots disarmed first: from here on a hit of a kept link runs nothing
+	 * of the run's (an empty slot, or the idle program; the array holds the latter, whose fd
+	 * the closing below lets go) */
+	for (int m = 0; m < p->nmaps; m++) {
+		idle[m] = -2; /* not loaded yet: one per map, its type */
+		for (uint32_t k = 0; k < p->disarm_nr[m]; k++)
+			detacher__disarm(p->maps[m], k, k < 32 && (p->idle_mask[m] >> k & 1),
+					 p->idle_type[m], &idle[m]);
+	}
 	/* offered at once: a run starting now takes them (the counter as memtrack read it when
 	 * it planned, before it exited: a move since, a taking or a run that linked its own, even
 	 * one before this runs, is seen). The pins hold them from here on, not our fds: a run that

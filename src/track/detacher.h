@@ -17,6 +17,8 @@
 #define DETACHER_OFFER_CMAP   "cmap"
 #define DETACHER_OFFER_LIB    "lib"
 #define DETACHER_PATH_MAX     256
+/* The program a slot tail-called directly holds while offered (detacher.c): returns 0. */
+#define DETACHER_IDLE_NAME "mt_idle"
 
 /*
  * The tracepoint links handed over to the next run. A raw tracepoint's first probe waits for
@@ -24,7 +26,8 @@
  * 1->0->1 rule, tracepoint_add_func): the previous run's detach, in back-to-back runs
  * (~5 ms here, the longest wait of a run whose programs were kept). So the detacher keeps the
  * early links' trampolines (early_links.h) linked for linger_ms after everything else is
- * closed, their program array emptied first: each hit then runs an empty slot, nothing else,
+ * closed, their program array disarmed first (emptied; the slot a trampoline tail-calls directly
+ * given an idle program): each hit then runs nothing of the run's,
  * and a run starting meanwhile adds its own probes to live tracepoints (1->2: no wait).
  */
 struct detacher_plan {
@@ -33,6 +36,14 @@ struct detacher_plan {
 	 * it (nmaps 0) nothing is offered */
 	int maps[DETACHER_MAPS_MAX];
 	uint32_t disarm_nr[DETACHER_MAPS_MAX];
+	/* Among them, the slots a trampoline tail-calls directly (a jump patched into its text):
+	 * given an idle program of type idle_type[i] (DETACHER_IDLE_NAME) instead of emptied.
+	 * Emptying one unpatches the jump and waits for an RCU grace period
+	 * (bpf_arch_poke_desc_update: 4-11 ms here), which held the offer back past the start of
+	 * a run launched right after memtrack's exit; replacing a program patches the target
+	 * only, and so does the next run's filling of the slot (one text patch, not two). */
+	uint32_t idle_mask[DETACHER_MAPS_MAX];
+	uint32_t idle_type[DETACHER_MAPS_MAX];
 	int nmaps;
 	int keep[DETACHER_KEEP_MAX]; /* the links kept until linger_ms has passed */
 	int nkeep;

@@ -96,7 +96,8 @@ static int early__lib_stat(const char *path, struct early_lib_id *id)
  * whose tail call is indirect: the verifier cannot know a value read from a writable map, so
  * no jump is patched into the trampoline's text when its slot is filled or emptied (a text
  * patch is three rounds of IPIs to every CPU: ~0.35 ms each on this VM, on the path to the
- * command's release, and again in the detacher).
+ * command's release; emptying a patched slot, in the detacher, waits for a grace period too:
+ * detacher.h, idle_mask).
  */
 static int early__index_map(void)
 {

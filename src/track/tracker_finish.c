@@ -321,6 +321,9 @@ static void tracker__detach_background(struct tracker *t)
 		for (int i = 0; i < EARLY_TP_NR; i++)
 			plan.keep[plan.nkeep++] = t->early.tp_link[i];
 		plan.maps[plan.nmaps] = t->early.tp_map;
+		/* rss_stat's trampoline tail-calls its slot directly (early_links.c) */
+		plan.idle_mask[plan.nmaps] = 1u << EARLY_RSS_STAT;
+		plan.idle_type[plan.nmaps] = BPF_PROG_TYPE_RAW_TRACEPOINT;
 		plan.disarm_nr[plan.nmaps++] = EARLY_TP_NR;
 		if (ctl) {
 			plan.keep[plan.nkeep++] = t->early.ctl_link;

@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,6 +33,7 @@
 #include "../lib/mt_check.h"
 #include "../lib/mt_tmpdir.h"
 #include "track/detacher.h"
+#include "track/early_links.h"
 
 #define LIB_MAX (4 << 20) /* the interposer is ~200 KB */
 
@@ -152,15 +154,37 @@ static int teardown_each(void **state)
 	return 0;
 }
 
-/* The offer's program arrays hold no program: its links run nothing while they linger (a
- * lookup of a program array from user space gives the program's id, or ENOENT). The control
- * link's array is there (with the link and what it was made on): forker runs served. */
+/* Whether program `id` is the detacher's idle one (DETACHER_IDLE_NAME): two instructions,
+ * r0 = 0 and exit. */
+static bool is_idle_prog(uint32_t id)
+{
+	struct bpf_prog_info info;
+	uint32_t len = sizeof(info);
+	int fd = bpf_prog_get_fd_by_id(id);
+	bool idle;
+
+	if (fd < 0)
+		return false;
+	memset(&info, 0, sizeof(info));
+	idle = !bpf_obj_get_info_by_fd(fd, &info, &len) && !strcmp(info.name, DETACHER_IDLE_NAME) &&
+	       info.xlated_prog_len == 2 * sizeof(struct bpf_insn);
+	close(fd);
+	return idle;
+}
+
+/* The offer's program arrays hold no program of a run: its links run nothing while they
+ * linger (a lookup of a program array from user space gives the program's id, or ENOENT).
+ * rss_stat's slot, which its trampoline tail-calls directly, holds the idle program (emptying
+ * it waits for a grace period, detacher.h); the others are empty. The control link's array
+ * is there (with the link and what it was made on): forker runs served. */
 static void check_disarmed(struct mt_run *r, const char *offer)
 {
 	static const struct {
 		const char *name;
 		uint32_t slots;
-	} arrays[] = {{DETACHER_OFFER_MAP, 4}, {DETACHER_OFFER_CMAP, 1}};
+		uint32_t idle; /* slots holding the idle program */
+	} arrays[] = {{DETACHER_OFFER_MAP, EARLY_TP_NR, 1u << EARLY_RSS_STAT},
+		      {DETACHER_OFFER_CMAP, 1, 0}};
 	char path[512];
 	int fd;
 
@@ -172,13 +196,20 @@ static void check_disarmed(struct mt_run *r, const char *offer)
 			uint32_t id = 0;
 			int rc = bpf_map_lookup_elem(fd, &k, &id);
 
-			MT_CHECK(r, rc == -ENOENT, "slot %u of the offer's %s: %d, program %u", k,
-				 arrays[a].name, rc, id);
+			if (arrays[a].idle >> k & 1)
+				MT_CHECK(
+				    r, rc == 0 && is_idle_prog(id),
+				    "slot %u of the offer's %s: %d, program %u, not the idle one",
+				    k, arrays[a].name, rc, id);
+			else
+				MT_CHECK(r, rc == -ENOENT,
+					 "slot %u of the offer's %s: %d, program %u", k,
+					 arrays[a].name, rc, id);
 		}
 		close(fd);
 	}
-	for (const char *const *n = (const char *const[]){DETACHER_OFFER_CTL, DETACHER_OFFER_LIB,
-							   NULL};
+	for (const char *const *n =
+		 (const char *const[]){DETACHER_OFFER_CTL, DETACHER_OFFER_LIB, NULL};
 	     *n; n++) {
 		snprintf(path, sizeof(path), "%s/%s/%s", root, offer, *n);
 		fd = bpf_obj_get(path);
