@@ -585,6 +585,36 @@ static void test_other_pid_ns_keeps_shm(void **state)
 	MT_CHECK(r, n == 64, "%zu Mallocs of 12345 bytes after the other memtrack ran, want 64", n);
 }
 
+/* A process in a user namespace of its own (`unshare -U`: no pid namespace, so its pids are
+ * the tree's) is served by the interposer: the same events per process as under uprobes, and
+ * alloc_hooks.libc "preload" with alloc_fixed's 64 mallocs, whether the namespace maps its user
+ * (-r: root inside) or not (nobody inside): the kernel checks the shared memory's mode 0600
+ * against the user it runs as, the invoking one, either way. */
+static void test_same_user_ns(void **state)
+{
+	/* -r: mapped, root inside; "--" ends the options: unmapped, the overflow uid inside */
+	static const char *const how[] = {"-r", "--"};
+	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 12345};
+	struct mt_run_opts o = {.track_opts = preload_opts};
+
+	mt_need_file("/usr/bin/unshare");
+	compare_modes(state, (const char *const[]){"/usr/bin/unshare", "-U", "-r",
+						   mt_target("alloc_fixed"), "64", "12345", NULL});
+	for (size_t i = 0; i < sizeof(how) / sizeof(how[0]); i++) {
+		struct mt_run *r = mt_new_run(state);
+		size_t n;
+
+		mt_track_ok(r, &o,
+			    (const char *const[]){"/usr/bin/unshare", "-U", how[i],
+						  mt_target("alloc_fixed"), "64", "12345", NULL},
+			    0);
+		check_hooks(r, "preload");
+		n = mt_count(r, &f);
+		MT_CHECK(r, n == 64, "unshare -U %s: %zu Mallocs of 12345 bytes, want 64", how[i],
+			 n);
+	}
+}
+
 /* A process that loads the interposer but cannot record (here: the shared memory its
  * environment names cannot be opened) is counted (drops.unserved), and the run is incomplete:
  * it used to pass through untracked with the run complete. */
@@ -680,6 +710,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_thousands_of_threads, mt_teardown),
 	    cmocka_unit_test_teardown(test_abort_keeps_records, mt_teardown),
 	    cmocka_unit_test_teardown(test_other_pid_ns_keeps_shm, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_user_ns, mt_teardown),
 	    cmocka_unit_test_teardown(test_unserved_counted, mt_teardown),
 	    cmocka_unit_test_teardown(test_shm_private_and_removed, mt_teardown),
 	    cmocka_unit_test_teardown(test_memtrack_killed, mt_teardown),
