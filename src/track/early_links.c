@@ -407,8 +407,9 @@ static void early__adopt_ctl(struct early_links *e, const char *dir, bool take)
 		if (take && fds[0] >= 0)
 			log__debug(LOG_VERBOSE, "the offered control link is not on '%s' as it is now: "
 				   "linking it anew", e->lib ? e->lib : "(none)");
+		/* kept, unused, to the end: its slot is empty, its close waits (ctl_stale) */
 		for (int i = 0; i < 3; i++)
-			early__close_fd(&fds[i]);
+			e->ctl_stale[i] = fds[i];
 		return;
 	}
 	e->ctl_link = fds[0];
@@ -553,6 +554,8 @@ void early_links__start(struct early_links *e, const char *lib, bool multi, uint
 	memset(e, 0, sizeof(*e));
 	e->live = live;
 	e->tp_map = e->ctl_map = e->ctl_prog = e->ctl_link = e->ctl_lib_map = -1;
+	for (int i = 0; i < 3; i++)
+		e->ctl_stale[i] = -1;
 	e->ctl_sock = e->ctl_slot = -1;
 	e->sh = mmap(NULL, sizeof(*e->sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
 		     0);
@@ -675,6 +678,8 @@ void early_links__close(struct early_links *e)
 	early__close_fd(&e->ctl_map);
 	early__close_fd(&e->ctl_lib_map);
 	early__close_fd(&e->tp_map);
+	for (int i = 0; i < 3; i++)
+		early__close_fd(&e->ctl_stale[i]);
 	if (e->sh)
 		munmap(e->sh, sizeof(*e->sh));
 	e->sh = NULL;

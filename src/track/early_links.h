@@ -69,6 +69,11 @@ struct early_links {
 	int ctl_prog, ctl_link;
 	int ctl_lib_map;  /* what the control link was made on (early_links.c), offered with it */
 	bool ctl_adopted; /* ctl_link and ctl_map were taken from a finished run's offer */
+	/* An offered control link made on another interposer file (another build), with its
+	 * array and identity: not ours to use, closed only at the end (early_links__close, or
+	 * the detacher's closing), since closing the link waits out its uprobes' grace period
+	 * (15-17 ms here, on the way to the command's release when it was closed at once). */
+	int ctl_stale[3];
 	int err; /* the thread's first failure, -errno */
 	const char *failed; /* what failed */
 	unsigned long long wait_ns; /* the thread's time, for -v */

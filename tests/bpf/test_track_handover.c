@@ -40,6 +40,7 @@
 #define CHILDREN 20
 
 static char root[128];
+static char cmd_buf[1024]; /* a shell command for mt_track */
 static bool have_bpffs;
 
 static int setup(void **state)
@@ -386,6 +387,70 @@ static void test_other_interposer(void **state)
 	mt_tmpdir_remove(dir);
 }
 
+/* The id of the control link in offer folder `offer` (0 when it has none). The fd opened for
+ * it is closed again: the pin alone holds the link. */
+static uint32_t offered_ctl_id(const char *offer)
+{
+	struct bpf_link_info info;
+	uint32_t len = sizeof(info);
+	char path[512];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s/%s", root, offer, DETACHER_OFFER_CTL);
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return 0;
+	memset(&info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(fd, &info, &len))
+		info.id = 0;
+	close(fd);
+	return info.id;
+}
+
+/* A control link offered on another interposer file is set aside, not closed, while the run
+ * starts: closing it waits out its uprobes' grace period (15-17 ms here, on the way to the
+ * command's release). It is still there while the command runs (bpftool finds its id), and
+ * the run links its own. */
+static void test_other_interposer_set_aside(void **state)
+{
+	struct mt_run *a = mt_new_run(state), b = {0};
+	struct mt_run_opts o = {.shell = cmd_buf, .no_expect_fd = true};
+	char dir[128], lib[256], offer[300], env[300];
+	const char *const envs[] = {env, NULL};
+	uint32_t id;
+
+	MT_REQUIRE_KEEPING(have_bpffs);
+	mt_need_file("/usr/sbin/bpftool");
+	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "mt-handover-aside"), 0);
+	copy_interposer(dir, lib, sizeof(lib));
+	setenv("MEMTRACK_TEST_LINGER_MS", "20000", 1);
+	run_forker(a);
+	wait_entries(DETACHER_OFFER_PREFIX, 1);
+	entries(DETACHER_OFFER_PREFIX, offer, sizeof(offer));
+	id = offered_ctl_id(offer);
+	MT_CHECK(a, id != 0, "the offer %s has no control link", offer);
+	snprintf(env, sizeof(env), "MEMTRACK_PRELOAD_LIB=%s", lib);
+	o.env = envs;
+	snprintf(cmd_buf, sizeof(cmd_buf), "%s 4 && /usr/sbin/bpftool link show id %u >/dev/null",
+		 mt_target("forker"), id);
+	assert_int_equal(mt_track(&b, &o, NULL), 0);
+	if (b.status != 0)
+		mt_run_dump(&b);
+	MT_CHECK(&b, b.status == 0,
+		 "status %d: the offered control link %u was gone while the command ran", b.status,
+		 id);
+	MT_CHECK(&b, hook_links_are(&b, "taken from a finished run"),
+		 "the second run did not take the tracepoints' links");
+	MT_CHECK(&b, mechanism_is(&b, "control_link", "while loading"),
+		 "the control link on another file was taken: control_link %s",
+		 json_string_value(mt_json(&b, "mechanisms.control_link")));
+	unsetenv("MEMTRACK_TEST_LINGER_MS");
+	mt_run_free(&b);
+	release_lingering();
+	wait_entries(DETACHER_OFFER_PREFIX, 0);
+	mt_tmpdir_remove(dir);
+}
+
 /* Not taken: withdrawn after the linger time, nothing left pinned. */
 static void test_withdrawn(void **state)
 {
@@ -407,6 +472,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_next_run_takes_them, teardown_each),
 	    cmocka_unit_test_teardown(test_lingering_links_do_nothing, teardown_each),
 	    cmocka_unit_test_teardown(test_other_interposer, teardown_each),
+	    cmocka_unit_test_teardown(test_other_interposer_set_aside, teardown_each),
 	    cmocka_unit_test_teardown(test_withdrawn, teardown_each),
 	};
 
