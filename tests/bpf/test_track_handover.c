@@ -409,8 +409,8 @@ static uint32_t offered_ctl_id(const char *offer)
 
 /* A control link offered on another interposer file is set aside, not closed, while the run
  * starts: closing it waits out its uprobes' grace period (15-17 ms here, on the way to the
- * command's release). It is still there while the command runs (bpftool finds its id), and
- * the run links its own. */
+ * command's release). It is still there while the command runs (targets/bpf_link_alive finds
+ * its id), and the run links its own. */
 static void test_other_interposer_set_aside(void **state)
 {
 	struct mt_run *a = mt_new_run(state), b = {0};
@@ -420,7 +420,6 @@ static void test_other_interposer_set_aside(void **state)
 	uint32_t id;
 
 	MT_REQUIRE_KEEPING(have_bpffs);
-	mt_need_file("/usr/sbin/bpftool");
 	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "mt-handover-aside"), 0);
 	copy_interposer(dir, lib, sizeof(lib));
 	setenv("MEMTRACK_TEST_LINGER_MS", "20000", 1);
@@ -431,8 +430,8 @@ static void test_other_interposer_set_aside(void **state)
 	MT_CHECK(a, id != 0, "the offer %s has no control link", offer);
 	snprintf(env, sizeof(env), "MEMTRACK_PRELOAD_LIB=%s", lib);
 	o.env = envs;
-	snprintf(cmd_buf, sizeof(cmd_buf), "%s 4 && /usr/sbin/bpftool link show id %u >/dev/null",
-		 mt_target("forker"), id);
+	snprintf(cmd_buf, sizeof(cmd_buf), "%s 4 && %s %u", mt_target("forker"),
+		 mt_target("bpf_link_alive"), id);
 	assert_int_equal(mt_track(&b, &o, NULL), 0);
 	if (b.status != 0)
 		mt_run_dump(&b);
