@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -10,6 +11,7 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+#include "artifact/artifact.h"
 #include "artifact/outdir.h"
 #include "common/log.h"
 #include "common/sudo.h"
@@ -256,4 +258,59 @@ void outdir__close(struct outdir *d)
 	if (d->fd >= 0)
 		close(d->fd);
 	d->fd = -1;
+}
+
+/* Whether name ends with the artifact's suffix, with something before it. */
+static bool outdir__is_artifact(const char *name)
+{
+	size_t n = strlen(name), sl = strlen(ARTIFACT_SUFFIX);
+
+	return n > sl && !strcmp(name + n - sl, ARTIFACT_SUFFIX);
+}
+
+int outdir__find_artifact(const char *path, char **artifact)
+{
+	enum { SHOWN = 5 }; /* names listed when there are several */
+	char *names[SHOWN] = {NULL};
+	DIR *d = opendir(path);
+	struct dirent *e;
+	size_t n = 0;
+	int err = 0;
+
+	*artifact = NULL;
+	if (!d) {
+		err = -errno;
+		log__error("cannot open '%s': %s", path, strerror(-err));
+		return err;
+	}
+	while ((e = readdir(d))) {
+		if (!outdir__is_artifact(e->d_name))
+			continue;
+		if (n < SHOWN && !(names[n] = strdup(e->d_name))) {
+			err = -ENOMEM;
+			log__error("out of memory");
+			goto cleanup;
+		}
+		n++;
+	}
+	if (!n) {
+		err = -ENOENT;
+		log__error("'%s' holds no *%s: give the artifact's path", path, ARTIFACT_SUFFIX);
+	} else if (n > 1) {
+		err = -ENOTUNIQ;
+		log__error("'%s' holds %zu artifacts: give one of them:", path, n);
+		for (size_t i = 0; i < n && i < SHOWN; i++)
+			fprintf(stderr, "  %s/%s\n", path, names[i]);
+		if (n > SHOWN)
+			fprintf(stderr, "  ... and %zu more\n", n - SHOWN);
+	} else if (asprintf(artifact, "%s/%s", path, names[0]) < 0) {
+		*artifact = NULL;
+		err = -ENOMEM;
+		log__error("out of memory");
+	}
+cleanup:
+	for (size_t i = 0; i < SHOWN; i++)
+		free(names[i]);
+	closedir(d);
+	return err;
 }

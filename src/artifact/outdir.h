@@ -46,6 +46,12 @@ int outdir__create(const struct outdir *d, const char *name);
  */
 int outdir__publish(const struct outdir *d, const char *name, const struct iovec *iov, int iovcnt,
 		    bool replace);
+/*
+ * The artifact in folder path, the one `memtrack track -o path` wrote: *artifact is
+ * path/<pid>.MemtrackArtifact.msgpack (malloc'd). -ENOENT when the folder holds none,
+ * -ENOTUNIQ when it holds several (their names logged: the user picks one), or -errno; logged.
+ */
+int outdir__find_artifact(const char *path, char **artifact);
 /* Closes the folder; idempotent. */
 void outdir__close(struct outdir *d);
 /* Opens the folder outdir__open opened (and outdir__close closed) again: -ESTALE, logged, if

@@ -11,8 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include "artifact/artifact.h"
 #include "artifact/manifest.h"
+#include "artifact/outdir.h"
 #include "cli/cmd_report.h"
 #include "cli/exit_status.h"
 #include "common/log.h"
@@ -31,7 +33,7 @@ static const char report_usage[] =
 	"    memtrack report [--json] [--window] [--svg FILE] [--perfetto FILE] [-o FILE]\n"
 	"                    [--manifest FILE | --no-manifest] [--top N] [--folded FILE]\n"
 	"                    [--flamegraph FILE] [--pprof FILE] [--root process|thread]\n"
-	"                    [--stacks FILE] [--debug-dir DIR] ARTIFACT\n"
+	"                    [--stacks FILE] [--debug-dir DIR] ARTIFACT|DIR\n"
 	"\n"
 	"DESCRIPTION\n"
 	"    Decodes ARTIFACT (a <pid>.MemtrackArtifact.msgpack written by memtrack track or by\n"
@@ -39,7 +41,8 @@ static const char report_usage[] =
 	"    uses: live heap per process and for the whole process tree, RSS (file + anon +\n"
 	"    shmem, swap excluded) per process and for the tree, their peaks, blocks allocated\n"
 	"    and freed (a realloc that moves or resizes a block is one of each; realloc(p, 0)\n"
-	"    a free), and the blocks still live when each process exited (leaks).\n"
+	"    a free), and the blocks still live when each process exited (leaks). A folder\n"
+	"    (DIR) stands for the one artifact in it, as `memtrack track -o DIR` leaves it.\n"
 	"\n"
 	"    If <pid>.memtrack.json sits beside the artifact, the command, its exit status, the\n"
 	"    records lost while tracking, process names and the tracker's exact RSS peaks are\n"
@@ -112,11 +115,13 @@ static const char report_usage[] =
 	"\n"
 	"EXAMPLES\n"
 	"    memtrack report out/1234.MemtrackArtifact.msgpack\n"
+	"    memtrack report out        (the folder `memtrack track -o out` wrote one artifact in)\n"
 	"    memtrack report --json -o report.json --svg mem.svg out/1234.MemtrackArtifact.msgpack\n";
 
 struct report_opts {
 	bool json, no_manifest, window;
 	const char *svg, *perfetto, *output, *manifest, *artifact;
+	char *found; /* the artifact found in a folder given as ARTIFACT (outdir__find_artifact) */
 	/* allocation stacks */
 	uint32_t top;
 	const char *folded, *flamegraph, *pprof, *stacks, *debug_dir;
@@ -283,6 +288,7 @@ static int write_export(const char *path, int (*fn)(FILE *, const struct report_
 
 static int parse_opts(int argc, char **argv, struct report_opts *o)
 {
+	struct stat st;
 	enum {
 		OPT_JSON = 256,
 		OPT_SVG,
@@ -371,6 +377,12 @@ static int parse_opts(int argc, char **argv, struct report_opts *o)
 		return -EINVAL;
 	}
 	o->artifact = argv[optind];
+	/* `memtrack track -o DIR` then `memtrack report DIR`: the folder's one artifact */
+	if (!stat(o->artifact, &st) && S_ISDIR(st.st_mode)) {
+		if (outdir__find_artifact(o->artifact, &o->found))
+			return -EINVAL;
+		o->artifact = o->found;
+	}
 	if (!want_stacks(o) && (o->root || o->stacks || o->debug_dir)) {
 		log__error("--root, --stacks and --debug-dir go with --top, --folded, --flamegraph "
 			   "or --pprof");
@@ -663,8 +675,10 @@ int cmd_report(int argc, char **argv)
 	int err, ret = MT_EXIT_BAD_INPUT;
 
 	err = parse_opts(argc, argv, &o);
-	if (err)
+	if (err) {
+		free(o.found);
 		return err > 0 ? MT_EXIT_OK : MT_EXIT_USAGE;
+	}
 	if (report_load(&o, &in) || report_render(&o, &in))
 		goto cleanup;
 	if (in.decode_error) {
@@ -675,5 +689,6 @@ int cmd_report(int argc, char **argv)
 	ret = MT_EXIT_OK;
 cleanup:
 	report_input__free(&in);
+	free(o.found);
 	return ret;
 }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <cmocka.h>
 #include <jansson.h>
 #include "acct/acct.h"
@@ -205,6 +206,45 @@ static void test_empty_file_is_bad_input(void **state)
 	free(text);
 }
 
+/* A folder stands for the one artifact in it (`memtrack track -o DIR`, then `memtrack report
+ * DIR`): the same report as the file's, its manifest beside it used alike. A folder with no
+ * artifact, or with two, is a usage error (2) and writes nothing. */
+static void test_folder_stands_for_its_artifact(void **state)
+{
+	struct fix *f = *state;
+	char by_file[160], by_dir[160], other[160], empty[96], *a, *b;
+	char *file_argv[] = {"report", "-o", by_file, f->art, NULL};
+	char *dir_argv[] = {"report", "-o", by_dir, f->dir, NULL};
+	char *empty_argv[] = {"report", "-o", by_dir, empty, NULL};
+	int fd;
+
+	snprintf(by_file, sizeof(by_file), "%s/by_file.txt", f->dir);
+	snprintf(by_dir, sizeof(by_dir), "%s/by_dir.txt", f->dir);
+	assert_int_equal(report_quiet(4, file_argv), 0);
+	assert_int_equal(report_quiet(4, dir_argv), 0);
+	a = slurp(by_file);
+	b = slurp(by_dir);
+	assert_non_null(strstr(a, "60000 events"));
+	assert_string_equal(a, b);
+	free(a);
+	free(b);
+
+	/* two artifacts: which one is the user's to say */
+	unlink(by_dir);
+	snprintf(other, sizeof(other), "%s/1001%s", f->dir, ARTIFACT_SUFFIX);
+	fd = open(other, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(report_quiet(4, dir_argv), 2);
+	assert_int_equal(access(by_dir, F_OK), -1);
+
+	/* none */
+	snprintf(empty, sizeof(empty), "%s/none", f->dir);
+	assert_int_equal(mkdir(empty, 0755), 0);
+	assert_int_equal(report_quiet(4, empty_argv), 2);
+	assert_int_equal(access(by_dir, F_OK), -1);
+}
+
 /* 2^64 - 1 bytes and 11 bytes live at once: the peak would wrap to 10 bytes in 64 bits. */
 static void test_huge_sizes_saturate(void **state)
 {
@@ -274,6 +314,7 @@ int main(void)
 		cmocka_unit_test(test_stream_equals_tree),
 		cmocka_unit_test_setup_teardown(test_empty_file_is_bad_input, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_huge_sizes_saturate, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_folder_stands_for_its_artifact, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
