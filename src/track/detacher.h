@@ -58,6 +58,9 @@ struct detacher_plan {
 	/* the counter as this run left it (read by memtrack when it plans, ~0: unknown, no
 	 * lingering): a move after it, even one before the detacher runs, ends the lingering */
 	uint64_t linger_gen;
+	/* MEMTRACK_TEST_DETACHER_LATE: the detacher starts its work only once memtrack is gone,
+	 * as it does when a short command lets memtrack exit before it is scheduled */
+	bool test_late;
 	/* The offer (early_links.h): keep[i] pinned as offer_pin[0][i], maps[j] as
 	 * offer_pin[0][nkeep + j], in the folder offer_dir[0], which is renamed offer_dir[1] (made
 	 * visible whole); withdrawn by renaming it offer_dir[2], whose pins are offer_pin[2][].

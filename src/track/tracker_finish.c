@@ -298,7 +298,8 @@ static void tracker__detach_background(struct tracker *t)
 				      .owner_fd = t->pc.owner_fd,
 				      .owner_key = PC_OWNER_DETACHER,
 				      .linger_fd = t->pc.linger_fd,
-				      .linger_ms = env ? (uint32_t)atoi(env) : DETACHER_LINGER_MS};
+				      .linger_ms = env ? (uint32_t)atoi(env) : DETACHER_LINGER_MS,
+				      .test_late = getenv("MEMTRACK_TEST_DETACHER_LATE") != NULL};
 	if (t->early_ok && t->early.tp_map >= 0 && t->pc.linger_fd >= 0) {
 		_Static_assert(EARLY_TP_NR + 1 <= DETACHER_KEEP_MAX, "a kept link per hook");
 		/* links, then maps (detacher.h); the control link's three when it is made */

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/file.h>
+#include <sys/wait.h>
 #include <cmocka.h>
 #include <bpf/bpf.h>
 #include "../lib/mt_bpffs.h"
@@ -450,6 +451,53 @@ static void test_other_interposer_set_aside(void **state)
 	mt_tmpdir_remove(dir);
 }
 
+/*
+ * A pipe reading memtrack's output ends when memtrack exits, not when its detacher does: the
+ * detacher holds no stdio, also when memtrack was gone before it ran (a short command;
+ * MEMTRACK_TEST_DETACHER_LATE makes it so every time). It used to keep the pipe for its whole
+ * linger: `memtrack track -- /bin/true | cat` took 1 s. Checked by reading the pipe to its end
+ * while the offer (20 s of lingering) is still there: its detacher still runs.
+ */
+static void test_pipe_ends_with_memtrack(void **state)
+{
+	struct mt_run *a = mt_new_run(state);
+	char buf[4096], dir[128];
+	int pfd[2], status;
+	pid_t pid;
+
+	MT_REQUIRE_KEEPING(have_bpffs);
+	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "mt-handover-pipe"), 0);
+	setenv("MEMTRACK_TEST_LINGER_MS", "20000", 1);
+	setenv("MEMTRACK_TEST_DETACHER_LATE", "1", 1);
+	assert_int_equal(pipe(pfd), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(pfd[1], 1);
+		dup2(pfd[1], 2);
+		close(pfd[0]);
+		close(pfd[1]);
+		execl(mt_memtrack(), mt_memtrack(), "track", "-o", dir, "--", "/bin/true",
+		      (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	while (read(pfd[0], buf, sizeof(buf)) > 0)
+		;
+	close(pfd[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	unsetenv("MEMTRACK_TEST_DETACHER_LATE");
+	unsetenv("MEMTRACK_TEST_LINGER_MS");
+	MT_CHECK(a, WIFEXITED(status) && WEXITSTATUS(status) == 0, "memtrack status %#x", status);
+	/* the offer is made after memtrack's exit: wait for it, then it must still be there */
+	wait_entries(DETACHER_OFFER_PREFIX, 1);
+	MT_CHECK(a, entries(DETACHER_OFFER_PREFIX, NULL, 0) == 1,
+		 "the pipe ended only once the detacher had withdrawn its offer");
+	release_lingering();
+	wait_entries(DETACHER_OFFER_PREFIX, 0);
+	mt_tmpdir_remove(dir);
+}
+
 /* Not taken: withdrawn after the linger time, nothing left pinned. */
 static void test_withdrawn(void **state)
 {
@@ -472,6 +520,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_lingering_links_do_nothing, teardown_each),
 	    cmocka_unit_test_teardown(test_other_interposer, teardown_each),
 	    cmocka_unit_test_teardown(test_other_interposer_set_aside, teardown_each),
+	    cmocka_unit_test_teardown(test_pipe_ends_with_memtrack, teardown_each),
 	    cmocka_unit_test_teardown(test_withdrawn, teardown_each),
 	};
 
