@@ -127,6 +127,9 @@ struct manifest {
 	 * "clock_gettime", and why not the TSC (src/track/stamp_clock.h); unset without it */
 	char *preload_clock;
 	char *preload_clock_reason;
+	/* back-pressure: the times the interposer's threads slept on a full ring (the program
+	 * waited for memtrack), and their total ns; 0 without the interposer */
+	uint64_t preload_waits, preload_wait_ns;
 	struct manifest_library *libraries;
 	uint32_t nr_libraries;
 	/* --stacks (stacks_file NULL: off, and neither key is written): outputs.stacks names the

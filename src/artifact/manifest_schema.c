@@ -369,6 +369,8 @@ static const struct field manifest_rows[] = {
 	{"mechanisms", "hook_links", F_STR, M(hook_links)},
 	{"mechanisms", "control_link", F_STR, M(control_link)},
 	{"mechanisms", NULL, F_SUB, .put = put_preload},
+	{"mechanisms", "preload_waits", F_U64, M(preload_waits)},
+	{"mechanisms", "preload_wait_ms", F_MS, M(preload_wait_ns)},
 	{NULL, "libraries", F_SUB, .put = put_libraries, .get = get_libraries},
 	{NULL, "stacks", F_SUB, .put = put_stacks, .get = get_stacks},
 	{"events", "total", F_U64, M(events_total)},

@@ -393,7 +393,9 @@ static void pl_ring_bell(void)
 static int pl_wait_room(struct pl_thread *t)
 {
 	struct mt_shm_slot *s = t->slot;
-	int saved = errno;
+	int saved = errno, rc = 0;
+	bool slept = false;
+	uint64_t from = 0; /* CLOCK_MONOTONIC at the first sleep */
 
 	for (int spin = 0;; spin++) {
 		struct timespec to = {0, 10 * 1000 * 1000};
@@ -406,6 +408,10 @@ static int pl_wait_room(struct pl_thread *t)
 			pl_cpu_relax();
 			continue;
 		}
+		if (!slept) {
+			slept = true;
+			from = pl_clock(0);
+		}
 		__atomic_store_n(&s->waiting, 1, __ATOMIC_SEQ_CST);
 		tail = __atomic_load_n(&s->tail, __ATOMIC_SEQ_CST);
 		if (t->head - tail >= pl.nrec &&
@@ -415,13 +421,20 @@ static int pl_wait_room(struct pl_thread *t)
 			__atomic_store_n(&s->waiting, 0, __ATOMIC_RELAXED);
 			__atomic_fetch_add(&pl.hdr->drops[MT_SHM_DROP_CLOSED], 1, __ATOMIC_RELAXED);
 			__atomic_store_n(&pl.state, PL_PASS, __ATOMIC_RELEASE);
-			errno = saved;
-			return -1;
+			rc = -1;
+			break;
 		}
 		__atomic_store_n(&s->waiting, 0, __ATOMIC_RELAXED);
 	}
+	if (slept) { /* one wait, however many futex rounds it took */
+		uint64_t until = pl_clock(0);
+
+		__atomic_fetch_add(&pl.hdr->waits, 1, __ATOMIC_RELAXED);
+		if (from && until > from)
+			__atomic_fetch_add(&pl.hdr->wait_ns, until - from, __ATOMIC_RELAXED);
+	}
 	errno = saved;
-	return 0;
+	return rc;
 }
 
 /* Bytes of ring mapped ahead at a time; the first piece after a claim is smaller: mapped pages

@@ -40,7 +40,7 @@
 
 #define MT_SHM_ENV "MEMTRACK_PRELOAD_SHM"
 #define MT_SHM_MAGIC 0x316b61727474656dull /* "mettrak1" little-endian */
-#define MT_SHM_VERSION	 4
+#define MT_SHM_VERSION	 5
 #define MT_SHM_MAX_PROCS 16384
 
 enum mt_slot_state {
@@ -110,6 +110,10 @@ struct mt_shm_hdr {
 	 * another one (the tree ran `unshare -p`) is not served: its getpid() is not the pid
 	 * memtrack and the BPF side know it by (preload_ring.c, pl_other_pidns). */
 	mt_u64 pidns_ino;
+	/* Back-pressure (version 5): the times a producer slept on its full ring, and their
+	 * total CLOCK_MONOTONIC ns (mechanisms.preload_waits, preload_wait_ms): the program
+	 * waited for memtrack that long */
+	mt_u64 waits, wait_ns;
 };
 
 struct mt_shm_slot {

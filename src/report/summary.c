@@ -50,6 +50,12 @@ static void summary__drops(FILE *out, const struct manifest *m)
 	char what[256];
 
 	fprintf(out, "memtrack: %" PRIu64 " events, %" PRIu64 " dropped\n", m->events_total, total);
+	/* back-pressure: never a drop, but time the program spent waiting for memtrack */
+	if (m->preload_waits)
+		fprintf(out,
+			"memtrack: the command waited %" PRIu64 " time%s (%.1f ms in all) for "
+			"memtrack to take records from its full buffer\n",
+			m->preload_waits, m->preload_waits == 1 ? "" : "s", m->preload_wait_ns / 1e6);
 	if (m->nr_running) {
 		fprintf(out, "memtrack: *** INCOMPLETE: %u process%s still running when memtrack "
 			"stopped waiting, %s records end there:", m->nr_running,

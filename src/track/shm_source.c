@@ -371,6 +371,12 @@ uint64_t shm_source__drops(const struct shm_source *s, uint64_t drops[MT_SHM_DRO
 	return total;
 }
 
+void shm_source__waits(const struct shm_source *s, uint64_t *waits, uint64_t *ns)
+{
+	*waits = s ? __atomic_load_n(&s->hdr->waits, __ATOMIC_RELAXED) : 0;
+	*ns = s ? __atomic_load_n(&s->hdr->wait_ns, __ATOMIC_RELAXED) : 0;
+}
+
 int shm_source__proc_flags(const struct shm_source *s, int32_t pid)
 {
 	const struct mt_shm_proc *procs;

@@ -53,6 +53,8 @@ int shm_source__drain_all(struct shm_source *s, struct consumer *c);
 void shm_source__close(struct shm_source *s);
 /* Drops by reason (enum mt_shm_drop); returns their sum. */
 uint64_t shm_source__drops(const struct shm_source *s, uint64_t drops[MT_SHM_DROP_NR]);
+/* Back-pressure so far: the times a producer slept on its full ring, and their total ns. */
+void shm_source__waits(const struct shm_source *s, uint64_t *waits, uint64_t *ns);
 /* The processes the interposer saw: flags (MT_SHM_PROC_*) of pid, or -1 if it never loaded. */
 int shm_source__proc_flags(const struct shm_source *s, int32_t pid);
 /* The header's ctl_live word (shm_abi.h), for early_links__publish; NULL without s. */

@@ -166,6 +166,7 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 		shm_source__drain_all(t->pre.shm, &t->cons);
 		shm_source__close(t->pre.shm);
 		shm_source__drops(t->pre.shm, &t->m.drops[DROP_PRELOAD]);
+		shm_source__waits(t->pre.shm, &t->m.preload_waits, &t->m.preload_wait_ns);
 	}
 	/* With the stops ended and the whole tree gone, every stop record has been read and
 	 * answered by the drain above: the watchdog has nothing left to guard. */
