@@ -616,24 +616,28 @@ static void test_same_user_ns(void **state)
 }
 
 /*
- * Back-pressure is counted (mechanisms.preload_waits, preload_wait_ms), and never a drop. The
- * 2M-pair storm writes 4M records through one thread's ring of 16,384 at ~60 M/s under the
- * interposer, where memtrack takes at most ~37 M/s (two compression workers; the consumer's
- * thread encodes and accounts each record): its ring fills, and its thread sleeps. alloc_fixed
+ * Back-pressure is counted (mechanisms.preload_waits, preload_wait_ms), and never a drop.
+ * stall_consumer stops memtrack (SIGSTOP, resumed 300 ms later by its child) and then writes
+ * 80,000 records, more than its ring's 16,384: it must wait, on any machine. alloc_fixed
  * writes a few hundred records, far below one ring: no wait.
  */
 static void test_backpressure_counted(void **state)
 {
 	struct mt_run *r = mt_new_run(state);
 	struct mt_run_opts o = {.track_opts = preload_opts};
+	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 64};
+	size_t n;
 	json_t *ms;
 
 	MT_REQUIRE_ROOT();
-	mt_track_ok(r, &o, MT_TARGET_ARGV("alloc_storm", "2000000"), 0);
-	MT_CHECK(r, mt_need_u64(r, "mechanisms.preload_waits") > 0, "the storm never waited");
+	mt_track_ok(r, &o, MT_TARGET_ARGV("stall_consumer", "40000"), 0);
+	MT_CHECK(r, mt_need_u64(r, "mechanisms.preload_waits") > 0,
+		 "the program never waited on its full ring");
 	ms = mt_json(r, "mechanisms.preload_wait_ms");
 	MT_CHECK(r, json_is_number(ms) && json_number_value(ms) > 0, "no time waited");
 	MT_CHECK(r, mt_need_u64(r, "drops.total") == 0, "records were dropped");
+	n = mt_count(r, &f);
+	MT_CHECK(r, n >= 40000, "%zu Mallocs of 64 bytes, want the 40000 pairs' at least", n);
 	r = mt_new_run(state);
 	mt_track_ok(r, &o, MT_TARGET_ARGV("alloc_fixed", "64", "12345"), 0);
 	MT_CHECK(r, mt_need_u64(r, "mechanisms.preload_waits") == 0,
