@@ -356,6 +356,18 @@ static void copy_interposer(const char *dir, char *out, size_t cap)
 	assert_int_equal(fclose(o), 0);
 }
 
+/* A copy of the interposer in a fresh folder dir (name: its prefix), path into lib, and a run
+ * whose offer (20 s of lingering) is there once this returns. */
+static void offer_beside_copy(struct mt_run *a, char *dir, size_t dcap, char *lib, size_t lcap,
+			      const char *name)
+{
+	assert_int_equal(mt_tmpdir_make(dir, dcap, name), 0);
+	copy_interposer(dir, lib, lcap);
+	setenv("MEMTRACK_TEST_LINGER_MS", "20000", 1);
+	run_forker(a);
+	wait_entries(DETACHER_OFFER_PREFIX, 1);
+}
+
 /* Another interposer file: the tracepoints' links are taken, the control link is not (it
  * probes the other file), and the run's own records each allocation once. */
 static void test_other_interposer(void **state)
@@ -364,11 +376,7 @@ static void test_other_interposer(void **state)
 	char dir[128], lib[256];
 
 	MT_REQUIRE_KEEPING(have_bpffs);
-	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "mt-handover-lib"), 0);
-	copy_interposer(dir, lib, sizeof(lib));
-	setenv("MEMTRACK_TEST_LINGER_MS", "20000", 1);
-	run_forker(a);
-	wait_entries(DETACHER_OFFER_PREFIX, 1);
+	offer_beside_copy(a, dir, sizeof(dir), lib, sizeof(lib), "mt-handover-lib");
 	setenv("MEMTRACK_PRELOAD_LIB", lib, 1);
 	run_forker(&b);
 	unsetenv("MEMTRACK_PRELOAD_LIB");
@@ -421,11 +429,7 @@ static void test_other_interposer_set_aside(void **state)
 	uint32_t id;
 
 	MT_REQUIRE_KEEPING(have_bpffs);
-	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "mt-handover-aside"), 0);
-	copy_interposer(dir, lib, sizeof(lib));
-	setenv("MEMTRACK_TEST_LINGER_MS", "20000", 1);
-	run_forker(a);
-	wait_entries(DETACHER_OFFER_PREFIX, 1);
+	offer_beside_copy(a, dir, sizeof(dir), lib, sizeof(lib), "mt-handover-aside");
 	entries(DETACHER_OFFER_PREFIX, offer, sizeof(offer));
 	id = offered_ctl_id(offer);
 	MT_CHECK(a, id != 0, "the offer %s has no control link", offer);

@@ -26,6 +26,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "../lib/mt_check.h"
+#include "../lib/mt_proc_state.h"
 #include "preload/shm_abi.h"
 
 #define EXPECT_FD 200
@@ -87,25 +88,6 @@ static long long wait_line(struct hold *h, const char *op, int timeout_ms)
 			return -1;
 		h->len += (size_t)n;
 	}
-}
-
-static char proc_state(pid_t pid)
-{
-	char path[64], buf[512], *p;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	p = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
-	return p && p[1] == ' ' ? p[2] : 0;
 }
 
 /* Waits (we are a subreaper) for pid to exit; its status, or -1 on timeout. */
@@ -292,7 +274,7 @@ static void check_killed_at_stop(const char *mode)
 	}
 	h.child = (pid_t)v;
 	for (end = now_ms() + STOP_TIMEOUT_MS; now_ms() < end; usleep(2000)) {
-		st = proc_state(h.child);
+		st = mt_proc_state(h.child);
 		if (st == 'T')
 			break;
 	}
@@ -306,9 +288,9 @@ static void check_killed_at_stop(const char *mode)
 
 	status = wait_exit(h.root, RESUME_TIMEOUT_MS);
 	if (status == -1) {
-		st = proc_state(h.child);
+		st = mt_proc_state(h.child);
 		fprintf(stderr, "child %d state '%c', root %d state '%c'\n", h.child, st ? st : '-',
-			h.root, proc_state(h.root) ? proc_state(h.root) : '-');
+			h.root, mt_proc_state(h.root) ? mt_proc_state(h.root) : '-');
 		why = "the root did not exit after memtrack's death: its child stayed stopped";
 		goto out;
 	}

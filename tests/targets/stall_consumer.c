@@ -6,36 +6,15 @@
  * ring (back-pressure) whatever the machine's speed. A child resumes memtrack (SIGCONT) after
  * 300 ms. Nothing here allocates before the pairs (raw reads of /proc, no stdio).
  */
-#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 #include <unistd.h>
 #include <sys/wait.h>
 #include "expect.h"
+#include "../lib/mt_proc_state.h"
 
 void *volatile stall_sink;
-
-/* The state letter of /proc/<pid>/stat, or 0. */
-static char proc_state(pid_t pid)
-{
-	char path[64], buf[512], *p;
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
-	return p && p[1] == ' ' ? p[2] : 0;
-}
 
 int main(int argc, char **argv)
 {
@@ -54,9 +33,9 @@ int main(int argc, char **argv)
 	}
 	if (kill(mt, SIGSTOP))
 		return 3;
-	for (i = 0; i < 5000 && proc_state(mt) != 'T'; i++)
+	for (i = 0; i < 5000 && mt_proc_state(mt) != 'T'; i++)
 		nanosleep(&ms, NULL);
-	if (proc_state(mt) != 'T')
+	if (mt_proc_state(mt) != 'T')
 		return 4;
 	for (long k = 0; k < pairs; k++) {
 		void *p = malloc(64);

@@ -55,3 +55,4 @@ $(BUILD)/tests/test_symbols: | $(SYM_TARGETS)
 # libstdc++ linked in: operator new in the executable, malloc glibc's (cxx_static.cc)
 TARGET_LDLIBS_cxx_static := -static-libstdc++
 $(BUILD)/targets/cxx_static: tests/targets/nested_cxx.cc
+$(BUILD)/targets/stall_consumer: tests/lib/mt_proc_state.h
