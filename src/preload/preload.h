@@ -199,6 +199,9 @@ static inline void pl_leave(struct pl_thread *t)
  * the loader's sorted table of objects, not dladdr, which scans the object's whole symbol table
  * for the nearest name (~45 us on libc.so.6, in every process at start-up). */
 struct link_map *pl_obj_of(const void *addr) PL_HIDDEN;
+/* preload_dl.c: the next definition of name, also where RTLD_NEXT cannot see it (a library's
+ * dependencies loaded with dlopen(RTLD_LOCAL)); NULL when none. */
+void *pl_next_sym(const char *name) PL_HIDDEN;
 /* The first malloc in symbol lookup order is the interposer's (preload_ring.c). */
 int pl_malloc_is_ours(void) PL_HIDDEN;
 /* preload_families.c: when a shared jemalloc, mimalloc or tcmalloc is the next malloc, the

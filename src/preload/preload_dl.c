@@ -85,6 +85,46 @@ PL_HIDDEN void *pl_dl_check(void)
 	return next;
 }
 
+/*
+ * The definition of `name` after the interposer's. dlsym(RTLD_NEXT) searches the global scope
+ * only; a library loaded with dlopen(RTLD_LOCAL) brings its dependencies outside it, and its
+ * calls of a name both define bind to ours (the global scope comes first): a C program
+ * loading a C++ plugin calls our operator new while libstdc++ is only in the plugin's scope
+ * (binutils' ar with the LLVM gold plugin aborted there). Then each object loaded after us is
+ * asked in its own scope (itself and its dependencies: where its calls would have gone without
+ * us), in load order; the first definition outside this file wins. Its handle comes from
+ * dlopen(RTLD_NOLOAD), which loads nothing, and goes back with dlclose, which unloads nothing
+ * another object still depends on (a link_map is a handle only once glibc has given it a scope:
+ * a dependency loaded at start has none, and dlsym on it crashed). What the loader allocates
+ * meanwhile is nested in the calling thread's depth: not the program's. NULL when no object
+ * defines the name.
+ */
+void *pl_next_sym(const char *name)
+{
+	struct pl_thread *t = &pl_t;
+	struct link_map *self, *lm;
+	void *f;
+
+	pl_enter(t);
+	f = dlsym(RTLD_NEXT, name);
+	self = f ? NULL : pl_obj_of((const void *)pl_next_sym);
+	for (lm = self ? self->l_next : NULL; lm && !f; lm = lm->l_next) {
+		void *h;
+
+		if (!lm->l_name || !lm->l_name[0])
+			continue; /* the vDSO's is a name, but no file dlopen finds */
+		h = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);
+		if (!h)
+			continue;
+		f = dlsym(h, name);
+		if (f && pl_obj_of(f) == self)
+			f = NULL;
+		dlclose(h);
+	}
+	pl_leave(t);
+	return f;
+}
+
 #if defined(__x86_64__)
 /*
  * dlsym(handle, name): the arguments saved around the check, then a jump, so that glibc's

@@ -201,7 +201,7 @@ static uintptr_t pl_fam_resolve(enum pl_fam_fn i)
 
 	if (pl_likely(v))
 		return v;
-	f = dlsym(RTLD_NEXT, pl_fam_fns[i].name);
+	f = pl_next_sym(pl_fam_fns[i].name);
 	if (!f)
 		return 0;
 	v = (uintptr_t)f | (pl_fam_obj && pl_obj_of(f) == pl_fam_obj);

@@ -14,6 +14,7 @@
 #include <link.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "preload/preload.h"
 
 #define PL_API __attribute__((visibility("default")))
@@ -308,15 +309,22 @@ static const char *const pl_cxx_names[PL_CXX_NR] = {
 
 static void *pl_cxx_next[PL_CXX_NR];
 
-/* Resolved at first use: libstdc++ may be loaded by dlopen after we initialised. */
+/* Resolved at first use: libstdc++ may be loaded by dlopen after we initialised, in the global
+ * scope or, as a dlopen'ed library's dependency, outside it (pl_next_sym). */
 static void *pl_cxx(enum pl_cxx i)
 {
+	static const char why[] = "memtrack interposer: no definition of a C++ allocation "
+				  "operator after ours; aborting\n";
 	void *f = __atomic_load_n(&pl_cxx_next[i], __ATOMIC_ACQUIRE);
 
 	if (pl_unlikely(!f)) {
-		f = dlsym(RTLD_NEXT, pl_cxx_names[i]);
-		if (!f)
-			abort(); /* called, so defined somewhere after us: cannot happen */
+		f = pl_next_sym(pl_cxx_names[i]);
+		if (!f) {
+			/* called, so a loaded object refers to it, and every definition of it
+			 * is in some object's scope: cannot happen */
+			(void)!write(2, why, sizeof(why) - 1);
+			abort();
+		}
 		__atomic_store_n(&pl_cxx_next[i], f, __ATOMIC_RELEASE);
 	}
 	return f;

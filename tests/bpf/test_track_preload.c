@@ -150,6 +150,12 @@ static void test_same_alloc_each(void **s) { compare_modes(s, MT_TARGET_ARGV("al
 static void test_same_nested_cxx(void **s) { compare_modes(s, MT_TARGET_ARGV("nested_cxx")); }
 /* libstdc++ linked into the executable: its operator new calls the served malloc */
 static void test_same_cxx_static(void **s) { compare_modes(s, MT_TARGET_ARGV("cxx_static")); }
+/* libstdc++ loaded by dlopen(RTLD_LOCAL), outside the global scope (cxx_dlopen.c): the
+ * interposer's operators forward to it all the same (it used to abort there) */
+static void test_same_cxx_dlopen(void **s)
+{
+	compare_modes(s, MT_TARGET_ARGV("cxx_dlopen"));
+}
 
 /* The root's AlignedAlloc sizes, in order, into got (up to cap); returns how many. */
 static size_t aligned_sizes(const struct mt_run *r, uint64_t *got, size_t cap)
@@ -248,6 +254,23 @@ static void check_family_calls(void **state, const char *target)
 	mt_window_ok(r, b->tid, 0);
 	mt_each_op_once(r);
 	check_family(r, target + strlen("alloc_"), "preload");
+}
+/* The same library's calls under the interposer: each reported operator is in the artifact
+ * exactly once (in its window), and so are its constructor's new, made inside dlopen, and the
+ * delete of that block. */
+static void test_cxx_dlopen_each_call(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	struct mt_run_opts o = {.track_opts = preload_opts};
+	const struct mt_expect *b;
+
+	MT_REQUIRE_ROOT();
+	mt_track_ok(r, &o, MT_TARGET_ARGV("cxx_dlopen"), 0);
+	b = mt_need_expect(r, "begin", 0, 0);
+	mt_window_ok(r, b->tid, 0);
+	mt_need_expect(r, "malloc", 0, 0);
+	mt_each_op_once(r);
+	check_hooks(r, "preload");
 }
 static void test_jemalloc_each_call(void **s)
 {
@@ -718,6 +741,8 @@ int main(void)
 	    cmocka_unit_test_teardown(test_same_nested_cxx, mt_teardown),
 	    cmocka_unit_test_teardown(test_same_cxx_static, mt_teardown),
 	    cmocka_unit_test_teardown(test_cxx_static_aligned, mt_teardown),
+	    cmocka_unit_test_teardown(test_same_cxx_dlopen, mt_teardown),
+	    cmocka_unit_test_teardown(test_cxx_dlopen_each_call, mt_teardown),
 	    cmocka_unit_test_teardown(test_same_forker, mt_teardown),
 	    cmocka_unit_test_teardown(test_same_forker_50, mt_teardown),
 	    cmocka_unit_test_teardown(test_same_threads, mt_teardown),

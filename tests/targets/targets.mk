@@ -56,3 +56,12 @@ $(BUILD)/tests/test_symbols: | $(SYM_TARGETS)
 TARGET_LDLIBS_cxx_static := -static-libstdc++
 $(BUILD)/targets/cxx_static: tests/targets/nested_cxx.cc
 $(BUILD)/targets/stall_consumer: tests/lib/mt_proc_state.h
+# a C program that dlopens a C++ library with RTLD_LOCAL (libstdc++ outside the global scope)
+TARGET_LDLIBS_cxx_dlopen := -ldl -Wl,-rpath,'$$ORIGIN'
+$(BUILD)/targets/cxx_dlopen: $(BUILD)/targets/libcxx_local.so
+$(BUILD)/targets/libcxx_local.so: tests/targets/lib/cxx_local.cc tests/targets/cxx_ops.h \
+		tests/targets/expect.h | $(BUILD)
+	$(call msg,CXX,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) -std=gnu++17 -O1 -g -Wall -Wextra -Werror -fno-builtin -fPIC -shared $< -o $@
+$(BUILD)/targets/nested_cxx $(BUILD)/targets/cxx_static: tests/targets/cxx_ops.h
