@@ -607,7 +607,8 @@ static int get_drop_reasons(json_t *o, const struct field *f, struct manifest *m
 
 	(void)f;
 	for (int i = 0; i < DROP_NR; i++)
-		if (i != MT_DROP_UNSERVED || json_object_get(o, records__drops[i].key))
+		if ((i != MT_DROP_UNSERVED && i != DROP_PRELOAD + MT_SHM_DROP_NAMESPACE) ||
+		    json_object_get(o, records__drops[i].key))
 			m->drops[i] = get_u64(o, records__drops[i].key, &err);
 		else
 			m->drops[i] = 0; /* added later: older manifests lack it */

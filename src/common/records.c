@@ -66,6 +66,11 @@ const struct drop_reason records__drops[DROP_NR] = {
 						"More threads were alive at once than the preload "
 						"rings have slots: try --alloc-hooks uprobe."},
 	[DROP_PRELOAD + MT_SHM_DROP_CLOSED] = {"closed", "preload after close", NULL},
+	[DROP_PRELOAD + MT_SHM_DROP_NAMESPACE] = {"namespace",
+						  "processes whose dlmopen namespace allocates "
+						  "unrecorded",
+						  "The interposer is not in a namespace that dlmopen "
+						  "makes: try --alloc-hooks uprobe."},
 };
 
 uint64_t records__drops_sum(const uint64_t drops[DROP_NR])

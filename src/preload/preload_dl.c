@@ -20,6 +20,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <stdint.h>
+#include <string.h>
 #include "preload/preload.h"
 
 /* The loader's dlpi_adds when last looked at (startup objects: the constructor below). */
@@ -55,9 +56,35 @@ static unsigned long long pl_dl_count(void)
 	return adds;
 }
 
-__attribute__((constructor)) static void pl_dl_ctor(void)
+/*
+ * After a load: a libc in a namespace other than the first is a dlmopen namespace's own.
+ * glibc preloads nothing into a new namespace, so the interposer is not there and what the
+ * namespace allocates reaches that libc directly, unrecorded: counted once per image
+ * (drops.namespace: the run is incomplete, and the advice is --alloc-hooks uprobe, whose probes
+ * are on the file and fire in every namespace). The namespaces are read from the loader's
+ * debugger interface (r_debug_extended, version 2 since glibc 2.35: dl_iterate_phdr reports
+ * only its caller's namespace).
+ */
+static void pl_dl_namespaces(void)
 {
-	__atomic_store_n(&pl_dl_adds, pl_dl_count(), __ATOMIC_RELAXED);
+	static int told;
+	const struct r_debug_extended *ns;
+	unsigned libcs = 0;
+
+	/* _r_debug is declared as the version-1 struct; the loader's object is the extended one
+	 * (r_version says so): the asm hides the declared size from the bounds warnings */
+	__asm__("" : "=r"(ns) : "0"(&_r_debug));
+
+	if (__atomic_load_n(&told, __ATOMIC_RELAXED) || ns->base.r_version < 2)
+		return;
+	for (ns = ns->r_next; ns; ns = ns->r_next)
+		for (const struct link_map *lm = ns->base.r_map; lm; lm = lm->l_next) {
+			const char *slash = lm->l_name ? strrchr(lm->l_name, '/') : NULL;
+
+			libcs += slash && !strncmp(slash + 1, "libc.so.", 8);
+		}
+	if (libcs && !__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
+		__atomic_fetch_add(&pl.hdr->drops[MT_SHM_DROP_NAMESPACE], 1, __ATOMIC_RELAXED);
 }
 
 /* Called by the dlsym stub below with its arguments saved; returns glibc's dlsym. */
@@ -78,6 +105,8 @@ PL_HIDDEN void *pl_dl_check(void)
 		unsigned long long now = pl_dl_count();
 
 		if (__atomic_exchange_n(&pl_dl_adds, now, __ATOMIC_RELAXED) != now) {
+			if (s == PL_ON)
+				pl_dl_namespaces();
 			pl_ctl_wait_live(); /* a call before memtrack's link would not stop */
 			__memtrack_preload_dlopen();
 		}

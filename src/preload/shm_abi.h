@@ -40,7 +40,7 @@
 
 #define MT_SHM_ENV "MEMTRACK_PRELOAD_SHM"
 #define MT_SHM_MAGIC 0x316b61727474656dull /* "mettrak1" little-endian */
-#define MT_SHM_VERSION	 5
+#define MT_SHM_VERSION	 6
 #define MT_SHM_MAX_PROCS 16384
 
 enum mt_slot_state {
@@ -53,7 +53,11 @@ enum mt_slot_state {
  * the manifest and makes the run incomplete. */
 enum mt_shm_drop {
 	MT_SHM_DROP_NO_SLOT = 0, /* every slot owned by a live thread (more threads than slots) */
-	MT_SHM_DROP_CLOSED, /* memtrack stopped reading (it exited or was killed) */
+	MT_SHM_DROP_CLOSED,	 /* memtrack stopped reading (it exited or was killed) */
+	/* processes (served images, counted once each) that made a dlmopen namespace with a libc
+	 * of its own: the interposer is not in it (glibc preloads nothing into a new namespace),
+	 * so what is allocated there goes unrecorded (version 6) */
+	MT_SHM_DROP_NAMESPACE,
 	MT_SHM_DROP_NR,
 };
 

@@ -690,6 +690,35 @@ static void test_unserved_counted(void **state)
 }
 
 /*
+ * A dlmopen namespace (targets/dlmopen_alloc: libz and a libc of its own in LM_ID_NEWLM, 100
+ * deflateInit/End pairs of 5 blocks each) has no interposer: glibc preloads nothing there.
+ * Under the interposer the process is counted (drops.namespace) and the run is incomplete;
+ * under uprobes, on the libc file, the namespace's calls are all recorded.
+ */
+static void test_dlmopen_counted(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	struct mt_run_opts po = {.track_opts = preload_opts}, uo = {.track_opts = uprobe_opts};
+	struct mt_filter m = {.type = MT_EV_MALLOC}, c = {.type = MT_EV_CALLOC};
+	size_t n;
+
+	MT_REQUIRE_ROOT();
+	assert_int_equal(mt_track(r, &po, MT_TARGET_ARGV("dlmopen_alloc", "100")), 0);
+	MT_CHECK(r, r->status == 123, "memtrack status %d, want 123 (events lost)", r->status);
+	(void)mt_need_expect(r, "pairs", 0, 0); /* the target ran to its end */
+	MT_CHECK(r, mt_need_u64(r, "drops.namespace") == 1, "drops.namespace %llu, want 1",
+		 (unsigned long long)mt_need_u64(r, "drops.namespace"));
+	MT_CHECK(r, json_is_false(json_object_get(r->manifest, "complete")),
+		 "the manifest says complete");
+	r = mt_new_run(state);
+	mt_track_ok(r, &uo, MT_TARGET_ARGV("dlmopen_alloc", "100"), 0);
+	MT_CHECK(r, mt_need_u64(r, "drops.namespace") == 0, "drops.namespace under uprobes");
+	m.pid = c.pid = r->root_pid;
+	n = mt_count(r, &m) + mt_count(r, &c);
+	MT_CHECK(r, n >= 500, "%zu Mallocs and Callocs under uprobes, want the 100 pairs' 500", n);
+}
+
+/*
  * The interposer maps its ring's pages ahead of its records in one system call per piece (a
  * first touch of a shared page is a fault each, ~10 us on a VM that traps them): 16 KiB (341
  * records of 48 bytes) from the thread's first record, then 64 KiB (1365) at a time. After h
@@ -768,6 +797,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_same_user_ns, mt_teardown),
 	    cmocka_unit_test_teardown(test_backpressure_counted, mt_teardown),
 	    cmocka_unit_test_teardown(test_unserved_counted, mt_teardown),
+	    cmocka_unit_test_teardown(test_dlmopen_counted, mt_teardown),
 	    cmocka_unit_test_teardown(test_shm_private_and_removed, mt_teardown),
 	    cmocka_unit_test_teardown(test_memtrack_killed, mt_teardown),
 	};

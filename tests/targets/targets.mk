@@ -65,3 +65,4 @@ $(BUILD)/targets/libcxx_local.so: tests/targets/lib/cxx_local.cc tests/targets/c
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CXX) -std=gnu++17 -O1 -g -Wall -Wextra -Werror -fno-builtin -fPIC -shared $< -o $@
 $(BUILD)/targets/nested_cxx $(BUILD)/targets/cxx_static: tests/targets/cxx_ops.h
+TARGET_LDLIBS_dlmopen_alloc := -ldl
