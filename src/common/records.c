@@ -60,8 +60,9 @@ const struct drop_reason records__drops[DROP_NR] = {
 	[MT_DROP_NEST_OVERFLOW] = {"nest_overflow", "nesting overflow", NULL},
 	[MT_DROP_UNSERVED] = {"unserved", "processes the interposer could not serve",
 			      "The interposer could not map memtrack's shared memory in those "
-			      "processes, or they were forked into a pid namespace of their own: "
-			      "try --alloc-hooks uprobe."},
+			      "processes, they were forked into a pid namespace of their own, or "
+			      "they ran under valgrind: try --alloc-hooks uprobe (not under "
+			      "valgrind, which executes uprobes as breakpoints: SIGTRAP)."},
 	[DROP_PRELOAD + MT_SHM_DROP_NO_SLOT] = {"no_slot", "preload no slot",
 						"More threads were alive at once than the preload "
 						"rings have slots: try --alloc-hooks uprobe."},

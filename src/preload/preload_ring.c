@@ -201,6 +201,21 @@ int pl_other_pidns(void)
 	return want && !stat("/proc/self/ns/pid", &st) && (uint64_t)st.st_ino != want;
 }
 
+/*
+ * Under valgrind (its tools preload vgpreload_core, and put it in the program's LD_PRELOAD):
+ * valgrind runs the program's code from its own translation of the bytes it reads, and a
+ * uprobe is an int3 written into those bytes, which the translation then executes as a
+ * breakpoint: the program dies of SIGTRAP at the first control point (preload_ctl.c), or at
+ * glibc's malloc when memtrack has probed it. So the interposer passes through there and calls
+ * no control point; the process is counted as not served (drops.unserved) through the header.
+ */
+static int pl_under_valgrind(void)
+{
+	const char *p = getenv("LD_PRELOAD");
+
+	return p && strstr(p, "/vgpreload_");
+}
+
 static int pl_init(void)
 {
 	int state = PL_PASS, saved = errno;
@@ -212,7 +227,11 @@ static int pl_init(void)
 	 * may not serve) is then the same whether memtrack runs or not */
 	mine = pl_next_is_libc() ? MT_SHM_PROC_LIBC | MT_SHM_PROC_CXX : pl_fam_serve();
 	pl.flags = MT_SHM_PROC_OFF;
-	if (!pl.next.malloc || !pl.next.free || pl_map()) {
+	if (pl_under_valgrind()) {
+		if (!pl_map())
+			__atomic_fetch_add(&pl.hdr->unserved, 1, __ATOMIC_RELAXED);
+		pl.hdr = NULL; /* and so no dlopen announcement (preload_dl.c) either */
+	} else if (!pl.next.malloc || !pl.next.free || pl_map()) {
 		const char *shm = getenv(MT_SHM_ENV);
 
 		if (shm && *shm) /* memtrack expects this process: it must hear of it */

@@ -690,6 +690,33 @@ static void test_unserved_counted(void **state)
 }
 
 /*
+ * A program under valgrind (which preloads its vgpreload_core and runs the program's code from
+ * its own translation of it): a uprobe there is an int3 in the bytes valgrind translates, and
+ * the program died of SIGTRAP at the interposer's first control point (exit 133). The
+ * interposer passes through there, calls no control point, and the process is counted as not
+ * served (drops.unserved, the run incomplete); the program runs to its own end (exit 0).
+ */
+static void test_valgrind_unserved(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	struct mt_run_opts o = {.track_opts = preload_opts};
+	const char *const argv[] = {"/usr/bin/valgrind", "-q", "--tool=none",
+				    mt_target("alloc_fixed"), "64", "12345", NULL};
+
+	MT_REQUIRE_ROOT();
+	if (access(argv[0], X_OK)) {
+		print_message("[ SKIP     ] needs valgrind (scripts/deps.sh installs it)\n");
+		skip();
+	}
+	assert_int_equal(mt_track(r, &o, argv), 0);
+	MT_CHECK(r, r->status == 123, "memtrack status %d, want 123 (events lost)", r->status);
+	MT_CHECK(r, mt_need_u64(r, "exit_status") == 0, "the program's exit status %llu, want 0",
+		 (unsigned long long)mt_need_u64(r, "exit_status"));
+	MT_CHECK(r, mt_need_u64(r, "drops.unserved") == 1, "drops.unserved %llu, want 1",
+		 (unsigned long long)mt_need_u64(r, "drops.unserved"));
+}
+
+/*
  * A dlmopen namespace (targets/dlmopen_alloc: libz and a libc of its own in LM_ID_NEWLM, 100
  * deflateInit/End pairs of 5 blocks each) has no interposer: glibc preloads nothing there.
  * Under the interposer the process is counted (drops.namespace) and the run is incomplete;
@@ -798,6 +825,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_backpressure_counted, mt_teardown),
 	    cmocka_unit_test_teardown(test_unserved_counted, mt_teardown),
 	    cmocka_unit_test_teardown(test_dlmopen_counted, mt_teardown),
+	    cmocka_unit_test_teardown(test_valgrind_unserved, mt_teardown),
 	    cmocka_unit_test_teardown(test_shm_private_and_removed, mt_teardown),
 	    cmocka_unit_test_teardown(test_memtrack_killed, mt_teardown),
 	};
