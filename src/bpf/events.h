@@ -96,7 +96,8 @@ struct mt_event {
 	/* RSS/RMAP: member. Allocation records (--stacks): the call stack, 0 = none; written by a
 	 * source as its own reference (the interposer: a ref into the shared stack area,
 	 * src/preload/stack_abi.h), which the source translates to the stack file's id
-	 * (stack_sink__stack, src/stacks/stack_sink.h) before dispatching the record. 0 for all
+	 * (stack_sink__stack, src/stacks/stack_sink.h) before dispatching the record. A control
+	 * record that stops its task (REC_STOPS): MT_CTL_NOT_STOPPED when it did not. 0 for all
 	 * other records and without --stacks. Never written to the artifact. */
 	mt_u32 aux;
 	mt_u64 ts; /* CLOCK_MONOTONIC, ns (bpf_ktime_get_ns) */
@@ -105,6 +106,11 @@ struct mt_event {
 	mt_u64 old_addr; /* REALLOC only */
 };
 _Static_assert(sizeof(struct mt_event) == 48, "struct mt_event is the 48-byte record ABI");
+
+/* aux of a stopping control record whose task was not stopped: it is traced (ptrace), and its
+ * tracer would take our SIGSTOP and SIGCONT for the program's own signals (gdb's `run` ended
+ * at the SIGCONT). It is inspected while it runs, and never sent SIGCONT. */
+#define MT_CTL_NOT_STOPPED 1
 
 /*
  * The user stack of an allocation (--stacks), after its struct mt_event in the same ring record.

@@ -252,6 +252,11 @@ static __always_inline void mt_stop_submit(struct mt_event *e)
 		bpf_ringbuf_discard(e, BPF_RB_NO_WAKEUP);
 		return;
 	}
+	if (BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), ptrace)) {
+		e->aux = MT_CTL_NOT_STOPPED; /* traced: see MT_CTL_NOT_STOPPED */
+		mt_submit(e, true);
+		return;
+	}
 	bpf_send_signal(19 /* SIGSTOP */);
 	mt_submit(e, true);
 }

@@ -135,7 +135,7 @@ static int control_record(void *ctx, const struct mt_event *ev)
 
 	if (action < RA_NR && control_actions[action])
 		control_actions[action](t, ev);
-	if (!records__has(ev->type, REC_STOPS))
+	if (!records__stopped(ev))
 		return 0;
 	t->ctl_stops++;
 	kill(ev->pid, SIGCONT);

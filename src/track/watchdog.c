@@ -64,7 +64,7 @@ static uint64_t watchdog__ms(void)
 static int watchdog__cont(void *ctx, const struct mt_event *ev)
 {
 	(void)ctx;
-	if (records__has(ev->type, REC_STOPS))
+	if (records__stopped(ev))
 		kill(ev->pid, SIGCONT);
 	return 0;
 }

@@ -4,6 +4,8 @@
  * exec is an Exec event of the same pid (the first being memtrack's own exec of the command),
  * and each stage's allocation is recorded after its stage's Exec, exactly once. The second
  * test execs from a non-leader thread (which takes over the leader's pid) that allocated before.
+ * The third runs a program under a debugger (ptrace): memtrack's stops are signals its tracer
+ * would see, so a traced task is never stopped, and its calls are recorded all the same.
  */
 #include <setjmp.h>
 #include <stdbool.h>
@@ -75,12 +77,52 @@ static void test_exec_chain_thread(void **state)
 	check_exec_chain(state, true);
 }
 
+/*
+ * build/targets/ptraced_exec, a minimal debugger, runs alloc_fixed 64 12345 traced and reports
+ * every signal its tracee receives. The tracee's exec stop was a SIGSTOP, and memtrack's answer
+ * a SIGCONT, both taken by the tracer for the program's (gdb's `run` ended at the SIGCONT):
+ * now none reaches it, in either mode, and the 64 mallocs are in the artifact.
+ */
+static void check_traced(void **state, const char *mode)
+{
+	struct mt_run *r = mt_new_run(state);
+	const char *const opts[] = {"--alloc-hooks", mode, NULL};
+	struct mt_run_opts o = {.track_opts = opts};
+	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 12345};
+	const struct mt_expect *sig;
+
+	MT_REQUIRE_ROOT();
+	mt_track_ok(r, &o,
+		    (const char *const[]){mt_target("ptraced_exec"), mt_target("alloc_fixed"), "64",
+					  "12345", NULL},
+		    0);
+	sig = mt_expect_find(r->exp, r->nr_exp, "signal", 0, 0);
+	MT_CHECK(r, !sig, "the traced program received signal %llu (%s mode)",
+		 sig ? (unsigned long long)sig->size : 0ull, mode);
+	MT_CHECK(r, mt_count(r, &f) == 64, "%zu Mallocs of 12345 bytes, want 64 (%s mode)",
+		 mt_count(r, &f), mode);
+}
+
+static void test_traced_not_stopped_auto(void **state)
+{
+	check_traced(state, "auto");
+}
+
+static void test_traced_not_stopped_uprobe(void **state)
+{
+	check_traced(state, "uprobe");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(test_exec_chain, mt_teardown),
 		cmocka_unit_test_teardown(test_exec_chain_thread, mt_teardown),
+		cmocka_unit_test_teardown(test_traced_not_stopped_auto, mt_teardown),
+		cmocka_unit_test_teardown(test_traced_not_stopped_uprobe, mt_teardown),
 	};
 
+	if (getenv("MT_TEST_FILTER")) /* one test by name (a glob), e.g. to repeat it */
+		cmocka_set_test_filter(getenv("MT_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
