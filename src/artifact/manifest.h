@@ -130,6 +130,9 @@ struct manifest {
 	/* back-pressure: the times the interposer's threads slept on a full ring (the program
 	 * waited for memtrack), and their total ns; 0 without the interposer */
 	uint64_t preload_waits, preload_wait_ns;
+	/* parents of the tree that stopped themselves when memtrack stopped their child (su,
+	 * runuser, sudo) and that memtrack resumed (src/track/stop_relay.h) */
+	uint64_t parents_resumed;
 	struct manifest_library *libraries;
 	uint32_t nr_libraries;
 	/* --stacks (stacks_file NULL: off, and neither key is written): outputs.stacks names the

@@ -371,6 +371,7 @@ static const struct field manifest_rows[] = {
 	{"mechanisms", NULL, F_SUB, .put = put_preload},
 	{"mechanisms", "preload_waits", F_U64, M(preload_waits)},
 	{"mechanisms", "preload_wait_ms", F_MS, M(preload_wait_ns)},
+	{"mechanisms", "parents_resumed", F_U64, M(parents_resumed)},
 	{NULL, "libraries", F_SUB, .put = put_libraries, .get = get_libraries},
 	{NULL, "stacks", F_SUB, .put = put_stacks, .get = get_stacks},
 	{"events", "total", F_U64, M(events_total)},

@@ -17,6 +17,7 @@
 #include "artifact/manifest.h"
 #include "artifact/outdir.h"
 #include "common/log.h"
+#include "track/stop_relay.h"
 #include "track/attach.h"
 #include "track/btf_cache.h"
 #include "track/consumer.h"
@@ -54,6 +55,7 @@ struct tracker_fds {
 
 struct tracker {
 	const struct tracker_opts *o;
+	struct stop_relay relay; /* parents that stopped themselves at our stops (stop_relay.h) */
 	/* NULL after a load kept from an earlier run (pc.hit): fd alone then; only the
 	 * uprobe_multi, non-rmap runs that the cache serves get there */
 	struct memtrack_bpf *skel;

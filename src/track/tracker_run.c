@@ -127,6 +127,21 @@ static void (*const control_actions[RA_NR])(struct tracker *t, const struct mt_e
     [RA_NAME] = control_name,
 };
 
+/* After pid's stop is answered: its parent, if a process of the tree, may have stopped itself
+ * in turn (stop_relay.h). */
+static void tracker__relay(struct tracker *t, pid_t pid)
+{
+	struct mt_proc p, pp;
+	__u32 key = (__u32)pid, pkey;
+
+	if (bpf_map_lookup_elem(t->fd.procs, &key, &p) || p.ppid <= 0)
+		return;
+	pkey = (__u32)p.ppid;
+	if (bpf_map_lookup_elem(t->fd.procs, &pkey, &pp))
+		return; /* not of the tree (memtrack itself is the root's parent) */
+	stop_relay__answered(&t->relay, pid, (pid_t)p.ppid);
+}
+
 static int control_record(void *ctx, const struct mt_event *ev)
 {
 	struct tracker *t = ctx;
@@ -139,6 +154,7 @@ static int control_record(void *ctx, const struct mt_event *ev)
 		return 0;
 	t->ctl_stops++;
 	kill(ev->pid, SIGCONT);
+	tracker__relay(t, ev->pid);
 	log__debug(LOG_VERBOSE, "stop of %d (record type %u): %.2f ms after it, handled in %.2f ms",
 		   ev->pid, ev->type, (t0 - ev->ts) / 1e6, (now_ns(CLOCK_MONOTONIC) - t0) / 1e6);
 	return 0;
@@ -522,6 +538,7 @@ int tracker__loop(struct tracker *t)
 		if (n < 0 && errno != EINTR)
 			return -errno;
 		consumer__drain(&t->cons);
+		stop_relay__tick(&t->relay);
 		/* the control link made (or failed) on its thread: scan, or attach it otherwise */
 		if (!t->ctl_ready && t->pre.on && !early_links__ctl_pending(&t->early))
 			tracker__ctl_ready(t);

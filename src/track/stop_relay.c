@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: MIT
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "common/log.h"
+#include "track/stop_relay.h"
+
+#define FIRST_LOOK_NS (2 * 1000 * 1000ull)    /* then twice as long each time */
+#define WATCH_NS      (1000 * 1000 * 1000ull) /* a parent is watched this long */
+
+static uint64_t relay__now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The state letter of /proc/PID/stat (after the command's closing parenthesis), 0 when gone. */
+static char relay__state(pid_t pid)
+{
+	char path[32], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/* Resumes parent when it is stopped (job control, 'T'; not a tracer's 't') while child is not:
+ * it stopped itself after the child's stop. Returns 1 when the watch is over. */
+static int relay__look(struct stop_relay *r, pid_t parent, pid_t child)
+{
+	char ps = relay__state(parent), cs;
+
+	if (!ps)
+		return 1; /* gone */
+	if (ps != 'T')
+		return 0;
+	cs = relay__state(child);
+	/* stopped again (another stop of ours, or the user's): not ours to judge */
+	if (cs == 'T')
+		return 0;
+	kill(parent, SIGCONT);
+	r->resumed++;
+	log__debug(
+	    LOG_VERBOSE,
+	    "process %d stopped itself when its child %d stopped at memtrack's stop: resumed",
+	    (int)parent, (int)child);
+	return 1;
+}
+
+void stop_relay__answered(struct stop_relay *r, pid_t child, pid_t parent)
+{
+	uint64_t now;
+	unsigned i;
+
+	if (parent <= 0 || relay__look(r, parent, child))
+		return;
+	now = relay__now();
+	if (r->n == STOP_RELAY_MAX) { /* the oldest gives way */
+		memmove(&r->v[0], &r->v[1], sizeof(r->v[0]) * (STOP_RELAY_MAX - 1));
+		r->n--;
+	}
+	i = r->n++;
+	r->v[i].parent = parent;
+	r->v[i].child = child;
+	r->v[i].step_ns = FIRST_LOOK_NS;
+	r->v[i].due_ns = now + FIRST_LOOK_NS;
+	r->v[i].end_ns = now + WATCH_NS;
+}
+
+void stop_relay__tick(struct stop_relay *r)
+{
+	uint64_t now;
+
+	if (!r->n)
+		return;
+	now = relay__now();
+	for (unsigned i = 0; i < r->n;) {
+		if (r->v[i].due_ns <= now) {
+			if (relay__look(r, r->v[i].parent, r->v[i].child) ||
+			    now >= r->v[i].end_ns) {
+				r->v[i] = r->v[--r->n];
+				continue;
+			}
+			r->v[i].step_ns *= 2;
+			r->v[i].due_ns = now + r->v[i].step_ns;
+		}
+		i++;
+	}
+}

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A parent that stopped itself because memtrack stopped its child, resumed.
+ *
+ * memtrack's stops (exec, dlopen) are SIGSTOP, a job-control stop that the stopped task's
+ * parent sees (waitpid with WUNTRACED, SIGCHLD). Wrappers that pass job control on (su,
+ * runuser, sudo: "child stopped, so stop myself, and continue it once continued") then stop
+ * themselves and wait for a SIGCONT from their own parent that never comes: `memtrack track --
+ * runuser -u nobody -- ls` hung for ever. After memtrack answers a stop of a child, a parent of
+ * the tree found stopped while that child runs is sent SIGCONT too (it then continues the
+ * child, which runs already: nothing). The parent is looked at when the child is answered
+ * (it has usually stopped itself by then, within microseconds of the child's stop, while the
+ * inspection takes milliseconds), and again at growing intervals for a second.
+ */
+#ifndef MEMTRACK_STOP_RELAY_H
+#define MEMTRACK_STOP_RELAY_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#define STOP_RELAY_MAX 64 /* parents watched at once; the oldest give way */
+
+struct stop_relay {
+	struct {
+		pid_t parent, child;
+		uint64_t due_ns, end_ns, step_ns; /* CLOCK_MONOTONIC */
+	} v[STOP_RELAY_MAX];
+	unsigned n;
+	uint64_t resumed; /* parents sent SIGCONT (the manifest's mechanisms.parents_resumed) */
+};
+
+/* child was just sent SIGCONT after a stop; parent is its parent, a process of the tree. */
+void stop_relay__answered(struct stop_relay *r, pid_t child, pid_t parent);
+/* Looks again at the parents that are due (call at every turn of the event loop). */
+void stop_relay__tick(struct stop_relay *r);
+
+#endif
