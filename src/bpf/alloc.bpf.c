@@ -328,6 +328,12 @@ static __always_inline int mt_alloc_entry(struct pt_regs *ctx)
 	mt_args_read(ctx, &args);
 	t = mt_thread_get();
 	outer = !t || t->depth == 0;
+	/* Under an internal call, a free it makes through its PLT is what an interposer sees of
+	 * it: libLLVM's operator delete, called directly from LLVM's own code (internal), is
+	 * `jmp free@plt`. Counted as nested, those frees were lost: rustc (an executable with
+	 * jemalloc, on uprobes) lost half of its frees. */
+	if (!outer && (spec & MT_SPEC_FREE) && t->depth == 1 && t->internal)
+		outer = true;
 	/* an internal call is not the user's, nor is anything it calls: it is tracked like an
 	 * outermost call (depth, so its return probe is matched) but writes nothing */
 	internal = outer && (spec & MT_SPEC_SELF) && mt_direct_self_call(ctx, spec);
@@ -355,6 +361,7 @@ static __always_inline int mt_alloc_entry(struct pt_regs *ctx)
 	if (t->depth++ == 0) {
 		__u64 size = 0;
 
+		t->internal = internal;
 		if (internal) {
 			t->spec = MT_SPEC_FREE; /* its return writes nothing */
 			return 0;

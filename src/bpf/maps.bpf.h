@@ -26,7 +26,9 @@ struct mt_thread {
 			    * first, 0 when unknown */
 	__u64 range_done; /* bytes changed so far inside that range (either sign) */
 	__u32 in_sys; /* 1 while such a syscall runs: its changes are not faults */
-	__u32 pad;
+	/* 1 while the outermost call is internal (alloc.bpf.c): a free it makes through its PLT
+	 * is the next outermost one */
+	__u32 internal;
 };
 
 /* Process-wide, tree-level figures kept exactly in the kernel. */

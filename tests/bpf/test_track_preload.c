@@ -255,6 +255,31 @@ static void check_family_calls(void **state, const char *target)
 	mt_each_op_once(r);
 	check_family(r, target + strlen("alloc_"), "preload");
 }
+/* A library with its own operator new and delete, -Bsymbolic-functions as libLLVM
+ * (cxx_own_ops.c): its code calls delete directly (internal to the library), and delete frees
+ * through the PLT. Under uprobes that free is the user-visible call; it was taken as nested in
+ * the internal one and lost (rustc lost half of its frees). Every call once, in both modes. */
+static void check_own_ops(void **state, const char *const *opts)
+{
+	struct mt_run *r = mt_new_run(state);
+	struct mt_run_opts o = {.track_opts = opts};
+	const struct mt_expect *b;
+
+	MT_REQUIRE_ROOT();
+	mt_track_ok(r, &o, MT_TARGET_ARGV("cxx_own_ops"), 0);
+	b = mt_need_expect(r, "begin", 0, 0);
+	mt_window_ok(r, b->tid, 0);
+	mt_each_op_once(r);
+}
+static void test_own_ops_each_call_uprobe(void **s)
+{
+	check_own_ops(s, uprobe_opts);
+}
+static void test_own_ops_each_call_preload(void **s)
+{
+	check_own_ops(s, preload_opts);
+}
+
 /* The same library's calls under the interposer: each reported operator is in the artifact
  * exactly once (in its window), and so are its constructor's new, made inside dlopen, and the
  * delete of that block. */
@@ -799,6 +824,8 @@ int main(void)
 	    cmocka_unit_test_teardown(test_cxx_static_aligned, mt_teardown),
 	    cmocka_unit_test_teardown(test_same_cxx_dlopen, mt_teardown),
 	    cmocka_unit_test_teardown(test_cxx_dlopen_each_call, mt_teardown),
+	    cmocka_unit_test_teardown(test_own_ops_each_call_uprobe, mt_teardown),
+	    cmocka_unit_test_teardown(test_own_ops_each_call_preload, mt_teardown),
 	    cmocka_unit_test_teardown(test_same_forker, mt_teardown),
 	    cmocka_unit_test_teardown(test_same_forker_50, mt_teardown),
 	    cmocka_unit_test_teardown(test_same_threads, mt_teardown),

@@ -66,3 +66,11 @@ $(BUILD)/targets/libcxx_local.so: tests/targets/lib/cxx_local.cc tests/targets/c
 	$(Q)$(CXX) -std=gnu++17 -O1 -g -Wall -Wextra -Werror -fno-builtin -fPIC -shared $< -o $@
 $(BUILD)/targets/nested_cxx $(BUILD)/targets/cxx_static: tests/targets/cxx_ops.h
 TARGET_LDLIBS_dlmopen_alloc := -ldl
+# a library with its own operator new/delete, -Bsymbolic-functions (as libLLVM): own calls direct
+TARGET_LDLIBS_cxx_own_ops := -L$(BUILD)/targets -lown_ops -Wl,-rpath,'$$ORIGIN'
+$(BUILD)/targets/cxx_own_ops: $(BUILD)/targets/libown_ops.so
+$(BUILD)/targets/libown_ops.so: tests/targets/lib/own_ops.cc tests/targets/expect.h | $(BUILD)
+	$(call msg,CXX,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) -std=gnu++17 -O2 -g -Wall -Wextra -Werror -fPIC -shared \
+		-Wl,-Bsymbolic-functions $< -o $@
