@@ -133,6 +133,9 @@ struct manifest {
 	/* parents of the tree that stopped themselves when memtrack stopped their child (su,
 	 * runuser, sudo) and that memtrack resumed (src/track/stop_relay.h) */
 	uint64_t parents_resumed;
+	/* the tree's stops memtrack answered (exec, dlopen, --stacks maps): each holds a process
+	 * for the inspection's length */
+	uint64_t stops;
 	struct manifest_library *libraries;
 	uint32_t nr_libraries;
 	/* --stacks (stacks_file NULL: off, and neither key is written): outputs.stacks names the

@@ -56,6 +56,11 @@ static unsigned long long pl_dl_count(void)
 	return adds;
 }
 
+__attribute__((constructor)) static void pl_dl_ctor(void)
+{
+	__atomic_store_n(&pl_dl_adds, pl_dl_count(), __ATOMIC_RELAXED);
+}
+
 /*
  * After a load: a libc in a namespace other than the first is a dlmopen namespace's own.
  * glibc preloads nothing into a new namespace, so the interposer is not there and what the

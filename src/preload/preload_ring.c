@@ -228,9 +228,14 @@ static int pl_init(void)
 	mine = pl_next_is_libc() ? MT_SHM_PROC_LIBC | MT_SHM_PROC_CXX : pl_fam_serve();
 	pl.flags = MT_SHM_PROC_OFF;
 	if (pl_under_valgrind()) {
-		if (!pl_map())
+		if (!pl_map()) {
 			__atomic_fetch_add(&pl.hdr->unserved, 1, __ATOMIC_RELAXED);
-		pl.hdr = NULL; /* and so no dlopen announcement (preload_dl.c) either */
+			munmap(pl.hdr, (size_t)pl.hdr->file_size);
+		}
+		/* no header: no dlopen announcement (preload_dl.c) either */
+		pl.hdr = NULL;
+		pl.slots = NULL;
+		pl.data = NULL;
 	} else if (!pl.next.malloc || !pl.next.free || pl_map()) {
 		const char *shm = getenv(MT_SHM_ENV);
 

@@ -169,6 +169,7 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 		shm_source__waits(t->pre.shm, &t->m.preload_waits, &t->m.preload_wait_ns);
 	}
 	t->m.parents_resumed = t->relay.resumed;
+	t->m.stops = t->ctl_stops;
 	/* With the stops ended and the whole tree gone, every stop record has been read and
 	 * answered by the drain above: the watchdog has nothing left to guard. */
 	if (!t->m.nr_running)

@@ -78,9 +78,9 @@ static void test_exec_chain_thread(void **state)
 }
 
 /*
- * build/targets/ptraced_exec, a minimal debugger, runs alloc_fixed 64 12345 traced and reports
- * every signal its tracee receives. The tracee's exec stop was a SIGSTOP, and memtrack's answer
- * a SIGCONT, both taken by the tracer for the program's (gdb's `run` ended at the SIGCONT):
+ * build/targets/child_wrapper ptrace, a minimal debugger, runs alloc_fixed 64 12345 traced and
+ * reports every signal its tracee receives. The tracee's exec stop was a SIGSTOP, and memtrack's
+ * answer a SIGCONT, both taken by the tracer for the program's (gdb's `run` ended at the SIGCONT):
  * now none reaches it, in either mode, and the 64 mallocs are in the artifact.
  */
 static void check_traced(void **state, const char *mode)
@@ -93,8 +93,8 @@ static void check_traced(void **state, const char *mode)
 
 	MT_REQUIRE_ROOT();
 	mt_track_ok(r, &o,
-		    (const char *const[]){mt_target("ptraced_exec"), mt_target("alloc_fixed"), "64",
-					  "12345", NULL},
+		    (const char *const[]){mt_target("child_wrapper"), "ptrace",
+					  mt_target("alloc_fixed"), "64", "12345", NULL},
 		    0);
 	sig = mt_expect_find(r->exp, r->nr_exp, "signal", 0, 0);
 	MT_CHECK(r, !sig, "the traced program received signal %llu (%s mode)",
@@ -114,7 +114,7 @@ static void test_traced_not_stopped_uprobe(void **state)
 }
 
 /*
- * build/targets/stop_propagate passes job control on as su, runuser and sudo do: its child
+ * build/targets/child_wrapper propagate passes job control on as su, runuser and sudo do: its child
  * stopped, it stops itself and waits to be continued. The child's exec stop (a SIGSTOP) made it
  * stop itself, and nobody continued it: `memtrack track -- runuser -u nobody -- ls` hung for
  * ever. memtrack now resumes such a parent (mechanisms.parents_resumed); the run ends, with the
@@ -136,7 +136,7 @@ static void check_propagated(void **state, const char *mode)
 
 		assert_int_equal(
 		    mt_track(r, &o,
-			     (const char *const[]){mt_target("stop_propagate"),
+			     (const char *const[]){mt_target("child_wrapper"), "propagate",
 						   mt_target("alloc_fixed"), "64", "12345", NULL}),
 		    0);
 		MT_CHECK(r, !r->timed_out && r->status == 0,
