@@ -53,7 +53,9 @@ enum mt_event_type {
 	 * index. A marker's parts are written before it by the same thread. */
 	MT_EV_MARKER_NAME = 33,
 	/* Control records: never written to the artifact, they steer the consumer. */
-	MT_EV_CTL_EXEC_STOPPED = 64, /* a tracked task stopped itself at exec: inspect, then SIGCONT */
+	/* a tracked task stopped itself at exec: inspect, then SIGCONT; addr = the executable's
+	 * key, size = MT_EXEC_* flags */
+	MT_EV_CTL_EXEC_STOPPED = 64,
 	MT_EV_CTL_DLOPEN_STOPPED = 65, /* ... at the return of dlopen: scan its maps, then SIGCONT */
 	/* the process' name (the kernel's comm) after its Fork or Exec record: 16 bytes,
 	 * NUL-padded, in addr then size (contiguous) */
@@ -106,6 +108,10 @@ struct mt_event {
 	mt_u64 old_addr; /* REALLOC only */
 };
 _Static_assert(sizeof(struct mt_event) == 48, "struct mt_event is the 48-byte record ABI");
+
+/* size of MT_EV_CTL_EXEC_STOPPED: the new image's credentials cannot open the interposer's
+ * shared memory (auto mode: another user's process, served by uprobes) */
+#define MT_EXEC_SHM_DENIED 1
 
 /* aux of a stopping control record whose task was not stopped: it is traced (ptrace), and its
  * tracer would take our SIGSTOP and SIGCONT for the program's own signals (gdb's `run` ended

@@ -159,7 +159,9 @@ static __always_inline __u64 mt_current_ids(void)
  */
 struct mt_stop_ctl_map {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 2); /* [1]: stop at every exec, known executables too (process.bpf.c) */
+	/* [1]: stop at every exec, known executables too (process.bpf.c); [2]: auto mode, 1 + the
+	 * uid owning the interposer's shared memory (0: not checked, mt_shm_denied) */
+	__uint(max_entries, 3);
 	__type(key, __u32);
 	__type(value, __u64); /* 64 bits: the only width of atomic fetch-add before -mcpu=v3 */
 };
@@ -171,6 +173,30 @@ static __always_inline bool mt_stop_all(void)
 	__u64 *all = bpf_map_lookup_elem(&stop_ctl, &key);
 
 	return all && *all;
+}
+
+/*
+ * Auto mode: can the current task's credentials not open the interposer's shared memory (mode
+ * 0600, owned by the uid in stop_ctl[2])? Its fsuid is another user's and it lacks
+ * CAP_DAC_OVERRIDE in the initial user namespace (what the kernel checks against the file; in
+ * another user namespace it is judged denied: at worst the interposer opens the file anyway,
+ * registers, and its registration makes the uprobes skip it). kernel_cap_t is 64 bits on every
+ * kernel (u32 cap[2] before 6.3, u64 val since): bit 1 is CAP_DAC_OVERRIDE in both.
+ */
+static __always_inline bool mt_shm_denied(void)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	__u32 key = 2;
+	__u64 *owner = bpf_map_lookup_elem(&stop_ctl, &key), caps = 0;
+	const struct cred *c;
+
+	if (!owner || !*owner)
+		return false;
+	c = BPF_CORE_READ(task, cred);
+	if (BPF_CORE_READ(c, fsuid.val) == (__u32)(*owner - 1))
+		return false;
+	bpf_core_read(&caps, sizeof(caps), &c->cap_effective);
+	return !(caps & 1 << 1 /* CAP_DAC_OVERRIDE */) || BPF_CORE_READ(c, user_ns, level) != 0;
 }
 
 static __always_inline void mt_drop(__u32 reason)

@@ -46,6 +46,11 @@ struct mt_proc {
 	 * inherited at fork, cleared at exec. The uprobes on glibc and libstdc++ (MT_SPEC_PL)
 	 * then write nothing for it: no call is counted by both mechanisms. */
 	mt_u32 served;
+	/* 1: this image's credentials cannot open the interposer's shared memory (another user:
+	 * `runuser -u nobody`, su; mt_shm_denied in maps.bpf.h): its exec stopped and user space
+	 * attached glibc's uprobes, which record it, so its interposer's refusal is no drop. Set at
+	 * exec, inherited at fork. */
+	mt_u32 shm_denied;
 	/* 1: the next exec of a known executable does not stop even when every exec stops
 	 * (stop_ctl[1]): the root's, judged by user space before it ran. Cleared at exec. */
 	mt_u32 no_stop;

@@ -195,7 +195,7 @@ __noinline int mt_emit_comm(__u32 pid, __u32 tid, __u64 task)
  * A global function: checked once, not once per path of mt_on_exec that reaches it (the
  * lock's and the records' outcomes multiply them).
  */
-__noinline int mt_exec_stop(__u32 tgid, __u32 tid, __u64 bprm, bool no_stop)
+__noinline int mt_exec_stop(__u32 tgid, __u32 tid, __u64 bprm, bool no_stop, bool denied)
 {
 	struct inode *ino;
 	struct mt_event *e;
@@ -207,13 +207,15 @@ __noinline int mt_exec_stop(__u32 tgid, __u32 tid, __u64 bprm, bool no_stop)
 	key = mt_exe_key(BPF_CORE_READ(ino, i_sb, s_dev), BPF_CORE_READ(ino, i_ino));
 	/* stop_ctl[1]: every exec stops, known executables too (--alloc-hooks auto while glibc's
 	 * probes are not attached: tracker_run.c judges whether the process needs them); no_stop:
-	 * the root's, judged before it ran */
-	if (bpf_map_lookup_elem(&known_exe, &key) && (no_stop || !mt_stop_all()))
+	 * the root's, judged before it ran; denied (mt_shm_denied): stops, known or not, so that
+	 * user space attaches glibc's probes before the new image runs */
+	if (bpf_map_lookup_elem(&known_exe, &key) && (no_stop || !mt_stop_all()) && !denied)
 		return 0;
 	e = mt_reserve(MT_EV_CTL_EXEC_STOPPED, tgid, tid);
 	if (!e)
 		return 0; /* counted as a ring drop; the task runs on unstopped */
 	e->addr = key;
+	e->size = denied ? MT_EXEC_SHM_DENIED : 0;
 	/* SIGSTOP is taken on the way back to user space: no instruction of the new image runs
 	 * before the consumer answers with SIGCONT. */
 	mt_stop_submit(e);
@@ -243,6 +245,7 @@ int BPF_PROG(mt_on_fork, struct task_struct *parent, struct task_struct *child)
 	init.mm = (__u64)cmm;
 	init.ppid = ptgid;
 	init.served = pp->served; /* the interposer's state is copied with the memory */
+	init.shm_denied = pp->shm_denied; /* and the credentials */
 	init.image_ts = bpf_ktime_get_ns();
 	init.maps_stop = pp->maps_stop; /* so are the maps user space read (--stacks) */
 	if (bpf_map_update_elem(&procs, &ctgid, &init, BPF_NOEXIST)) {
@@ -272,11 +275,12 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct mt_proc *p = bpf_map_lookup_elem(&procs, &tgid);
 	struct mm_struct *mm;
-	bool locked, no_stop;
+	bool locked, no_stop, denied;
 
 	if (!p)
 		return 0;
 	mm = BPF_CORE_READ(task, mm);
+	denied = mt_shm_denied(); /* the new image's credentials, committed by now */
 	/* under p->lock: a reclaimer's record of the old mm cannot follow the Exec (rss.bpf.c
 	 * checks p->mm under the lock) */
 	locked = mt_proc_lock(tgid);
@@ -289,13 +293,14 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	 * sets served, then reads image_ts: it sees this exec, or this clears its mark */
 	__sync_lock_test_and_set(&p->image_ts, bpf_ktime_get_ns());
 	p->served = 0; /* the new image registers again if the interposer serves it */
+	p->shm_denied = denied;
 	p->maps_stop = 0; /* the new image's maps are read at its first stack (alloc.bpf.c) */
 	no_stop = p->no_stop;
 	p->no_stop = 0;
 	mt_own_mm((__u64)mm, tgid);
 	/* before the re-base (the tail call does not return): the stop is taken on the way back
 	 * to user space, after all of this */
-	mt_exec_stop(tgid, tid, (__u64)bprm, no_stop);
+	mt_exec_stop(tgid, tid, (__u64)bprm, no_stop, denied);
 	/* The old image's memory is gone: the new mm starts from what exec mapped. */
 	mt_rebase_call(ctx, tgid, tid, (__u64)mm, locked, false);
 	return 0;

@@ -32,8 +32,10 @@ static __always_inline int mt_preload_ctl(struct pt_regs *ctx)
 	}
 	if (bpf_get_attach_cookie(ctx) == MT_PRELOAD_CTL_UNSERVED) {
 		/* glibc's uprobes, if attached, still record it: a fork child that left memtrack's
-		 * pid namespace drops the served mark it inherited (preload_ring.c) */
-		mt_drop(MT_DROP_UNSERVED);
+		 * pid namespace drops the served mark it inherited (preload_ring.c). Another
+		 * user's image was judged at its exec stop: the uprobes record it, no loss. */
+		if (!p->shm_denied)
+			mt_drop(MT_DROP_UNSERVED);
 		p->served = 0;
 		return 0;
 	}

@@ -86,6 +86,7 @@ int preload_setup__start(struct preload_setup *p, enum alloc_hooks mode, uint64_
 		uid = (uid_t)strtoul(u, NULL, 10);
 		gid = (gid_t)strtoul(g, NULL, 10);
 	}
+	p->shm_uid = uid != (uid_t)-1 ? uid : geteuid();
 	err = shm_source__new(&p->shm, PRELOAD_SLOTS, PRELOAD_RECORDS, uid, gid, NULL);
 	if (!err)
 		shm_source__set_pidns(p->shm, pidns_ino);

@@ -37,6 +37,7 @@ struct preload_setup {
 	ino_t ino;
 	ino_t pidns_ino; /* memtrack's pid namespace: the interposer serves no other (0: unknown) */
 	struct shm_source *shm;
+	uid_t shm_uid; /* the shared memory's owner: the invoking user under sudo, else ours */
 	/* auto: each judgement at an exec stop, in order: whether the image needs uprobes, and
 	 * its libs__kinds (the manifest's labels come from a process's last one: a family
 	 * library's bit makes its family `uprobe`) */

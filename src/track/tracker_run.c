@@ -33,6 +33,19 @@ static int tracker__set_stop_all(struct tracker *t, bool on)
 	return 0;
 }
 
+/* Auto mode: the uid owning the interposer's shared memory, so that the exec of a process
+ * whose credentials cannot open it stops and is judged (stop_ctl[2], mt_shm_denied in
+ * maps.bpf.h); 0 otherwise. Set at every run: the map may be a kept one (tracker_kept.c). */
+static int tracker__set_shm_owner(struct tracker *t)
+{
+	__u32 two = 2;
+	__u64 v = t->pre.autom ? (__u64)t->pre.shm_uid + 1 : 0;
+
+	if (bpf_map_update_elem(t->fd.stop_ctl, &two, &v, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
 /* Auto mode: glibc's and libstdc++'s probes go in for good (a process the interposer cannot
  * serve); the processes it serves are skipped by the BPF side (mt_proc.served). */
 static int tracker__glibc_on(struct tracker *t, pid_t pid)
@@ -49,8 +62,10 @@ static int tracker__glibc_on(struct tracker *t, pid_t pid)
 }
 
 /* Auto mode, at pid's exec stop (its image inspected into t->libs): does it need glibc's
- * probes? Attaches them if so. A failed inspection errs on the probes' side. */
-static void tracker__judge(struct tracker *t, pid_t pid, int inspected)
+ * probes? Attaches them if so. A failed inspection errs on the probes' side; so does an image
+ * whose credentials cannot open our shared memory (denied: the BPF side judged them at its
+ * exec, MT_EXEC_SHM_DENIED, and does not count its interposer's refusal as a loss). */
+static void tracker__judge(struct tracker *t, pid_t pid, int inspected, bool denied)
 {
 	unsigned kinds = libs__kinds(t->libs);
 	bool need;
@@ -58,7 +73,8 @@ static void tracker__judge(struct tracker *t, pid_t pid, int inspected)
 
 	if (inspected == -ENOENT || inspected == -ESRCH)
 		return; /* gone */
-	need = inspected < 0 || preload_setup__needs_probes(&t->pre, pid, kinds);
+	need = inspected < 0 || (denied && kinds & 1u << ALLOC_LIBC) ||
+	       preload_setup__needs_probes(&t->pre, pid, kinds);
 	log__debug(LOG_DEBUG, "process %d: allocator kinds %#x, %s", pid, kinds,
 		   need ? "needs uprobes" : "the interposer's");
 	preload_setup__mark_probed(&t->pre, pid, kinds, need || (kinds & PRELOAD_OTHER_ALLOCATORS));
@@ -87,7 +103,7 @@ static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 	if (t->pre.on && !t->ctl_ready && !preload_setup__env_reaches(&t->pre, ev->pid))
 		tracker__ctl_ready(t);
 	if (t->pre.autom)
-		tracker__judge(t, ev->pid, err);
+		tracker__judge(t, ev->pid, err, ev->size & MT_EXEC_SHM_DENIED);
 	bpf_map_update_elem(t->fd.known_exe, &ev->addr, &one, BPF_ANY);
 }
 
@@ -249,7 +265,9 @@ int tracker__attach_root(struct tracker *t)
 			libs__attach_glibc(t->libs); /* nothing bound yet: libs__bind attaches */
 		}
 	}
-	err = libs__bind(t->libs, t->set);
+	err = tracker__set_shm_owner(t);
+	if (!err)
+		err = libs__bind(t->libs, t->set);
 	if (!err && t->root.known)
 		bpf_map_update_elem(t->fd.known_exe, &t->root.key, &one, BPF_ANY);
 	if (!err && t->pre.autom)

@@ -185,6 +185,87 @@ static bool lb_has_op(const struct linebuf *lb, const char *op)
 	return false;
 }
 
+/* One line of /proc/PID/FILE (its first), trailing newline cut; "" when unreadable. */
+static void proc_line(pid_t pid, const char *file, char *out, size_t cap)
+{
+	char path[64];
+	FILE *f;
+
+	out[0] = 0;
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	if (!fgets(out, (int)cap, f))
+		out[0] = 0;
+	fclose(f);
+	out[strcspn(out, "\n")] = 0;
+}
+
+/*
+ * A run that timed out: what each process under memtrack (pid) was doing when it was killed,
+ * to stderr, one line each (pid, ppid, state, comm, kernel wait channel of every thread): a
+ * hang seen once in hundreds of runs is diagnosed from this alone.
+ */
+static void dump_tree(pid_t root)
+{
+	enum { MAX = 512 };
+	static pid_t pids[MAX], ppids[MAX];
+	static bool in[MAX];
+	size_t n = 0;
+	struct dirent *de;
+	DIR *d = opendir("/proc");
+	bool more = true;
+
+	if (!d)
+		return;
+	while ((de = readdir(d)) && n < MAX) {
+		char st[512], *p;
+		pid_t pid = (pid_t)atoi(de->d_name);
+
+		if (pid <= 0)
+			continue;
+		proc_line(pid, "stat", st, sizeof(st));
+		p = strrchr(st, ')');
+		if (!p || sscanf(p + 2, "%*c %d", &ppids[n]) != 1)
+			continue;
+		pids[n] = pid;
+		in[n++] = pid == root;
+	}
+	closedir(d);
+	while (more) { /* descendants: until nothing joins */
+		more = false;
+		for (size_t i = 0; i < n; i++)
+			for (size_t j = 0; j < n && !in[i]; j++)
+				if (in[j] && ppids[i] == pids[j])
+					in[i] = more = true;
+	}
+	fprintf(stderr, "---- processes under memtrack when the run timed out:\n");
+	for (size_t i = 0; i < n; i++) {
+		char st[512], path[300], wchans[1024] = "", w[64], *p;
+		DIR *td;
+
+		if (!in[i])
+			continue;
+		proc_line(pids[i], "stat", st, sizeof(st));
+		p = strrchr(st, ')');
+		snprintf(path, sizeof(path), "/proc/%d/task", (int)pids[i]);
+		td = opendir(path);
+		while (td && (de = readdir(td))) {
+			if (de->d_name[0] == '.')
+				continue;
+			snprintf(path, sizeof(path), "task/%s/wchan", de->d_name);
+			proc_line(pids[i], path, w, sizeof(w));
+			snprintf(wchans + strlen(wchans), sizeof(wchans) - strlen(wchans), " %s:%s",
+				 de->d_name, w);
+		}
+		if (td)
+			closedir(td);
+		fprintf(stderr, "  %d ppid %d state %c %.*s wchan%s\n", (int)pids[i], (int)ppids[i],
+			p ? p[2] : '?', p ? (int)(p - st + 1) : 0, st, wchans);
+	}
+}
+
 /* Reads fd while pid runs, then drains what is left without waiting for EOF: a detaching
  * helper of memtrack may hold the write end a while after the command is gone. The signal
  * clock starts at memtrack's start, or at the line sig_line when given. */
@@ -220,6 +301,7 @@ static int collect(pid_t pid, int rfd, int timeout_s, struct linebuf *lb, int *s
 		if (w == pid)
 			exited = true;
 		else if (!killed && now_ms() > deadline) {
+			dump_tree(pid);
 			kill(pid, SIGKILL);
 			killed = true;
 		}

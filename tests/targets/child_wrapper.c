@@ -9,10 +9,14 @@
  *   propagate  job control passed on, as su, runuser and sudo do: waits with WUNTRACED, and when
  *              the child stops, stops itself (SIGSTOP) and, once continued, continues the
  *              child. Reports "propagated" (SIZE = the times it stopped itself) at the end.
+ *   nobody     the child becomes user and group 65534 (no supplementary groups) before its
+ *              exec, as runuser does; the parent waits plainly (no job control).
  */
 #include <signal.h>
 #include <stdbool.h>
 #include <string.h>
+#include <grp.h>
+#include <unistd.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 #include "expect.h"
@@ -69,12 +73,14 @@ static int propagating(pid_t pid)
 
 int main(int argc, char **argv)
 {
-	bool trace;
+	bool trace, nobody;
 	pid_t pid;
 
-	if (argc < 3 || (strcmp(argv[1], "ptrace") && strcmp(argv[1], "propagate")))
+	if (argc < 3 ||
+	    (strcmp(argv[1], "ptrace") && strcmp(argv[1], "propagate") && strcmp(argv[1], "nobody")))
 		return 2;
 	trace = !strcmp(argv[1], "ptrace");
+	nobody = !strcmp(argv[1], "nobody");
 	mt_expect_init();
 	pid = fork();
 	if (pid < 0)
@@ -84,8 +90,15 @@ int main(int argc, char **argv)
 			_exit(126);
 		if (trace)
 			raise(SIGSTOP);
+		if (nobody && (setgroups(0, NULL) || setgid(65534) || setuid(65534)))
+			_exit(126);
 		execv(argv[2], argv + 2);
 		_exit(127);
+	}
+	if (nobody) {
+		int st;
+
+		return waitpid(pid, &st, 0) == pid ? status_of(st) : 2;
 	}
 	return trace ? traced(pid) : propagating(pid);
 }
