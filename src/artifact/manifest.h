@@ -136,6 +136,10 @@ struct manifest {
 	/* the tree's stops memtrack answered (exec, dlopen, --stacks maps): each holds a process
 	 * for the inspection's length */
 	uint64_t stops;
+	/* the tree's tasks that would have stopped but ran on, inspected while running: traced
+	 * (ptrace), or a parent that takes SIGCHLD from a queue (src/bpf/maps.bpf.h). What they
+	 * call through a library found there, before its uprobes attach, can be missing. */
+	uint64_t not_stopped;
 	struct manifest_library *libraries;
 	uint32_t nr_libraries;
 	/* --stacks (stacks_file NULL: off, and neither key is written): outputs.stacks names the

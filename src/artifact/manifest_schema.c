@@ -373,6 +373,7 @@ static const struct field manifest_rows[] = {
 	{"mechanisms", "preload_wait_ms", F_MS, M(preload_wait_ns)},
 	{"mechanisms", "parents_resumed", F_U64, M(parents_resumed)},
 	{"mechanisms", "stops", F_U64, M(stops)},
+	{"mechanisms", "not_stopped", F_U64, M(not_stopped)},
 	{NULL, "libraries", F_SUB, .put = put_libraries, .get = get_libraries},
 	{NULL, "stacks", F_SUB, .put = put_stacks, .get = get_stacks},
 	{"events", "total", F_U64, M(events_total)},

@@ -262,6 +262,34 @@ static __always_inline struct mt_event *mt_reserve(__u32 type, __u32 pid, __u32 
 }
 
 /*
+ * Whether the current task's parent is of the tree and takes SIGCHLD from a queue: blocked, with
+ * the default action and without SA_NOCLDSTOP (a signalfd or sigwaitinfo, as script(1) does).
+ * Our stop would queue a CLD_STOPPED there and our SIGCONT a CLD_CONTINUED, and a standard
+ * signal already pending absorbs the next one: a child that exits before its parent reads the
+ * queue loses its CLD_EXITED, and script, which reaps on that code alone, waited for ever. Such
+ * a task is not stopped (MT_CTL_NOT_STOPPED_PARENT). memtrack itself (the root's parent) takes
+ * SIGCHLD from a signalfd too, but reaps at every one: the root's stops stay.
+ */
+#define MT_SIGCHLD      17 /* x86-64's numbers; vmlinux.h has no macros */
+#define MT_SA_NOCLDSTOP 1
+
+static __always_inline bool mt_parent_queues_sigchld(void)
+{
+	struct task_struct *par =
+	    BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), real_parent);
+	unsigned long blocked = BPF_CORE_READ(par, blocked.sig[0]);
+	__u32 ptgid;
+
+	if (!(blocked & 1ul << (MT_SIGCHLD - 1)))
+		return false;
+	if (BPF_CORE_READ(par, sighand, action[MT_SIGCHLD - 1].sa.sa_handler) ||
+	    BPF_CORE_READ(par, sighand, action[MT_SIGCHLD - 1].sa.sa_flags) & MT_SA_NOCLDSTOP)
+		return false; /* a handler (reaps at delivery), SIG_IGN, or no stop notices */
+	ptgid = mt_task_ids(par) >> 32;
+	return ptgid && bpf_map_lookup_elem(&procs, &ptgid);
+}
+
+/*
  * Stops the current thread group (SIGSTOP, taken on the way back to user space) and submits its
  * control record e, or discards e when stops are not allowed. The record is reserved before the
  * flag is read, with a full barrier between (an atomic read-modify-write): a watchdog that
@@ -282,6 +310,11 @@ static __always_inline void mt_stop_submit(struct mt_event *e)
 	}
 	if (BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), ptrace)) {
 		e->aux = MT_CTL_NOT_STOPPED; /* traced: see MT_CTL_NOT_STOPPED */
+		mt_submit(e, true);
+		return;
+	}
+	if (mt_parent_queues_sigchld()) {
+		e->aux = MT_CTL_NOT_STOPPED_PARENT;
 		mt_submit(e, true);
 		return;
 	}

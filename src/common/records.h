@@ -92,11 +92,12 @@ static inline bool records__has(uint32_t type, unsigned flag)
 	return type < MT_EV_TYPE_MAX && (records__types[type].flags & flag);
 }
 
-/* A control record whose task stopped itself and waits for SIGCONT (REC_STOPS, not a traced
- * task's: MT_CTL_NOT_STOPPED). */
+/* A control record whose task stopped itself and waits for SIGCONT (REC_STOPS, not one the BPF
+ * side left running: MT_CTL_NOT_STOPPED, MT_CTL_NOT_STOPPED_PARENT). */
 static inline bool records__stopped(const struct mt_event *ev)
 {
-	return records__has(ev->type, REC_STOPS) && ev->aux != MT_CTL_NOT_STOPPED;
+	return records__has(ev->type, REC_STOPS) && ev->aux != MT_CTL_NOT_STOPPED &&
+	       ev->aux != MT_CTL_NOT_STOPPED_PARENT;
 }
 
 /* "Malloc", "Rss", ...; NULL for control records and unknown types. */

@@ -166,8 +166,11 @@ static int control_record(void *ctx, const struct mt_event *ev)
 
 	if (action < RA_NR && control_actions[action])
 		control_actions[action](t, ev);
-	if (!records__stopped(ev))
+	if (!records__stopped(ev)) {
+		if (records__has(ev->type, REC_STOPS))
+			t->ctl_not_stopped++;
 		return 0;
+	}
 	t->ctl_stops++;
 	kill(ev->pid, SIGCONT);
 	tracker__relay(t, ev->pid);

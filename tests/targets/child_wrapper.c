@@ -11,6 +11,10 @@
  *              child. Reports "propagated" (SIZE = the times it stopped itself) at the end.
  *   nobody     the child becomes user and group 65534 (no supplementary groups) before its
  *              exec, as runuser does; the parent waits plainly (no job control).
+ *   sigfd      as script(1) does: every signal blocked, SIGCHLD read from a signalfd; a
+ *              CLD_STOPPED child stops the parent too (SIGSTOP, then SIGCONT to the child), the
+ *              child is reaped at CLD_EXITED/KILLED/DUMPED only, other codes are ignored.
+ *              Reports "sigfd_stops" (SIZE = the child's stops it read) at the end.
  */
 #include <signal.h>
 #include <stdbool.h>
@@ -18,6 +22,7 @@
 #include <grp.h>
 #include <unistd.h>
 #include <sys/ptrace.h>
+#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include "expect.h"
 
@@ -71,17 +76,56 @@ static int propagating(pid_t pid)
 	}
 }
 
+/* script(1)'s loop: a stop notice is taken for the child's, and its exit is reaped on its own
+ * notice alone (a notice absorbed by one still queued is never read: it waits for ever) */
+static int sigfd_loop(int fd, pid_t pid)
+{
+	uint64_t stops = 0;
+	struct signalfd_siginfo si;
+	int st;
+
+	while (read(fd, &si, sizeof(si)) == sizeof(si)) {
+		if (si.ssi_signo != SIGCHLD)
+			continue;
+		if (si.ssi_code == CLD_EXITED || si.ssi_code == CLD_KILLED ||
+		    si.ssi_code == CLD_DUMPED) {
+			if (waitpid(pid, &st, WNOHANG) != pid)
+				continue;
+			mt_say_fact("sigfd_stops", stops);
+			return status_of(st);
+		}
+		if (si.ssi_code == CLD_STOPPED) {
+			stops++;
+			kill(getpid(), SIGSTOP);
+			kill(pid, SIGCONT);
+		}
+	}
+	return 2;
+}
+
 int main(int argc, char **argv)
 {
-	bool trace, nobody;
+	bool trace, nobody, sigfd;
+	sigset_t all;
 	pid_t pid;
+	int fd = -1;
 
-	if (argc < 3 ||
-	    (strcmp(argv[1], "ptrace") && strcmp(argv[1], "propagate") && strcmp(argv[1], "nobody")))
+	if (argc < 3 || (strcmp(argv[1], "ptrace") && strcmp(argv[1], "propagate") &&
+			 strcmp(argv[1], "nobody") && strcmp(argv[1], "sigfd")))
 		return 2;
 	trace = !strcmp(argv[1], "ptrace");
 	nobody = !strcmp(argv[1], "nobody");
+	sigfd = !strcmp(argv[1], "sigfd");
 	mt_expect_init();
+	if (sigfd) {
+		sigfillset(&all);
+		sigprocmask(SIG_BLOCK, &all, NULL);
+		sigemptyset(&all);
+		sigaddset(&all, SIGCHLD);
+		fd = signalfd(-1, &all, SFD_CLOEXEC);
+		if (fd < 0)
+			return 2;
+	}
 	pid = fork();
 	if (pid < 0)
 		return 2;
@@ -92,6 +136,10 @@ int main(int argc, char **argv)
 			raise(SIGSTOP);
 		if (nobody && (setgroups(0, NULL) || setgid(65534) || setuid(65534)))
 			_exit(126);
+		if (sigfd) {
+			sigemptyset(&all);
+			sigprocmask(SIG_SETMASK, &all, NULL);
+		}
 		execv(argv[2], argv + 2);
 		_exit(127);
 	}
@@ -100,5 +148,7 @@ int main(int argc, char **argv)
 
 		return waitpid(pid, &st, 0) == pid ? status_of(st) : 2;
 	}
+	if (sigfd)
+		return sigfd_loop(fd, pid);
 	return trace ? traced(pid) : propagating(pid);
 }
