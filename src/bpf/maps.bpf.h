@@ -160,8 +160,10 @@ static __always_inline __u64 mt_current_ids(void)
 struct mt_stop_ctl_map {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	/* [1]: stop at every exec, known executables too (process.bpf.c); [2]: auto mode, 1 + the
-	 * uid owning the interposer's shared memory (0: not checked, mt_shm_denied) */
-	__uint(max_entries, 3);
+	 * uid owning the interposer's shared memory (0: not checked, mt_shm_denied); [3]: 1 + the
+	 * root's seccomp filter (a kernel address, 0 without), taken at the tree's first exec
+	 * (the root's; user space resets it to 0 before) */
+	__uint(max_entries, 4);
 	__type(key, __u32);
 	__type(value, __u64); /* 64 bits: the only width of atomic fetch-add before -mcpu=v3 */
 };
@@ -177,21 +179,41 @@ static __always_inline bool mt_stop_all(void)
 
 /*
  * Auto mode: can the current task's credentials not open the interposer's shared memory (mode
- * 0600, owned by the uid in stop_ctl[2])? Its fsuid is another user's and it lacks
+ * 0600, owned by the uid in stop_ctl[2]), or may its seccomp filter refuse it? Its fsuid is another user's and it lacks
  * CAP_DAC_OVERRIDE in the initial user namespace (what the kernel checks against the file; in
  * another user namespace it is judged denied: at worst the interposer opens the file anyway,
  * registers, and its registration makes the uprobes skip it). kernel_cap_t is 64 bits on every
  * kernel (u32 cap[2] before 6.3, u64 val since): bit 1 is CAP_DAC_OVERRIDE in both.
  */
+static __always_inline __u64 mt_seccomp_filter(struct task_struct *task)
+{
+	return (__u64)BPF_CORE_READ(task, seccomp.filter);
+}
+
+/* Records the root's seccomp filter at the tree's first exec (stop_ctl[3]); a filter of its own
+ * below that one (man-db's sandbox) may refuse the interposer its shared memory. */
+static __always_inline void mt_seccomp_note_root(void)
+{
+	__u32 key = 3;
+	__u64 *ref = bpf_map_lookup_elem(&stop_ctl, &key);
+
+	if (ref && !*ref)
+		*ref = mt_seccomp_filter((struct task_struct *)bpf_get_current_task()) + 1;
+}
+
 static __always_inline bool mt_shm_denied(void)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	__u32 key = 2;
+	__u32 key = 2, rkey = 3;
 	__u64 *owner = bpf_map_lookup_elem(&stop_ctl, &key), caps = 0;
+	__u64 *ref = bpf_map_lookup_elem(&stop_ctl, &rkey);
 	const struct cred *c;
 
 	if (!owner || !*owner)
 		return false;
+	/* a seccomp filter the root did not have: what it allows is not known here */
+	if (ref && *ref && mt_seccomp_filter(task) + 1 != *ref)
+		return true;
 	c = BPF_CORE_READ(task, cred);
 	if (BPF_CORE_READ(c, fsuid.val) == (__u32)(*owner - 1))
 		return false;

@@ -280,6 +280,7 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	if (!p)
 		return 0;
 	mm = BPF_CORE_READ(task, mm);
+	mt_seccomp_note_root();
 	denied = mt_shm_denied(); /* the new image's credentials, committed by now */
 	/* under p->lock: a reclaimer's record of the old mm cannot follow the Exec (rss.bpf.c
 	 * checks p->mm under the lock) */

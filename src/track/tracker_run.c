@@ -38,10 +38,11 @@ static int tracker__set_stop_all(struct tracker *t, bool on)
  * maps.bpf.h); 0 otherwise. Set at every run: the map may be a kept one (tracker_kept.c). */
 static int tracker__set_shm_owner(struct tracker *t)
 {
-	__u32 two = 2;
-	__u64 v = t->pre.autom ? (__u64)t->pre.shm_uid + 1 : 0;
+	__u32 two = 2, three = 3;
+	__u64 v = t->pre.autom ? (__u64)t->pre.shm_uid + 1 : 0, none = 0;
 
-	if (bpf_map_update_elem(t->fd.stop_ctl, &two, &v, BPF_ANY))
+	if (bpf_map_update_elem(t->fd.stop_ctl, &two, &v, BPF_ANY) ||
+	    bpf_map_update_elem(t->fd.stop_ctl, &three, &none, BPF_ANY))
 		return -errno;
 	return 0;
 }
@@ -98,9 +99,12 @@ static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 
 	if (err < 0 && err != -ENOENT && err != -ESRCH)
 		log__warn("process %d: cannot inspect its libraries: %s", ev->pid, strerror(-err));
-	/* an interposer that cannot reach our shared memory can tell its refusal only by the
-	 * control point: it waits for the link here (preload_ctl.c) */
-	if (t->pre.on && !t->ctl_ready && !preload_setup__env_reaches(&t->pre, ev->pid))
+	/* an interposer that cannot map our shared memory can tell its refusal only by the
+	 * control point (preload_ctl.c): the image waits for the link here. Not only when the
+	 * environment does not reach it: an open refused for a reason not seen from here (a
+	 * mount namespace, a security module) made a refusal nobody heard, an untracked process
+	 * and no drop. The link is made on a thread since the load: this waits for its end. */
+	if (t->pre.on && !t->ctl_ready)
 		tracker__ctl_ready(t);
 	if (t->pre.autom)
 		tracker__judge(t, ev->pid, err, ev->size & MT_EXEC_SHM_DENIED);

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#define _GNU_SOURCE
 /*
  * `child_wrapper MODE PROGRAM [ARGS...]`: runs PROGRAM as its child the way a tool that holds
  * a child does, and exits with the child's status (128 + N for signal N).
@@ -15,12 +16,26 @@
  *              CLD_STOPPED child stops the parent too (SIGSTOP, then SIGCONT to the child), the
  *              child is reaped at CLD_EXITED/KILLED/DUMPED only, other codes are ignored.
  *              Reports "sigfd_stops" (SIZE = the child's stops it read) at the end.
+ *   seccomp    the child installs a seccomp filter before its exec, as man-db's sandbox does,
+ *              that refuses openat for writing (EPERM; reading is allowed, so the loader works);
+ *              the parent waits plainly.
+ *   shmns      the child enters a mount namespace of its own with an empty tmpfs on /dev/shm
+ *              before its exec: memtrack's shared memory is not there to open; the parent
+ *              waits plainly.
  */
 #include <signal.h>
 #include <stdbool.h>
 #include <string.h>
 #include <grp.h>
 #include <unistd.h>
+#include <stddef.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/ptrace.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -103,19 +118,40 @@ static int sigfd_loop(int fd, pid_t pid)
 	return 2;
 }
 
+/* openat(..., flags with O_WRONLY or O_RDWR) fails with EPERM; all else is allowed */
+static int no_writes(void)
+{
+	struct sock_filter f[] = {
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat, 0, 3),
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+	    BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, O_WRONLY | O_RDWR, 0, 1),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 1 /* EPERM */),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {.len = sizeof(f) / sizeof(f[0]), .filter = f};
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+		return -1;
+	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+}
+
 int main(int argc, char **argv)
 {
-	bool trace, nobody, sigfd;
+	bool trace, nobody, sigfd, filtered, shmns;
 	sigset_t all;
 	pid_t pid;
 	int fd = -1;
 
 	if (argc < 3 || (strcmp(argv[1], "ptrace") && strcmp(argv[1], "propagate") &&
-			 strcmp(argv[1], "nobody") && strcmp(argv[1], "sigfd")))
+			 strcmp(argv[1], "nobody") && strcmp(argv[1], "sigfd") &&
+			 strcmp(argv[1], "seccomp") && strcmp(argv[1], "shmns")))
 		return 2;
 	trace = !strcmp(argv[1], "ptrace");
 	nobody = !strcmp(argv[1], "nobody");
 	sigfd = !strcmp(argv[1], "sigfd");
+	filtered = !strcmp(argv[1], "seccomp");
+	shmns = !strcmp(argv[1], "shmns");
 	mt_expect_init();
 	if (sigfd) {
 		sigfillset(&all);
@@ -136,6 +172,11 @@ int main(int argc, char **argv)
 			raise(SIGSTOP);
 		if (nobody && (setgroups(0, NULL) || setgid(65534) || setuid(65534)))
 			_exit(126);
+		if (filtered && no_writes())
+			_exit(126);
+		if (shmns && (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+			      mount("tmpfs", "/dev/shm", "tmpfs", 0, NULL)))
+			_exit(126);
 		if (sigfd) {
 			sigemptyset(&all);
 			sigprocmask(SIG_SETMASK, &all, NULL);
@@ -143,7 +184,7 @@ int main(int argc, char **argv)
 		execv(argv[2], argv + 2);
 		_exit(127);
 	}
-	if (nobody) {
+	if (nobody || filtered || shmns) {
 		int st;
 
 		return waitpid(pid, &st, 0) == pid ? status_of(st) : 2;
