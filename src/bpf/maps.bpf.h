@@ -177,14 +177,6 @@ static __always_inline bool mt_stop_all(void)
 	return all && *all;
 }
 
-/*
- * Auto mode: can the current task's credentials not open the interposer's shared memory (mode
- * 0600, owned by the uid in stop_ctl[2]), or may its seccomp filter refuse it? Its fsuid is another user's and it lacks
- * CAP_DAC_OVERRIDE in the initial user namespace (what the kernel checks against the file; in
- * another user namespace it is judged denied: at worst the interposer opens the file anyway,
- * registers, and its registration makes the uprobes skip it). kernel_cap_t is 64 bits on every
- * kernel (u32 cap[2] before 6.3, u64 val since): bit 1 is CAP_DAC_OVERRIDE in both.
- */
 static __always_inline __u64 mt_seccomp_filter(struct task_struct *task)
 {
 	return (__u64)BPF_CORE_READ(task, seccomp.filter);
@@ -201,6 +193,15 @@ static __always_inline void mt_seccomp_note_root(void)
 		*ref = mt_seccomp_filter((struct task_struct *)bpf_get_current_task()) + 1;
 }
 
+/*
+ * Auto mode: can the current task not open the interposer's shared memory? A seccomp filter
+ * the root did not have may refuse it (what it allows is not known here). Or its credentials
+ * cannot (mode 0600, owned by the uid in stop_ctl[2]): its fsuid is another user's and it lacks
+ * CAP_DAC_OVERRIDE in the initial user namespace (what the kernel checks against the file; in
+ * another user namespace it is judged denied: at worst the interposer opens the file anyway,
+ * registers, and its registration makes the uprobes skip it). kernel_cap_t is 64 bits on every
+ * kernel (u32 cap[2] before 6.3, u64 val since): bit 1 is CAP_DAC_OVERRIDE in both.
+ */
 static __always_inline bool mt_shm_denied(void)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
@@ -211,7 +212,6 @@ static __always_inline bool mt_shm_denied(void)
 
 	if (!owner || !*owner)
 		return false;
-	/* a seccomp filter the root did not have: what it allows is not known here */
 	if (ref && *ref && mt_seccomp_filter(task) + 1 != *ref)
 		return true;
 	c = BPF_CORE_READ(task, cred);
@@ -283,6 +283,9 @@ static __always_inline struct mt_event *mt_reserve(__u32 type, __u32 pid, __u32 
 	return e;
 }
 
+#define MT_SIGCHLD      17 /* x86-64's numbers; vmlinux.h has no macros */
+#define MT_SA_NOCLDSTOP 1
+
 /*
  * Whether the current task's parent is of the tree and takes SIGCHLD from a queue: blocked, with
  * the default action and without SA_NOCLDSTOP (a signalfd or sigwaitinfo, as script(1) does).
@@ -292,9 +295,6 @@ static __always_inline struct mt_event *mt_reserve(__u32 type, __u32 pid, __u32 
  * a task is not stopped (MT_CTL_NOT_STOPPED_PARENT). memtrack itself (the root's parent) takes
  * SIGCHLD from a signalfd too, but reaps at every one: the root's stops stay.
  */
-#define MT_SIGCHLD      17 /* x86-64's numbers; vmlinux.h has no macros */
-#define MT_SA_NOCLDSTOP 1
-
 static __always_inline bool mt_parent_queues_sigchld(void)
 {
 	struct task_struct *par =

@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: MIT
-#define _GNU_SOURCE
 /*
  * `child_wrapper MODE PROGRAM [ARGS...]`: runs PROGRAM as its child the way a tool that holds
  * a child does, and exits with the child's status (128 + N for signal N).
@@ -23,6 +22,7 @@
  *              before its exec: memtrack's shared memory is not there to open; the parent
  *              waits plainly.
  */
+#define _GNU_SOURCE /* unshare */
 #include <signal.h>
 #include <stdbool.h>
 #include <string.h>
