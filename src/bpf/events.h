@@ -112,6 +112,9 @@ _Static_assert(sizeof(struct mt_event) == 48, "struct mt_event is the 48-byte re
 /* size of MT_EV_CTL_EXEC_STOPPED: the new image's credentials cannot open the interposer's
  * shared memory (auto mode: another user's process, served by uprobes) */
 #define MT_EXEC_SHM_DENIED 1
+/* ... or the new image is in another mount namespace than memtrack's: user space looks whether
+ * the shared memory is there (its /dev/shm may be another tmpfs), and marks it denied if not */
+#define MT_EXEC_OTHER_MNTNS 2
 
 /* aux of a stopping control record whose task was not stopped: it is traced (ptrace), and its
  * tracer would take our SIGSTOP and SIGCONT for the program's own signals (gdb's `run` ended

@@ -162,8 +162,9 @@ struct mt_stop_ctl_map {
 	/* [1]: stop at every exec, known executables too (process.bpf.c); [2]: auto mode, 1 + the
 	 * uid owning the interposer's shared memory (0: not checked, mt_shm_denied); [3]: 1 + the
 	 * root's seccomp filter (a kernel address, 0 without), taken at the tree's first exec
-	 * (the root's; user space resets it to 0 before) */
-	__uint(max_entries, 4);
+	 * (the root's; user space resets it to 0 before); [4]: auto mode, 1 + the inode of
+	 * memtrack's mount namespace (0: not checked, mt_other_mntns) */
+	__uint(max_entries, 5);
 	__type(key, __u32);
 	__type(value, __u64); /* 64 bits: the only width of atomic fetch-add before -mcpu=v3 */
 };
@@ -219,6 +220,20 @@ static __always_inline bool mt_shm_denied(void)
 		return false;
 	bpf_core_read(&caps, sizeof(caps), &c->cap_effective);
 	return !(caps & 1 << 1 /* CAP_DAC_OVERRIDE */) || BPF_CORE_READ(c, user_ns, level) != 0;
+}
+
+/*
+ * Auto mode: is the current task in a mount namespace other than memtrack's? Its /dev/shm may
+ * not hold the interposer's shared memory (another tmpfs there: a sandbox, a container), or may
+ * (`unshare -m` alone): its exec stops and user space looks (MT_EXEC_OTHER_MNTNS).
+ */
+static __always_inline bool mt_other_mntns(void)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	__u32 key = 4;
+	__u64 *ns = bpf_map_lookup_elem(&stop_ctl, &key);
+
+	return ns && *ns && (__u64)BPF_CORE_READ(task, nsproxy, mnt_ns, ns.inum) + 1 != *ns;
 }
 
 static __always_inline void mt_drop(__u32 reason)

@@ -47,16 +47,17 @@ struct mt_proc {
 	 * then write nothing for it: no call is counted by both mechanisms. */
 	mt_u32 served;
 	/* 1: this image's credentials cannot open the interposer's shared memory (another user:
-	 * `runuser -u nobody`, su; mt_shm_denied in maps.bpf.h): its exec stopped and user space
-	 * attached glibc's uprobes, which record it, so its interposer's refusal is no drop. Set at
-	 * exec, inherited at fork. */
+	 * `runuser -u nobody`, su; mt_shm_denied in maps.bpf.h), or its mount namespace has
+	 * another /dev/shm (set by user space at the exec stop, mt_mark_proc): its exec stopped
+	 * and user space attached glibc's uprobes, which record it, so its interposer's refusal is
+	 * no drop. Set at exec, inherited at fork. */
 	mt_u32 shm_denied;
 	/* 1: the next exec of a known executable does not stop even when every exec stops
 	 * (stop_ctl[1]): the root's, judged by user space before it ran. Cleared at exec. */
 	mt_u32 no_stop;
 	/* CLOCK_MONOTONIC ns when this image began (its exec, or its fork: a fork child runs a
 	 * copy); 0 for the root until its exec. A registration the interposer wrote before the
-	 * control link was live is this image's only if stamped later (mt_mark_served). */
+	 * control link was live is this image's only if stamped later (mt_mark_proc). */
 	mt_u64 image_ts;
 	/* --stacks: nonzero once this image asked user space to read its maps (at its first
 	 * allocation with a stack, alloc.bpf.c). Cleared at exec; a fork child inherits it with
@@ -108,6 +109,12 @@ enum mt_preload_ctl {
 	 * (drops.unserved, the run incomplete), never a silent loss */
 	MT_PRELOAD_CTL_UNSERVED = 2,
 	MT_PRELOAD_CTL_NR,
+};
+
+/* What memtrack marks in a process with mt_mark_proc (src/bpf/served.bpf.c): its third arg. */
+enum mt_mark {
+	MT_MARK_SERVED = 0,	/* a registration the control link did not see: mt_proc.served */
+	MT_MARK_SHM_DENIED = 1, /* its /dev/shm lacks the shared memory: mt_proc.shm_denied */
 };
 
 #endif

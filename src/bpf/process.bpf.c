@@ -195,7 +195,7 @@ __noinline int mt_emit_comm(__u32 pid, __u32 tid, __u64 task)
  * A global function: checked once, not once per path of mt_on_exec that reaches it (the
  * lock's and the records' outcomes multiply them).
  */
-__noinline int mt_exec_stop(__u32 tgid, __u32 tid, __u64 bprm, bool no_stop, bool denied)
+__noinline int mt_exec_stop(__u32 tgid, __u32 tid, __u64 bprm, bool no_stop, __u64 judge)
 {
 	struct inode *ino;
 	struct mt_event *e;
@@ -207,15 +207,15 @@ __noinline int mt_exec_stop(__u32 tgid, __u32 tid, __u64 bprm, bool no_stop, boo
 	key = mt_exe_key(BPF_CORE_READ(ino, i_sb, s_dev), BPF_CORE_READ(ino, i_ino));
 	/* stop_ctl[1]: every exec stops, known executables too (--alloc-hooks auto while glibc's
 	 * probes are not attached: tracker_run.c judges whether the process needs them); no_stop:
-	 * the root's, judged before it ran; denied (mt_shm_denied): stops, known or not, so that
-	 * user space attaches glibc's probes before the new image runs */
-	if (bpf_map_lookup_elem(&known_exe, &key) && (no_stop || !mt_stop_all()) && !denied)
+	 * the root's, judged before it ran; judge (MT_EXEC_SHM_DENIED, MT_EXEC_OTHER_MNTNS): stops,
+	 * known or not, so that user space attaches glibc's probes before the new image runs */
+	if (bpf_map_lookup_elem(&known_exe, &key) && (no_stop || !mt_stop_all()) && !judge)
 		return 0;
 	e = mt_reserve(MT_EV_CTL_EXEC_STOPPED, tgid, tid);
 	if (!e)
 		return 0; /* counted as a ring drop; the task runs on unstopped */
 	e->addr = key;
-	e->size = denied ? MT_EXEC_SHM_DENIED : 0;
+	e->size = judge;
 	/* SIGSTOP is taken on the way back to user space: no instruction of the new image runs
 	 * before the consumer answers with SIGCONT. */
 	mt_stop_submit(e);
@@ -276,6 +276,7 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	struct mt_proc *p = bpf_map_lookup_elem(&procs, &tgid);
 	struct mm_struct *mm;
 	bool locked, no_stop, denied;
+	__u64 judge;
 
 	if (!p)
 		return 0;
@@ -290,8 +291,8 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	mt_disown_mm(p->mm, tgid);
 	p->mm = (__u64)mm;
 	p->execs++;
-	/* an exchange, a full barrier, before served's clearing: mt_mark_served (served.bpf.c)
-	 * sets served, then reads image_ts: it sees this exec, or this clears its mark */
+	/* an exchange, a full barrier, before the marks are cleared: mt_mark_proc (served.bpf.c)
+	 * sets a mark, then reads image_ts: it sees this exec, or this clears its mark */
 	__sync_lock_test_and_set(&p->image_ts, bpf_ktime_get_ns());
 	p->served = 0; /* the new image registers again if the interposer serves it */
 	p->shm_denied = denied;
@@ -301,7 +302,8 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	mt_own_mm((__u64)mm, tgid);
 	/* before the re-base (the tail call does not return): the stop is taken on the way back
 	 * to user space, after all of this */
-	mt_exec_stop(tgid, tid, (__u64)bprm, no_stop, denied);
+	judge = (denied ? MT_EXEC_SHM_DENIED : 0) | (mt_other_mntns() ? MT_EXEC_OTHER_MNTNS : 0);
+	mt_exec_stop(tgid, tid, (__u64)bprm, no_stop, judge);
 	/* The old image's memory is gone: the new mm starts from what exec mapped. */
 	mt_rebase_call(ctx, tgid, tid, (__u64)mm, locked, false);
 	return 0;

@@ -60,28 +60,39 @@ int mt_preload_ctl_perf(struct pt_regs *ctx)
 }
 
 /*
- * Run by memtrack (BPF_PROG_TEST_RUN, args: pid, the registration's CLOCK_MONOTONIC stamp)
- * for each image the interposer registered as served while its control link was not live yet
- * (the registration is written before the served call: whichever of the two the link missed,
- * memtrack's scan after the link went live sees the registration). Marks the process served
- * unless it has exec'd since, or is another process reusing the pid: its image began after
- * the stamp. Against an exec on another CPU: served is set first, then image_ts read by an
- * atomic (a full barrier), while the exec sets image_ts by an exchange before clearing served
- * (process.bpf.c): either this sees the exec's stamp and undoes the mark, or the exec's
- * clearing comes after the mark.
+ * Run by memtrack (BPF_PROG_TEST_RUN, args: pid, a CLOCK_MONOTONIC stamp, MT_MARK_*):
+ * - MT_MARK_SERVED, for each image the interposer registered as served while its control link
+ *   was not live yet (the registration is written before the served call: whichever of the
+ *   two the link missed, memtrack's scan after the link went live sees the registration),
+ *   stamped with the registration;
+ * - MT_MARK_SHM_DENIED, at the exec stop of an image in another mount namespace whose /dev/shm
+ *   does not hold the shared memory (MT_EXEC_OTHER_MNTNS): uprobes record it, and its
+ *   interposer's refusal is no loss (mt_preload_ctl); stamped with the stop's record.
+ * Marks the process unless it has exec'd since, or is another process reusing the pid: its
+ * image began after the stamp. Against an exec on another CPU: the mark is set first, then
+ * image_ts read by an atomic (a full barrier), while the exec sets image_ts by an exchange
+ * before clearing both marks (process.bpf.c): either this sees the exec's stamp and undoes the
+ * mark, or the exec's clearing comes after the mark. Returns 1 when marked.
  */
 SEC("raw_tp")
-int mt_mark_served(struct bpf_raw_tracepoint_args *ctx)
+int mt_mark_proc(struct bpf_raw_tracepoint_args *ctx)
 {
 	__u32 pid = (__u32)ctx->args[0];
-	__u64 reg_ts = ctx->args[1];
+	__u64 ts = ctx->args[1];
+	bool denied = ctx->args[2] == MT_MARK_SHM_DENIED;
 	struct mt_proc *p = bpf_map_lookup_elem(&procs, &pid);
 
-	if (!p || p->image_ts > reg_ts)
+	if (!p || p->image_ts > ts)
 		return 0;
-	p->served = 1;
-	if (__sync_fetch_and_add(&p->image_ts, 0) > reg_ts) {
-		p->served = 0;
+	if (denied)
+		p->shm_denied = 1;
+	else
+		p->served = 1;
+	if (__sync_fetch_and_add(&p->image_ts, 0) > ts) {
+		if (denied)
+			p->shm_denied = 0;
+		else
+			p->served = 0;
 		return 0;
 	}
 	return 1;

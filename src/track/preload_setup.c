@@ -68,6 +68,7 @@ int preload_setup__start(struct preload_setup *p, enum alloc_hooks mode, uint64_
 	const char *u = getenv("SUDO_UID"), *g = getenv("SUDO_GID"), *old;
 	uid_t uid = (uid_t)-1;
 	gid_t gid = (gid_t)-1;
+	struct stat st;
 	char *pre;
 	int err;
 
@@ -107,6 +108,12 @@ int preload_setup__start(struct preload_setup *p, enum alloc_hooks mode, uint64_
 		goto fail;
 	}
 	free(pre);
+	if (stat(shm_source__path(p->shm), &st) == 0) {
+		p->shm_dev = st.st_dev;
+		p->shm_ino = st.st_ino;
+	}
+	if (stat("/proc/self/ns/mnt", &st) == 0)
+		p->mntns_ino = st.st_ino;
 	p->on = true;
 	p->autom = mode == ALLOC_HOOKS_AUTO;
 	log__debug(1, "alloc hooks: preload (%s, %s)", p->lib, shm_source__path(p->shm));
@@ -248,6 +255,15 @@ bool preload_setup__env_reaches(const struct preload_setup *p, pid_t pid)
 		lib = !stat(path, &st) && st.st_dev == p->dev && st.st_ino == p->ino;
 	}
 	return lib && mem;
+}
+
+bool preload_setup__shm_reaches(const struct preload_setup *p, pid_t pid)
+{
+	char path[PATH_MAX + 32];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, shm_source__path(p->shm));
+	return p->shm_ino && !stat(path, &st) && st.st_dev == p->shm_dev && st.st_ino == p->shm_ino;
 }
 
 /* pid in a pid namespace other than ours (the tree ran `unshare -p`): the interposer leaves it

@@ -36,6 +36,9 @@ struct preload_setup {
 	dev_t dev; /* the interposer's file: never probed itself */
 	ino_t ino;
 	ino_t pidns_ino; /* memtrack's pid namespace: the interposer serves no other (0: unknown) */
+	ino_t mntns_ino; /* memtrack's mount namespace (0: unknown) */
+	dev_t shm_dev;	 /* the shared memory's file, as seen from our root */
+	ino_t shm_ino;
 	struct shm_source *shm;
 	uid_t shm_uid; /* the shared memory's owner: the invoking user under sudo, else ours */
 	/* auto: each judgement at an exec stop, in order: whether the image needs uprobes, and
@@ -70,6 +73,9 @@ void preload_setup__close(struct preload_setup *p);
 /* Is our interposer in pid's LD_PRELOAD (the same file, seen from its root) and our shared
  * memory in its MEMTRACK_PRELOAD_SHM? */
 bool preload_setup__env_reaches(const struct preload_setup *p, pid_t pid);
+/* Is our shared memory, as named in its environment, the same file seen from pid's root? Asked
+ * of a process in another mount namespace (MT_EXEC_OTHER_MNTNS): its /dev/shm may be another. */
+bool preload_setup__shm_reaches(const struct preload_setup *p, pid_t pid);
 bool preload_setup__needs_probes(const struct preload_setup *p, pid_t pid, unsigned kinds);
 /* Remembers whether pid's new image (kinds: its libs__kinds) is served by uprobes
  * (preload_setup__fill); a later call for the same pid (its next exec) replaces it. */

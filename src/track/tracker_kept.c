@@ -76,7 +76,7 @@ static const struct {
     {"mt_on_exit", offsetof(struct tracker_fds, on_exit), true, true},
     {"mt_on_rss_stat", offsetof(struct tracker_fds, on_rss_stat), true, true},
     {"mt_preload_ctl_multi", offsetof(struct tracker_fds, preload_ctl), true, false},
-    {"mt_mark_served", offsetof(struct tracker_fds, mark_served), true, false},
+    {"mt_mark_proc", offsetof(struct tracker_fds, mark_proc), true, false},
     {"mt_pidns_probe", offsetof(struct tracker_fds, pidns_probe), true, true},
 };
 

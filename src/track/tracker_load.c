@@ -398,7 +398,7 @@ static int tracker__open_load(struct tracker *t, struct ring_prep *ring)
 	tracker__alloc_autoload(s, t->multi, eager);
 	bpf_program__set_autoload(s->progs.mt_preload_ctl_multi, t->pre.on && t->multi);
 	bpf_program__set_autoload(s->progs.mt_preload_ctl_perf, t->pre.on && !t->multi);
-	bpf_program__set_autoload(s->progs.mt_mark_served, t->pre.on);
+	bpf_program__set_autoload(s->progs.mt_mark_proc, t->pre.on);
 	if (t->multi)
 		bpf_program__set_expected_attach_type(s->progs.mt_preload_ctl_multi,
 						      attach__uprobe_multi_type());

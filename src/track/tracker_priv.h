@@ -50,7 +50,7 @@ struct ring_prep {
  * cache (prog_cache.h); -1: not loaded. tracker__fds_take fills them, by the object's names. */
 struct tracker_fds {
 	int events, procs, stop_ctl, known_exe, ustack_lost, global, drops, pidns;
-	int on_fork, on_exec, on_exit, on_rss_stat, preload_ctl, mark_served, pidns_probe;
+	int on_fork, on_exec, on_exit, on_rss_stat, preload_ctl, mark_proc, pidns_probe;
 };
 
 struct tracker {

@@ -35,16 +35,31 @@ static int tracker__set_stop_all(struct tracker *t, bool on)
 
 /* Auto mode: the uid owning the interposer's shared memory, so that the exec of a process
  * whose credentials cannot open it stops and is judged (stop_ctl[2], mt_shm_denied in
- * maps.bpf.h); 0 otherwise. Set at every run: the map may be a kept one (tracker_kept.c). */
+ * maps.bpf.h), and our mount namespace, so that an exec in another stops too (stop_ctl[4],
+ * mt_other_mntns); 0 otherwise. Set at every run: the map may be a kept one (tracker_kept.c). */
 static int tracker__set_shm_owner(struct tracker *t)
 {
-	__u32 two = 2, three = 3;
+	__u32 two = 2, three = 3, four = 4;
 	__u64 v = t->pre.autom ? (__u64)t->pre.shm_uid + 1 : 0, none = 0;
+	__u64 mnt = t->pre.autom && t->pre.mntns_ino ? (__u64)t->pre.mntns_ino + 1 : 0;
 
 	if (bpf_map_update_elem(t->fd.stop_ctl, &two, &v, BPF_ANY) ||
-	    bpf_map_update_elem(t->fd.stop_ctl, &three, &none, BPF_ANY))
+	    bpf_map_update_elem(t->fd.stop_ctl, &three, &none, BPF_ANY) ||
+	    bpf_map_update_elem(t->fd.stop_ctl, &four, &mnt, BPF_ANY))
 		return -errno;
 	return 0;
+}
+
+/* Marks pid's image in the procs map (mt_mark_proc, served.bpf.c: what is an enum mt_mark)
+ * unless it began after ts. 1 when marked, 0 when not, -errno. */
+static int tracker__mark_proc(struct tracker *t, int32_t pid, uint64_t ts, enum mt_mark what)
+{
+	__u64 args[3] = {(__u64)pid, ts, what};
+	LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = args, .ctx_size_in = sizeof(args));
+
+	if (bpf_prog_test_run_opts(t->fd.mark_proc, &o))
+		return -errno;
+	return (int)o.retval;
 }
 
 /* Auto mode: glibc's and libstdc++'s probes go in for good (a process the interposer cannot
@@ -106,8 +121,27 @@ static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 	 * and no drop. The link is made on a thread since the load: this waits for its end. */
 	if (t->pre.on && !t->ctl_ready)
 		tracker__ctl_ready(t);
-	if (t->pre.autom)
-		tracker__judge(t, ev->pid, err, ev->size & MT_EXEC_SHM_DENIED);
+	if (t->pre.autom) {
+		bool denied = ev->size & MT_EXEC_SHM_DENIED;
+
+		/* another mount namespace: a sandbox's or a container's own /dev/shm lacks our
+		 * shared memory, and its interposer will refuse. Judged like another user's
+		 * image: uprobes record it, and the refusal is no loss once marked (while it is
+		 * stopped, its image cannot change). */
+		if (!denied && ev->size & MT_EXEC_OTHER_MNTNS &&
+		    !preload_setup__shm_reaches(&t->pre, ev->pid)) {
+			int m = tracker__mark_proc(t, ev->pid, ev->ts, MT_MARK_SHM_DENIED);
+
+			denied = m > 0;
+			if (m < 0)
+				log__warn("process %d: cannot mark it for uprobes: %s", ev->pid,
+					  strerror(-m));
+			log__debug(LOG_VERBOSE,
+				   "process %d: another mount namespace, without our shared memory",
+				   ev->pid);
+		}
+		tracker__judge(t, ev->pid, err, denied);
+	}
 	bpf_map_update_elem(t->fd.known_exe, &ev->addr, &one, BPF_ANY);
 }
 
@@ -273,12 +307,18 @@ int tracker__attach_root(struct tracker *t)
 		}
 	}
 	err = tracker__set_shm_owner(t);
-	if (!err)
-		err = libs__bind(t->libs, t->set);
-	if (!err && t->root.known)
-		bpf_map_update_elem(t->fd.known_exe, &t->root.key, &one, BPF_ANY);
-	if (!err && t->pre.autom)
-		err = tracker__set_stop_all(t, !libs__glibc_attached(t->libs));
+	if (!err) {
+		err = libs__bind(t->libs, t->set); /* logs its own failures */
+		if (err)
+			return err;
+		if (t->root.known)
+			bpf_map_update_elem(t->fd.known_exe, &t->root.key, &one, BPF_ANY);
+		if (t->pre.autom)
+			err = tracker__set_stop_all(t, !libs__glibc_attached(t->libs));
+	}
+	if (err)
+		log__error("cannot set the exec stops' controls (BPF map stop_ctl): %s",
+			   strerror(-err));
 	return err;
 }
 
@@ -332,18 +372,17 @@ int tracker__attach_served(struct tracker *t)
 }
 
 /* One registration of a served image made while the control link was not live: marked in
- * the procs map unless its process exec'd since (mt_mark_served, served.bpf.c). */
+ * the procs map unless its process exec'd since (mt_mark_proc, served.bpf.c). */
 static void tracker__mark_served(void *ctx, int32_t pid, uint64_t ts)
 {
 	struct tracker *t = ctx;
-	__u64 args[2] = {(__u64)pid, ts};
-	LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = args, .ctx_size_in = sizeof(args));
+	int m = tracker__mark_proc(t, pid, ts, MT_MARK_SERVED);
 
-	if (bpf_prog_test_run_opts(t->fd.mark_served, &o))
+	if (m < 0)
 		log__warn("process %d: cannot mark it served by the interposer: %s", pid,
-			  strerror(errno));
+			  strerror(-m));
 	else
-		t->ctl_marked += o.retval;
+		t->ctl_marked += (uint32_t)m;
 }
 
 int tracker__ctl_ready(struct tracker *t)

@@ -21,6 +21,8 @@
  *   shmns      the child enters a mount namespace of its own with an empty tmpfs on /dev/shm
  *              before its exec: memtrack's shared memory is not there to open; the parent
  *              waits plainly.
+ *   mntns      the child enters a mount namespace of its own, the same mounts (`unshare -m`):
+ *              the shared memory is still there; the parent waits plainly.
  */
 #define _GNU_SOURCE /* unshare */
 #include <signal.h>
@@ -138,20 +140,22 @@ static int no_writes(void)
 
 int main(int argc, char **argv)
 {
-	bool trace, nobody, sigfd, filtered, shmns;
+	bool trace, nobody, sigfd, filtered, shmns, mntns;
 	sigset_t all;
 	pid_t pid;
 	int fd = -1;
 
-	if (argc < 3 || (strcmp(argv[1], "ptrace") && strcmp(argv[1], "propagate") &&
-			 strcmp(argv[1], "nobody") && strcmp(argv[1], "sigfd") &&
-			 strcmp(argv[1], "seccomp") && strcmp(argv[1], "shmns")))
+	if (argc < 3 ||
+	    (strcmp(argv[1], "ptrace") && strcmp(argv[1], "propagate") &&
+	     strcmp(argv[1], "nobody") && strcmp(argv[1], "sigfd") && strcmp(argv[1], "seccomp") &&
+	     strcmp(argv[1], "shmns") && strcmp(argv[1], "mntns")))
 		return 2;
 	trace = !strcmp(argv[1], "ptrace");
 	nobody = !strcmp(argv[1], "nobody");
 	sigfd = !strcmp(argv[1], "sigfd");
 	filtered = !strcmp(argv[1], "seccomp");
 	shmns = !strcmp(argv[1], "shmns");
+	mntns = !strcmp(argv[1], "mntns");
 	mt_expect_init();
 	if (sigfd) {
 		sigfillset(&all);
@@ -177,6 +181,9 @@ int main(int argc, char **argv)
 		if (shmns && (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
 			      mount("tmpfs", "/dev/shm", "tmpfs", 0, NULL)))
 			_exit(126);
+		if (mntns &&
+		    (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)))
+			_exit(126);
 		if (sigfd) {
 			sigemptyset(&all);
 			sigprocmask(SIG_SETMASK, &all, NULL);
@@ -184,7 +191,7 @@ int main(int argc, char **argv)
 		execv(argv[2], argv + 2);
 		_exit(127);
 	}
-	if (nobody || filtered || shmns) {
+	if (nobody || filtered || shmns || mntns) {
 		int st;
 
 		return waitpid(pid, &st, 0) == pid ? status_of(st) : 2;
