@@ -29,6 +29,8 @@ pkgs=(
 	# what users would pick instead, measured beside memtrack by the same suite (heaptrack-*,
 	# massif-* rows)
 	heaptrack valgrind
+	# a 32-bit test program (build/targets/alloc_fixed32: test_foreign_abi)
+	gcc-multilib
 	# <sys/sdt.h>: test_usdt checks that memtrack reads its notes like ours (include/memtrack.h
 	# itself needs nothing)
 	systemtap-sdt-dev

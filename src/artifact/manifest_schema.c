@@ -163,7 +163,7 @@ static int put_preload(json_t *o, const struct field *f, const struct manifest *
 	if (m->preload_clock && (set(o, "preload_clock", json_string(m->preload_clock)) ||
 				 set(o, "preload_clock_reason", str_or_null(m->preload_clock_reason))))
 		return -ENOMEM;
-	for (int i = DROP_PRELOAD; i < DROP_NR; i++)
+	for (int i = DROP_PRELOAD; i < DROP_TRACKER; i++)
 		rc |= set(d, records__drops[i].key, u64(m->drops[i]));
 	return rc;
 }
@@ -610,7 +610,8 @@ static int get_drop_reasons(json_t *o, const struct field *f, struct manifest *m
 
 	(void)f;
 	for (int i = 0; i < DROP_NR; i++)
-		if ((i != MT_DROP_UNSERVED && i != DROP_PRELOAD + MT_SHM_DROP_NAMESPACE) ||
+		if ((i != MT_DROP_UNSERVED && i != DROP_PRELOAD + MT_SHM_DROP_NAMESPACE &&
+		     i != DROP_ABI) ||
 		    json_object_get(o, records__drops[i].key))
 			m->drops[i] = get_u64(o, records__drops[i].key, &err);
 		else

@@ -50,28 +50,31 @@ uint32_t records__from_name(const char *name, size_t len)
 }
 
 const struct drop_reason records__drops[DROP_NR] = {
-	[MT_DROP_RINGBUF] = {"ringbuf", "ring buffer",
-			     "Try a larger --ring-size, or a larger --rss-step."},
-	[MT_DROP_THREAD_MAP] = {"thread_map", "thread map",
-				"The kernel could not allocate per-thread state: free some memory."},
-	[MT_DROP_PROC_MAP] = {"proc_map", "process map",
-			      "More processes were alive at once than memtrack can track."},
-	[MT_DROP_UNMATCHED_RET] = {"unmatched_return", "unmatched returns", NULL},
-	[MT_DROP_NEST_OVERFLOW] = {"nest_overflow", "nesting overflow", NULL},
-	[MT_DROP_UNSERVED] = {"unserved", "processes the interposer could not serve",
-			      "The interposer could not map memtrack's shared memory in those "
-			      "processes, they were forked into a pid namespace of their own, or "
-			      "they ran under valgrind: try --alloc-hooks uprobe (not under "
-			      "valgrind, which executes uprobes as breakpoints: SIGTRAP)."},
-	[DROP_PRELOAD + MT_SHM_DROP_NO_SLOT] = {"no_slot", "preload no slot",
-						"More threads were alive at once than the preload "
-						"rings have slots: try --alloc-hooks uprobe."},
-	[DROP_PRELOAD + MT_SHM_DROP_CLOSED] = {"closed", "preload after close", NULL},
-	[DROP_PRELOAD + MT_SHM_DROP_NAMESPACE] = {"namespace",
-						  "processes whose dlmopen namespace allocates "
-						  "unrecorded",
-						  "The interposer is not in a namespace that dlmopen "
-						  "makes: try --alloc-hooks uprobe."},
+    [MT_DROP_RINGBUF] = {"ringbuf", "ring buffer",
+			 "Try a larger --ring-size, or a larger --rss-step."},
+    [MT_DROP_THREAD_MAP] = {"thread_map", "thread map",
+			    "The kernel could not allocate per-thread state: free some memory."},
+    [MT_DROP_PROC_MAP] = {"proc_map", "process map",
+			  "More processes were alive at once than memtrack can track."},
+    [MT_DROP_UNMATCHED_RET] = {"unmatched_return", "unmatched returns", NULL},
+    [MT_DROP_NEST_OVERFLOW] = {"nest_overflow", "nesting overflow", NULL},
+    [MT_DROP_UNSERVED] = {"unserved", "processes the interposer could not serve",
+			  "The interposer could not map memtrack's shared memory in those "
+			  "processes, they were forked into a pid namespace of their own, or "
+			  "they ran under valgrind: try --alloc-hooks uprobe (not under "
+			  "valgrind, which executes uprobes as breakpoints: SIGTRAP)."},
+    [DROP_PRELOAD + MT_SHM_DROP_NO_SLOT] = {"no_slot", "preload no slot",
+					    "More threads were alive at once than the preload "
+					    "rings have slots: try --alloc-hooks uprobe."},
+    [DROP_PRELOAD + MT_SHM_DROP_CLOSED] = {"closed", "preload after close", NULL},
+    [DROP_PRELOAD + MT_SHM_DROP_NAMESPACE] = {"namespace",
+					      "processes whose dlmopen namespace allocates "
+					      "unrecorded",
+					      "The interposer is not in a namespace that dlmopen "
+					      "makes: try --alloc-hooks uprobe."},
+    [DROP_ABI] = {"abi", "32-bit program images unrecorded",
+		  "memtrack records the allocator calls of 64-bit (x86-64) programs only: "
+		  "track a 64-bit build of those programs."},
 };
 
 uint64_t records__drops_sum(const uint64_t drops[DROP_NR])

@@ -117,12 +117,16 @@ uint32_t records__from_name(const char *name, size_t len);
 
 /*
  * Every drop reason, one index for all the sources: the BPF programs' (enum mt_drop_reason,
- * the same values), then the preload interposer's (enum mt_shm_drop, from DROP_PRELOAD).
- * Arrays of drop counts (struct manifest's drops) are DROP_NR long, in this order.
+ * the same values), then the preload interposer's (enum mt_shm_drop, from DROP_PRELOAD), then
+ * the tracker's own (from DROP_TRACKER). Arrays of drop counts (struct manifest's drops) are
+ * DROP_NR long, in this order.
  */
 enum {
 	DROP_PRELOAD = MT_DROP_NR,
-	DROP_NR = DROP_PRELOAD + MT_SHM_DROP_NR,
+	DROP_TRACKER = DROP_PRELOAD + MT_SHM_DROP_NR,
+	/* the exec of a program of another ABI (32-bit): neither mechanism reads its calls */
+	DROP_ABI = DROP_TRACKER,
+	DROP_NR,
 };
 
 /* One row per drop reason. */

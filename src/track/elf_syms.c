@@ -234,3 +234,37 @@ void elf_info__free(struct elf_info *info)
 	memset(info, 0, sizeof(*info));
 	info->fd = -1;
 }
+
+/* The class and machine of an ELF file: 0 or -errno. */
+static int elf__abi(const char *path, int *cls, int *machine)
+{
+	GElf_Ehdr eh;
+	Elf *elf;
+	int fd, err = elf__open(path, &fd, &elf);
+
+	if (err)
+		return err;
+	*cls = gelf_getclass(elf);
+	if (!gelf_getehdr(elf, &eh))
+		err = -ENOEXEC;
+	else
+		*machine = eh.e_machine;
+	elf_end(elf);
+	close(fd);
+	return err;
+}
+
+int elf__native_abi(const char *path)
+{
+	static int self_cls = -1, self_machine = -1;
+	int cls, machine, err;
+
+	if (self_cls < 0 && (err = elf__abi("/proc/self/exe", &self_cls, &self_machine))) {
+		self_cls = -1;
+		return err;
+	}
+	err = elf__abi(path, &cls, &machine);
+	if (err)
+		return err;
+	return cls == self_cls && machine == self_machine;
+}

@@ -34,6 +34,10 @@ int elf_info__load_dynamic(const char *path, struct elf_info *info);
 void elf_info__free(struct elf_info *info);
 /* File offset of a defined function, or 0 when absent. */
 uint64_t elf_info__find(const struct elf_info *info, const char *name);
+/* Is path a program of memtrack's own ABI (ELF class and machine: x86-64)? 1 yes, 0 no (a 32-bit
+ * i386 or x32 program, whose calls neither the interposer nor the uprobe programs can read),
+ * -errno when it cannot be read. */
+int elf__native_abi(const char *path);
 /* Virtual address -> file offset through the PT_LOAD segments; exposed for tests. */
 int elf__vaddr_to_offset(const char *path, uint64_t vaddr, uint64_t *offset);
 

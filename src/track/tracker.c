@@ -32,12 +32,13 @@ static int tracker__exit_status(const struct tracker *t)
 	if (!t->m.complete && t->drops_total + t->cons.rejected == 0)
 		return MT_EXIT_LOST;
 	if (!t->m.complete) {
-		char what[256], advice[512];
+		char what[512], advice[1024];
 
+		/* the reasons that lost some: every reason's label did not fit in 256 bytes */
 		log__error(
 		    "%" PRIu64 " events were lost (%s): the artifact is incomplete.%s",
 		    t->drops_total + t->cons.rejected,
-		    records__drops_text(what, sizeof(what), t->m.drops, t->cons.rejected, true),
+		    records__drops_text(what, sizeof(what), t->m.drops, t->cons.rejected, false),
 		    records__drops_advice(advice, sizeof(advice), t->m.drops));
 		return MT_EXIT_LOST;
 	}

@@ -105,6 +105,7 @@ struct tracker {
 	uint64_t ring_lost_ns; /* CLOCK_MONOTONIC when the ring could no longer be read; 0 */
 	uint64_t ctl_stops;
 	uint64_t ctl_not_stopped; /* control records whose task the BPF side left running */
+	uint64_t abi_unrecorded;  /* execs of 32-bit programs (drops.abi, control_inspect_exe) */
 	uint64_t drops_total; /* drops of every reason (BPF side, preload), by tracker__finish */
 	bool handed_off; /* a detacher holds every BPF fd and our address space (detach below) */
 	struct root_prep root;	  /* the root executable, inspected while the programs load */

@@ -19,6 +19,7 @@
 #include "bpf/proc.h"
 #include "common/log.h"
 #include "common/records.h"
+#include "track/elf_syms.h"
 #include "track/tracker_priv.h"
 
 /* Allows or ends the stops at every exec (stop_ctl[1]): auto mode, while glibc's probes are
@@ -107,10 +108,36 @@ static void tracker__judge(struct tracker *t, pid_t pid, int inspected, bool den
  * yet, or at the return of a dlopen; a process' name (after its Fork or Exec record, which the
  * accounting has seen: the consumer flushes before a control record).
  */
+/* A program of another ABI (32-bit i386 or x32): its loader refuses our interposer ("wrong ELF
+ * class") and the uprobe programs read x86-64 registers, so its calls go unrecorded: counted
+ * (drops.abi, exit 123) and said, never silent. Its executable is not marked known: each of
+ * its execs stops and counts. */
+static bool control_foreign_abi(struct tracker *t, pid_t pid)
+{
+	char path[64], exe[PATH_MAX];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	if (elf__native_abi(path) != 0)
+		return false; /* ours, or gone, or not readable: inspected as before */
+	n = readlink(path, exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = 0;
+	if (!t->abi_unrecorded++)
+		log__warn(
+		    "process %d runs '%s', a 32-bit program: memtrack records 64-bit programs "
+		    "only, its allocator calls go unrecorded (counted in drops.abi)",
+		    (int)pid, exe);
+	return true;
+}
+
 static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 {
 	__u8 one = 1;
-	int err = libs__inspect_pid(t->libs, ev->pid);
+	int err;
+
+	if (control_foreign_abi(t, ev->pid))
+		return;
+	err = libs__inspect_pid(t->libs, ev->pid);
 
 	if (err < 0 && err != -ENOENT && err != -ESRCH)
 		log__warn("process %d: cannot inspect its libraries: %s", ev->pid, strerror(-err));
@@ -311,7 +338,8 @@ int tracker__attach_root(struct tracker *t)
 		err = libs__bind(t->libs, t->set); /* logs its own failures */
 		if (err)
 			return err;
-		if (t->root.known)
+		/* a 32-bit root is not known: its exec stops and counts (control_foreign_abi) */
+		if (t->root.known && elf__native_abi(t->root.exe) != 0)
 			bpf_map_update_elem(t->fd.known_exe, &t->root.key, &one, BPF_ANY);
 		if (t->pre.autom)
 			err = tracker__set_stop_all(t, !libs__glibc_attached(t->libs));

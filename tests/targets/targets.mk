@@ -74,3 +74,13 @@ $(BUILD)/targets/libown_ops.so: tests/targets/lib/own_ops.cc tests/targets/expec
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CXX) -std=gnu++17 -O2 -g -Wall -Wextra -Werror -fPIC -shared \
 		-Wl,-Bsymbolic-functions $< -o $@
+# A 32-bit build of alloc_fixed (test_foreign_abi: memtrack counts what it cannot record),
+# where the compiler can link one (gcc-multilib, scripts/deps.sh); the test skips without it.
+M32_LINKS := $(shell echo 'int main(void){return 0;}' | $(CC) -m32 -x c - -o /dev/null 2>/dev/null && echo 1)
+ifeq ($(M32_LINKS),1)
+all: $(BUILD)/targets/alloc_fixed32
+$(BUILD)/targets/alloc_fixed32: tests/targets/alloc_fixed.c tests/targets/expect.h | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -m32 -std=gnu11 -O1 -g -Wall -Wextra -Werror -fno-builtin $< -o $@
+endif
