@@ -47,7 +47,7 @@ static int by_peak_rss(const void *a, const void *b)
 static void summary__drops(FILE *out, const struct manifest *m)
 {
 	uint64_t total = m->consumer_drops + records__drops_sum(m->drops);
-	char what[256];
+	char what[1024]; /* every reason's label, when all lost some */
 
 	fprintf(out, "memtrack: %" PRIu64 " events, %" PRIu64 " dropped\n", m->events_total, total);
 	/* back-pressure: never a drop, but time the program spent waiting for memtrack */

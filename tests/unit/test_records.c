@@ -181,13 +181,13 @@ static void test_consumer_follows_table(void **state)
 	consumer__destroy(&c);
 }
 
-/* Each reason nonzero and distinct, the preload interposer's too: every key in the manifest
- * and in report --json, every label in the summary and in the lost-events text. */
+/* Each reason nonzero and distinct, the interposer's and the tracker's too: every key in the
+ * manifest and in report --json, every label in the summary and in the lost-events text. */
 static void test_drop_spellings(void **state)
 {
 	struct manifest m = {.complete = false};
 	struct report_view v = {.m = &m, .have_manifest = true};
-	char dir[64], path[128], text[4096], what[256];
+	char dir[64], path[128], text[4096], what[1024];
 	json_t *root, *doc, *drops;
 	json_error_t jerr;
 	FILE *f;
