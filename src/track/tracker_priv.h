@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <time.h>
 #include "memtrack.skel.h"
+#include "bpf/proc.h"
 #include "acct/acct.h"
 #include "artifact/artifact.h"
 #include "artifact/manifest.h"
@@ -166,8 +167,17 @@ void tracker__unload(struct tracker *t);
  * library (t->set does, on its first attach). Idempotent; 0 or -errno (logged). */
 int tracker__alloc_ensure(struct tracker *t);
 
-/* run: tracepoints, the root executable, the event loop, the command */
+/* control records (tracker_control.c): the consumer's handler of every control record (ctx:
+ * the tracker); the stop controls (stop_ctl: every exec stops while auto mode judges each, and
+ * what the BPF side judges them by); a mark in pid's procs entry unless its image began after
+ * ts (enum mt_mark: 1 when marked, 0 when not, -errno) */
+int tracker__control_record(void *ctx, const struct mt_event *ev);
 int tracker__set_stops(struct tracker *t, bool on);
+int tracker__set_stop_all(struct tracker *t, bool on);
+int tracker__set_shm_owner(struct tracker *t);
+int tracker__mark_proc(struct tracker *t, int32_t pid, uint64_t ts, enum mt_mark what);
+
+/* run: tracepoints, the root executable, the event loop, the command */
 /* After the load: the loaded programs into the early links' slots (early_links.h); those
  * that could not be made are attached after (tracker__attach_*). 0 or -ENOMEM. */
 int tracker__fill_early(struct tracker *t);

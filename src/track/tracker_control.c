@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Control records, the BPF side's questions to user space: a task stopped at the exec of an
+ * executable not inspected yet (its libraries attached, auto mode's judgement of who serves
+ * it), at the return of a dlopen, at its first allocation with a stack; a process' name. And
+ * the stop controls (stop_ctl) those judgements set, and the marks user space leaves in a
+ * process's procs entry (mt_mark_proc).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "bpf/proc.h"
+#include "common/log.h"
+#include "common/records.h"
+#include "track/elf_syms.h"
+#include "track/tracker_priv.h"
+
+/* stop_ctl[key] = v (maps.bpf.h says what each entry is): 0 or -errno. */
+static int stop_ctl__set(struct tracker *t, __u32 key, __u64 v)
+{
+	return bpf_map_update_elem(t->fd.stop_ctl, &key, &v, BPF_ANY) ? -errno : 0;
+}
+
+/* Allows or ends the BPF side's stops (stop_ctl[0]). Allowed only once the watchdog holds the
+ * ring, so that no stop outlives us unanswered; ended before the last drain, which answers
+ * those still in the ring. */
+int tracker__set_stops(struct tracker *t, bool on)
+{
+	return stop_ctl__set(t, 0, on);
+}
+
+/* Allows or ends the stops at every exec (stop_ctl[1]): auto mode, while glibc's probes are
+ * not attached, each exec is judged (tracker__judge). */
+int tracker__set_stop_all(struct tracker *t, bool on)
+{
+	return stop_ctl__set(t, 1, on);
+}
+
+/* Auto mode: the uid owning the interposer's shared memory, so that the exec of a process
+ * whose credentials cannot open it stops and is judged (stop_ctl[2], mt_shm_denied in
+ * maps.bpf.h), and our mount namespace, so that an exec in another stops too (stop_ctl[4],
+ * mt_other_mntns); 0 otherwise. Set at every run: the map may be a kept one (tracker_kept.c). */
+int tracker__set_shm_owner(struct tracker *t)
+{
+	__u64 uid = t->pre.autom ? (__u64)t->pre.shm_uid + 1 : 0;
+	__u64 mnt = t->pre.autom && t->pre.mntns_ino ? (__u64)t->pre.mntns_ino + 1 : 0;
+	int err = stop_ctl__set(t, 2, uid);
+
+	if (!err)
+		err = stop_ctl__set(t, 3, 0); /* the root's seccomp filter: noted at its exec */
+	return err ? err : stop_ctl__set(t, 4, mnt);
+}
+
+/* Marks pid's image in the procs map (mt_mark_proc, served.bpf.c: what is an enum mt_mark)
+ * unless it began after ts. 1 when marked, 0 when not, -errno. */
+int tracker__mark_proc(struct tracker *t, int32_t pid, uint64_t ts, enum mt_mark what)
+{
+	__u64 args[3] = {(__u64)pid, ts, what};
+	LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = args, .ctx_size_in = sizeof(args));
+
+	if (bpf_prog_test_run_opts(t->fd.mark_proc, &o))
+		return -errno;
+	return (int)o.retval;
+}
+
+/* Auto mode: glibc's and libstdc++'s probes go in for good (a process the interposer cannot
+ * serve); the processes it serves are skipped by the BPF side (mt_proc.served). */
+static int tracker__glibc_on(struct tracker *t, pid_t pid)
+{
+	int err = libs__attach_glibc(t->libs);
+
+	if (err < 0)
+		return err;
+	log__debug(LOG_VERBOSE,
+		   "process %d is not served by the interposer: uprobes on glibc and libstdc++ "
+		   "(every process calling them on this machine traps from now on)",
+		   pid);
+	return tracker__set_stop_all(t, false);
+}
+
+/* Auto mode, at pid's exec stop (its image inspected into t->libs): does it need glibc's
+ * probes? Attaches them if so. A failed inspection errs on the probes' side; so does an image
+ * whose credentials cannot open our shared memory (denied: the BPF side judged them at its
+ * exec, MT_EXEC_SHM_DENIED, and does not count its interposer's refusal as a loss). */
+static void tracker__judge(struct tracker *t, pid_t pid, int inspected, bool denied)
+{
+	unsigned kinds = libs__kinds(t->libs);
+	bool need;
+	int err;
+
+	if (inspected == -ENOENT || inspected == -ESRCH)
+		return; /* gone */
+	need = inspected < 0 || (denied && kinds & 1u << ALLOC_LIBC) ||
+	       preload_setup__needs_probes(&t->pre, pid, kinds);
+	log__debug(LOG_DEBUG, "process %d: allocator kinds %#x, %s", pid, kinds,
+		   need ? "needs uprobes" : "the interposer's");
+	preload_setup__mark_probed(&t->pre, pid, kinds, need || (kinds & PRELOAD_OTHER_ALLOCATORS));
+	if (!need || libs__glibc_attached(t->libs))
+		return;
+	err = tracker__glibc_on(t, pid);
+	if (err)
+		log__warn("process %d: cannot attach to glibc: %s", pid, strerror(-err));
+}
+
+/* A program of another ABI (32-bit i386 or x32): its loader refuses our interposer ("wrong ELF
+ * class") and the uprobe programs read x86-64 registers, so its calls go unrecorded: counted
+ * (drops.abi, exit 123) and said, never silent. Its executable is not marked known: each of
+ * its execs stops and counts. */
+static bool control_foreign_abi(struct tracker *t, pid_t pid)
+{
+	char path[64], exe[PATH_MAX];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	if (elf__native_abi(path) != 0)
+		return false; /* ours, or gone, or not readable: inspected as before */
+	n = readlink(path, exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = 0;
+	if (!t->abi_unrecorded++)
+		log__warn(
+		    "process %d runs '%s', a 32-bit program: memtrack records 64-bit programs "
+		    "only, its allocator calls go unrecorded (counted in drops.abi)",
+		    (int)pid, exe);
+	return true;
+}
+
+/*
+ * Control records (records.c says what each one asks for: its action, and REC_STOPS when its
+ * task stopped itself and waits): a task stopped at the exec of an executable not inspected
+ * yet, or at the return of a dlopen; a process' name (after its Fork or Exec record, which the
+ * accounting has seen: the consumer flushes before a control record).
+ */
+static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
+{
+	__u8 one = 1;
+	int err;
+
+	if (control_foreign_abi(t, ev->pid))
+		return;
+	err = libs__inspect_pid(t->libs, ev->pid);
+
+	if (err < 0 && err != -ENOENT && err != -ESRCH)
+		log__warn("process %d: cannot inspect its libraries: %s", ev->pid, strerror(-err));
+	/* an interposer that cannot map our shared memory can tell its refusal only by the
+	 * control point (preload_ctl.c): the image waits for the link here. Not only when the
+	 * environment does not reach it: an open refused for a reason not seen from here (a
+	 * mount namespace, a security module) made a refusal nobody heard, an untracked process
+	 * and no drop. The link is made on a thread since the load: this waits for its end. */
+	if (t->pre.on && !t->ctl_ready)
+		tracker__ctl_ready(t);
+	if (t->pre.autom) {
+		bool denied = ev->size & MT_EXEC_SHM_DENIED;
+
+		/* another mount namespace: a sandbox's or a container's own /dev/shm lacks our
+		 * shared memory, and its interposer will refuse. Judged like another user's
+		 * image: uprobes record it, and the refusal is no loss once marked (while it is
+		 * stopped, its image cannot change). */
+		if (!denied && ev->size & MT_EXEC_OTHER_MNTNS &&
+		    !preload_setup__shm_reaches(&t->pre, ev->pid)) {
+			int m = tracker__mark_proc(t, ev->pid, ev->ts, MT_MARK_SHM_DENIED);
+
+			denied = m > 0;
+			if (m < 0)
+				log__warn("process %d: cannot mark it for uprobes: %s", ev->pid,
+					  strerror(-m));
+			log__debug(LOG_VERBOSE,
+				   "process %d: another mount namespace, without our shared memory",
+				   ev->pid);
+		}
+		tracker__judge(t, ev->pid, err, denied);
+	}
+	bpf_map_update_elem(t->fd.known_exe, &ev->addr, &one, BPF_ANY);
+}
+
+static void control_inspect_maps(struct tracker *t, const struct mt_event *ev)
+{
+	int err;
+
+	ustack__read_maps(t->ustk, ev->pid); /* stopped: its maps are complete */
+	err = libs__inspect_maps(t->libs, ev->pid);
+
+	if (err < 0 && err != -ENOENT && err != -ESRCH)
+		log__warn("process %d: cannot inspect its mappings after dlopen: %s", ev->pid,
+			  strerror(-err));
+}
+
+/* --stacks: pid stopped at its image's first allocation with a stack; its stacks are unwound
+ * with these maps, even once it has exited. */
+static void control_read_maps(struct tracker *t, const struct mt_event *ev)
+{
+	ustack__read_maps(t->ustk, ev->pid);
+}
+
+static void control_name(struct tracker *t, const struct mt_event *ev)
+{
+	char comm[16];
+
+	_Static_assert(offsetof(struct mt_event, size) == offsetof(struct mt_event, addr) + 8,
+		       "a name spans addr and size");
+	memcpy(comm, (const char *)ev + offsetof(struct mt_event, addr), sizeof(comm));
+	heap_acct__set_comm(t->acct, ev->pid, comm);
+}
+
+static void (*const control_actions[RA_NR])(struct tracker *t, const struct mt_event *ev) = {
+    [RA_INSPECT_EXE] = control_inspect_exe,
+    [RA_INSPECT_MAPS] = control_inspect_maps,
+    [RA_READ_MAPS] = control_read_maps,
+    [RA_NAME] = control_name,
+};
+
+/* After pid's stop is answered: its parent, if a process of the tree, may have stopped itself
+ * in turn (stop_relay.h). */
+static void tracker__relay(struct tracker *t, pid_t pid)
+{
+	struct mt_proc p, pp;
+	__u32 key = (__u32)pid, pkey;
+
+	if (bpf_map_lookup_elem(t->fd.procs, &key, &p) || p.ppid <= 0)
+		return;
+	pkey = (__u32)p.ppid;
+	if (bpf_map_lookup_elem(t->fd.procs, &pkey, &pp))
+		return; /* not of the tree (memtrack itself is the root's parent) */
+	stop_relay__answered(&t->relay, pid, (pid_t)p.ppid);
+}
+
+int tracker__control_record(void *ctx, const struct mt_event *ev)
+{
+	struct tracker *t = ctx;
+	unsigned action = records__action(ev->type);
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+
+	if (action < RA_NR && control_actions[action])
+		control_actions[action](t, ev);
+	if (!records__stopped(ev)) {
+		if (records__has(ev->type, REC_STOPS))
+			t->ctl_not_stopped++;
+		return 0;
+	}
+	t->ctl_stops++;
+	kill(ev->pid, SIGCONT);
+	tracker__relay(t, ev->pid);
+	log__debug(LOG_VERBOSE, "stop of %d (record type %u): %.2f ms after it, handled in %.2f ms",
+		   ev->pid, ev->type, (t0 - ev->ts) / 1e6, (now_ns(CLOCK_MONOTONIC) - t0) / 1e6);
+	return 0;
+}
