@@ -611,7 +611,7 @@ static int get_drop_reasons(json_t *o, const struct field *f, struct manifest *m
 	(void)f;
 	for (int i = 0; i < DROP_NR; i++)
 		if ((i != MT_DROP_UNSERVED && i != DROP_PRELOAD + MT_SHM_DROP_NAMESPACE &&
-		     i != DROP_ABI) ||
+		     i < DROP_TRACKER) ||
 		    json_object_get(o, records__drops[i].key))
 			m->drops[i] = get_u64(o, records__drops[i].key, &err);
 		else

@@ -75,6 +75,11 @@ const struct drop_reason records__drops[DROP_NR] = {
     [DROP_ABI] = {"abi", "32-bit program images unrecorded",
 		  "memtrack records the allocator calls of 64-bit (x86-64) programs only: "
 		  "track a 64-bit build of those programs."},
+    [DROP_LATE_PROBES] = {"late_probes", "images that ran before their uprobes were attached",
+			  "Those processes were not stopped at their exec or dlopen (traced, or "
+			  "their parent reads SIGCHLD from a queue: script, su, runuser): their "
+			  "first allocator calls may be missing. With --alloc-hooks uprobe "
+			  "glibc's probes are in before the command starts."},
 };
 
 uint64_t records__drops_sum(const uint64_t drops[DROP_NR])

@@ -126,6 +126,9 @@ enum {
 	DROP_TRACKER = DROP_PRELOAD + MT_SHM_DROP_NR,
 	/* the exec of a program of another ABI (32-bit): neither mechanism reads its calls */
 	DROP_ABI = DROP_TRACKER,
+	/* an image that was not stopped (traced, or its parent reads SIGCHLD from a queue) and
+	 * ran while its uprobes were being attached: its first calls may be missing */
+	DROP_LATE_PROBES,
 	DROP_NR,
 };
 

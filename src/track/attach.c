@@ -186,13 +186,22 @@ static int attach_set__grow(struct attach_set *s, unsigned more)
 	return 0;
 }
 
+/*
+ * ATTACH_RETURNS_FIRST: a library's return probes go in before its entry probes. A process
+ * running meanwhile (not stopped: traced, a SIGCHLD-queue parent's child) may enter a call
+ * between the two: with the entry first, its entry raised the thread's depth and no return
+ * ever lowered it, and every later call of that thread counted as nested, unrecorded and
+ * unsaid (`su nobody -c sh ...`: sh's 216 allocations read 170 in 1 run of 4); with the return
+ * first, that one call's return finds no entry: drops.unmatched_return, counted.
+ */
 static int attach_set__multi(struct attach_set *s, const char *path, const struct alloc_site *sites,
 			     int n)
 {
 	uint64_t offs[128], cookies[128];
 	int err = 0;
 
-	for (int dir = 0; dir < 2; dir++) {
+	/* returns first (ATTACH_RETURNS_FIRST) */
+	for (int dir = 1; dir >= 0; dir--) {
 		int prog = dir ? s->ret.fd : s->entry.fd;
 		uint32_t cnt = 0;
 		int fd;
@@ -221,7 +230,7 @@ static int attach_set__perf(struct attach_set *s, const char *path, const struct
 {
 	if (!s->entry.prog || !s->ret.prog)
 		return -EINVAL; /* kept programs (prog_cache.h): uprobe_multi links only */
-	for (int dir = 0; dir < 2; dir++) {
+	for (int dir = 1; dir >= 0; dir--) { /* returns first (ATTACH_RETURNS_FIRST) */
 		for (int i = 0; i < n; i++) {
 			LIBBPF_OPTS(bpf_uprobe_opts, o, .retprobe = dir == 1,
 				    .bpf_cookie = sites[i].spec);

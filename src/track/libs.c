@@ -57,6 +57,7 @@ struct libs {
 	struct lib_entry *v; /* every file inspected, allocator or not: inspected once */
 	size_t nr, cap;
 	uint64_t attach_ns;
+	uint64_t attaches; /* attaches of sites to a file tried (libs__attaches) */
 	bool preload; /* libs__preload */
 	bool defer;   /* auto: glibc's and libstdc++'s sites wait for libs__attach_glibc */
 	bool glibc_on; /* libs__attach_glibc was called */
@@ -145,6 +146,7 @@ static int libs__attach_sites(struct libs *l, struct lib_entry *e, const struct 
 		}
 	}
 	t0 = libs__now();
+	l->attaches++; /* tried: a process gone meanwhile fails it (its /proc/PID/exe) */
 	if (e->fd >= 0) {
 		snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", e->fd);
 		path = fdpath;
@@ -407,6 +409,11 @@ int libs__attach_glibc(struct libs *l)
 bool libs__glibc_attached(const struct libs *l)
 {
 	return !l->defer || l->glibc_on;
+}
+
+uint64_t libs__attaches(const struct libs *l)
+{
+	return l->attaches;
 }
 
 unsigned libs__kinds(const struct libs *l)

@@ -43,6 +43,10 @@ bool libs__glibc_attached(const struct libs *l);
 /* Bit (1 << enum alloc_kind) of every file of the last inspection (libs__inspect_*), the
  * interposer left out; LIBS_KIND_MALLOC_SHIM and LIBS_KIND_SERVED_FAMILY too. */
 unsigned libs__kinds(const struct libs *l);
+/* How many times allocator sites were to be attached to a file so far, failures included: moves
+ * when an inspection attached something, or tried (a process running meanwhile, or gone by
+ * then, may have made calls before any probe was in). */
+uint64_t libs__attaches(const struct libs *l);
 /* Attaches every library inspected before, and any later, through set. Returns 0 or -errno. */
 int libs__bind(struct libs *l, struct attach_set *set);
 /* Resolves what pid's (just exec'd) executable maps and attaches to every allocator in it not

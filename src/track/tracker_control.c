@@ -136,6 +136,14 @@ static bool control_foreign_abi(struct tracker *t, pid_t pid)
  * yet, or at the return of a dlopen; a process' name (after its Fork or Exec record, which the
  * accounting has seen: the consumer flushes before a control record).
  */
+/* Did the interposer serve pid's current image (its registration in the shared memory)? */
+static bool control_served(const struct tracker *t, pid_t pid)
+{
+	int flags = shm_source__proc_flags(t->pre.shm, pid);
+
+	return flags >= 0 && (flags & MT_SHM_PROC_LIBC) && !(flags & MT_SHM_PROC_OFF);
+}
+
 static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 {
 	__u8 one = 1;
@@ -144,7 +152,7 @@ static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 	if (control_foreign_abi(t, ev->pid))
 		return;
 	err = libs__inspect_pid(t->libs, ev->pid);
-
+	t->inspect_gone = err == -ENOENT || err == -ESRCH;
 	if (err < 0 && err != -ENOENT && err != -ESRCH)
 		log__warn("process %d: cannot inspect its libraries: %s", ev->pid, strerror(-err));
 	/* an interposer that cannot map our shared memory can tell its refusal only by the
@@ -233,13 +241,28 @@ int tracker__control_record(void *ctx, const struct mt_event *ev)
 {
 	struct tracker *t = ctx;
 	unsigned action = records__action(ev->type);
-	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC), attaches = libs__attaches(t->libs);
 
+	t->inspect_gone = false;
 	if (action < RA_NR && control_actions[action])
 		control_actions[action](t, ev);
 	if (!records__stopped(ev)) {
-		if (records__has(ev->type, REC_STOPS))
-			t->ctl_not_stopped++;
+		if (!records__has(ev->type, REC_STOPS))
+			return 0;
+		t->ctl_not_stopped++;
+		/* it ran on while this attached what it maps: calls made before the probes went
+		 * in are lost, how many is not known. Said, never silent (drops.late_probes). So
+		 * is an image gone before it could be looked at, unless the interposer says it
+		 * served it (uprobe mode cannot tell: an image whose libraries were all attached
+		 * already lost nothing, and most are such) */
+		if ((libs__attaches(t->libs) != attaches ||
+		     (t->inspect_gone && t->pre.on && !control_served(t, ev->pid))) &&
+		    !t->late_probes++)
+			log__warn(
+			    "process %d was not stopped at its %s (it is traced, or its parent "
+			    "reads SIGCHLD from a queue): uprobes went in while it ran, its "
+			    "first allocator calls may be missing (drops.late_probes)",
+			    ev->pid, ev->type == MT_EV_CTL_EXEC_STOPPED ? "exec" : "dlopen");
 		return 0;
 	}
 	t->ctl_stops++;

@@ -172,6 +172,7 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 	t->m.stops = t->ctl_stops;
 	t->m.not_stopped = t->ctl_not_stopped;
 	t->m.drops[DROP_ABI] = t->abi_unrecorded;
+	t->m.drops[DROP_LATE_PROBES] = t->late_probes;
 	/* With the stops ended and the whole tree gone, every stop record has been read and
 	 * answered by the drain above: the watchdog has nothing left to guard. */
 	if (!t->m.nr_running)

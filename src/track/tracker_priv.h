@@ -107,6 +107,8 @@ struct tracker {
 	uint64_t ctl_stops;
 	uint64_t ctl_not_stopped; /* control records whose task the BPF side left running */
 	uint64_t abi_unrecorded;  /* execs of 32-bit programs (drops.abi, control_inspect_exe) */
+	uint64_t late_probes;	  /* images run on while probed (drops.late_probes) */
+	bool inspect_gone;	  /* the last exec inspection found its process gone */
 	uint64_t drops_total; /* drops of every reason (BPF side, preload), by tracker__finish */
 	bool handed_off; /* a detacher holds every BPF fd and our address space (detach below) */
 	struct root_prep root;	  /* the root executable, inspected while the programs load */
