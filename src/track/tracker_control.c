@@ -84,13 +84,30 @@ static int tracker__glibc_on(struct tracker *t, pid_t pid)
 	return tracker__set_stop_all(t, false);
 }
 
+/* Is pid's image still the one its exec record names (ev->addr, the executable's key)? A task
+ * the BPF side left running may have exec'd again, or be in the middle of it, by the time its
+ * record is read: what /proc says of it then (its environment, its maps) is another image's,
+ * which its own record will have judged. */
+static bool control_same_image(const struct mt_event *ev)
+{
+	char exe[64];
+	uint64_t key;
+
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", ev->pid);
+	return !root_prep__exe_key(exe, &key) && key == ev->addr;
+}
+
 /* Auto mode, at pid's exec stop (its image inspected into t->libs): does it need glibc's
  * probes? Attaches them if so. A failed inspection errs on the probes' side; so does an image
  * whose credentials cannot open our shared memory (denied: the BPF side judged them at its
- * exec, MT_EXEC_SHM_DENIED, and does not count its interposer's refusal as a loss). */
-static void tracker__judge(struct tracker *t, pid_t pid, int inspected, bool denied)
+ * exec, MT_EXEC_SHM_DENIED, and does not count its interposer's refusal as a loss). A task left
+ * running is looked at again once judged: its next exec may have begun meanwhile (its new mm
+ * has no environment yet: "lost our LD_PRELOAD"), and glibc's probes for a wrong judgement
+ * trap every process of the machine; the next image's own record judges it. */
+static void tracker__judge(struct tracker *t, const struct mt_event *ev, int inspected, bool denied)
 {
 	unsigned kinds = libs__kinds(t->libs);
+	pid_t pid = ev->pid;
 	bool need;
 	int err;
 
@@ -98,6 +115,10 @@ static void tracker__judge(struct tracker *t, pid_t pid, int inspected, bool den
 		return; /* gone */
 	need = inspected < 0 || (denied && kinds & 1u << ALLOC_LIBC) ||
 	       preload_setup__needs_probes(&t->pre, pid, kinds);
+	if (need && !records__stopped(ev) && !control_same_image(ev)) {
+		t->inspect_gone = true;
+		return;
+	}
 	log__debug(LOG_DEBUG, "process %d: allocator kinds %#x, %s", pid, kinds,
 		   need ? "needs uprobes" : "the interposer's");
 	preload_setup__mark_probed(&t->pre, pid, kinds, need || (kinds & PRELOAD_OTHER_ALLOCATORS));
@@ -149,6 +170,11 @@ static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 	__u8 one = 1;
 	int err;
 
+	/* not stopped and already another image (or gone): its later record tells */
+	if (!records__stopped(ev) && !control_same_image(ev)) {
+		t->inspect_gone = true;
+		return;
+	}
 	if (control_foreign_abi(t, ev->pid))
 		return;
 	err = libs__inspect_pid(t->libs, ev->pid);
@@ -181,7 +207,7 @@ static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 				   "process %d: another mount namespace, without our shared memory",
 				   ev->pid);
 		}
-		tracker__judge(t, ev->pid, err, denied);
+		tracker__judge(t, ev, err, denied);
 	}
 	bpf_map_update_elem(t->fd.known_exe, &ev->addr, &one, BPF_ANY);
 }
