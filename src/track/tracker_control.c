@@ -151,12 +151,6 @@ static bool control_foreign_abi(struct tracker *t, pid_t pid)
 	return true;
 }
 
-/*
- * Control records (records.c says what each one asks for: its action, and REC_STOPS when its
- * task stopped itself and waits): a task stopped at the exec of an executable not inspected
- * yet, or at the return of a dlopen; a process' name (after its Fork or Exec record, which the
- * accounting has seen: the consumer flushes before a control record).
- */
 /* Did the interposer serve pid's current image (its registration in the shared memory)? */
 static bool control_served(const struct tracker *t, pid_t pid)
 {
@@ -165,6 +159,12 @@ static bool control_served(const struct tracker *t, pid_t pid)
 	return flags >= 0 && (flags & MT_SHM_PROC_LIBC) && !(flags & MT_SHM_PROC_OFF);
 }
 
+/*
+ * Control records (records.c says what each one asks for: its action, and REC_STOPS when its
+ * task stopped itself and waits): a task stopped at the exec of an executable not inspected
+ * yet, or at the return of a dlopen; a process' name (after its Fork or Exec record, which the
+ * accounting has seen: the consumer flushes before a control record).
+ */
 static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 {
 	__u8 one = 1;
