@@ -140,6 +140,9 @@ struct manifest {
 	 * (ptrace), or a parent that takes SIGCHLD from a queue (src/bpf/maps.bpf.h). What they
 	 * call through a library found there, before its uprobes attach, can be missing. */
 	uint64_t not_stopped;
+	/* shared files memtrack handed to processes of the tree that could not open them by
+	 * their path (another user's, another /dev/shm: src/track/handoff.h) */
+	uint64_t handoffs;
 	struct manifest_library *libraries;
 	uint32_t nr_libraries;
 	/* --stacks (stacks_file NULL: off, and neither key is written): outputs.stacks names the

@@ -163,8 +163,10 @@ struct mt_stop_ctl_map {
 	 * uid owning the interposer's shared memory (0: not checked, mt_shm_denied); [3]: 1 + the
 	 * root's seccomp filter (a kernel address, 0 without), taken at the tree's first exec
 	 * (the root's; user space resets it to 0 before); [4]: auto mode, 1 + the inode of
-	 * memtrack's mount namespace (0: not checked, mt_other_mntns) */
-	__uint(max_entries, 5);
+	 * memtrack's mount namespace (0: not checked, mt_other_mntns); [5]: 1 + the inode of the
+	 * network namespace whose processes can ask memtrack for the shared memory (0: none,
+	 * mt_shm_denied; src/track/handoff.h) */
+	__uint(max_entries, 6);
 	__type(key, __u32);
 	__type(value, __u64); /* 64 bits: the only width of atomic fetch-add before -mcpu=v3 */
 };
@@ -200,15 +202,18 @@ static __always_inline void mt_seccomp_note_root(void)
  * cannot (mode 0600, owned by the uid in stop_ctl[2]): its fsuid is another user's and it lacks
  * CAP_DAC_OVERRIDE in the initial user namespace (what the kernel checks against the file; in
  * another user namespace it is judged denied: at worst the interposer opens the file anyway,
- * registers, and its registration makes the uprobes skip it). kernel_cap_t is 64 bits on every
- * kernel (u32 cap[2] before 6.3, u64 val since): bit 1 is CAP_DAC_OVERRIDE in both.
+ * registers, and its registration makes the uprobes skip it), and it cannot ask memtrack for
+ * the file either: memtrack's handoff socket is not in its network namespace (stop_ctl[5]).
+ * kernel_cap_t is 64 bits on every kernel (u32 cap[2] before 6.3, u64 val since): bit 1 is
+ * CAP_DAC_OVERRIDE in both.
  */
 static __always_inline bool mt_shm_denied(void)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	__u32 key = 2, rkey = 3;
+	__u32 key = 2, rkey = 3, nkey = 5;
 	__u64 *owner = bpf_map_lookup_elem(&stop_ctl, &key), caps = 0;
 	__u64 *ref = bpf_map_lookup_elem(&stop_ctl, &rkey);
+	__u64 *net = bpf_map_lookup_elem(&stop_ctl, &nkey);
 	const struct cred *c;
 
 	if (!owner || !*owner)
@@ -217,6 +222,9 @@ static __always_inline bool mt_shm_denied(void)
 		return true;
 	c = BPF_CORE_READ(task, cred);
 	if (BPF_CORE_READ(c, fsuid.val) == (__u32)(*owner - 1))
+		return false;
+	/* the interposer asks memtrack for the file (src/preload/preload_handoff.c) */
+	if (net && *net && (__u64)BPF_CORE_READ(task, nsproxy, net_ns, ns.inum) + 1 == *net)
 		return false;
 	bpf_core_read(&caps, sizeof(caps), &c->cap_effective);
 	return !(caps & 1 << 1 /* CAP_DAC_OVERRIDE */) || BPF_CORE_READ(c, user_ns, level) != 0;

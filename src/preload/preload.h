@@ -108,6 +108,7 @@ extern int pl_stacks_on PL_HIDDEN;
 uint32_t pl_stack_capture(void) PL_HIDDEN;
 
 void *pl_map_file(const char *path, size_t min, size_t *size) PL_HIDDEN;
+int pl_handoff(const char *path) PL_HIDDEN;
 int pl_thread_prepare(struct pl_thread *t) PL_HIDDEN;
 int pl_room(struct pl_thread *t) PL_HIDDEN;
 uint64_t pl_now(void) PL_HIDDEN;

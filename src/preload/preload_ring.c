@@ -137,12 +137,17 @@ static void pl_register(void)
 }
 
 /* Maps a shared file of memtrack's read-write, whole; NULL unless it is at least min bytes (its
- * size in *size). Used for the rings here and the stack area (preload_stack.c). */
+ * size in *size). Used for the rings here and the stack area (preload_stack.c). A file this
+ * process may not open (another user's credentials) or cannot see (another /dev/shm) is asked
+ * of memtrack (preload_handoff.c). */
 void *pl_map_file(const char *path, size_t min, size_t *size)
 {
 	struct stat st;
 	void *m;
 	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd < 0 && (errno == EACCES || errno == EPERM || errno == ENOENT))
+		fd = pl_handoff(path);
 
 	if (fd < 0)
 		return NULL;

@@ -39,6 +39,20 @@
 #include "bpf/events.h"
 
 #define MT_SHM_ENV "MEMTRACK_PRELOAD_SHM"
+
+/*
+ * The handoff: a process of the tree that cannot open one of memtrack's shared files by its
+ * path (another user's credentials: su, runuser, setpriv; a sandbox's own /dev/shm) asks
+ * memtrack for it over a unix socket in the abstract namespace named "\0" + this prefix + the
+ * rings' path ($MEMTRACK_PRELOAD_SHM). SOCK_SEQPACKET; the request is the path wanted (no
+ * NUL); the answer one byte, 0 with the file's descriptor (SCM_RIGHTS, read-write), or an
+ * errno value without. memtrack answers only processes of its tree (SO_PEERCRED's pid in the
+ * BPF procs map) and only for its own files (src/track/handoff.c); abstract sockets belong to
+ * a network namespace, so a process in another one cannot reach it (it is judged at its exec
+ * and left to the uprobes). The interposer waits at most MT_HANDOFF_WAIT_MS for the answer.
+ */
+#define MT_HANDOFF_PREFIX  "memtrack-handoff:"
+#define MT_HANDOFF_WAIT_MS 2000
 #define MT_SHM_MAGIC 0x316b61727474656dull /* "mettrak1" little-endian */
 #define MT_SHM_VERSION	 6
 #define MT_SHM_MAX_PROCS 16384

@@ -10,6 +10,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 #include "common/log.h"
+#include "track/handoff.h"
 #include "track/preload_setup.h"
 
 #define PRELOAD_NAME "libmemtrack-preload.so"
@@ -114,6 +115,12 @@ int preload_setup__start(struct preload_setup *p, enum alloc_hooks mode, uint64_
 	}
 	if (stat("/proc/self/ns/mnt", &st) == 0)
 		p->mntns_ino = st.st_ino;
+	/* the processes of the tree that cannot open it by its path ask us for it (handoff.h);
+	 * without the socket they are judged at their exec and left to the uprobes */
+	err = handoff__open(shm_source__path(p->shm));
+	if (err)
+		log__debug(1, "the shared memory cannot be handed to other users' processes: %s",
+			   strerror(-err));
 	p->on = true;
 	p->autom = mode == ALLOC_HOOKS_AUTO;
 	log__debug(1, "alloc hooks: preload (%s, %s)", p->lib, shm_source__path(p->shm));
@@ -189,6 +196,7 @@ void preload_setup__fill(const struct preload_setup *p, struct manifest *m, bool
 
 void preload_setup__close(struct preload_setup *p)
 {
+	handoff__stop();
 	if (p->shm)
 		shm_source__close(p->shm);
 	free(p->probed);

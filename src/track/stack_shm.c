@@ -59,6 +59,11 @@ fail:
 	return err;
 }
 
+const char *stack_shm__path(const struct stack_shm *s)
+{
+	return s->path;
+}
+
 void stack_shm__set_sink(struct stack_shm *s, struct stack_sink *sink)
 {
 	s->sink = sink;

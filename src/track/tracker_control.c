@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -19,6 +20,7 @@
 #include "common/log.h"
 #include "common/records.h"
 #include "track/elf_syms.h"
+#include "track/handoff.h"
 #include "track/tracker_priv.h"
 
 /* stop_ctl[key] = v (maps.bpf.h says what each entry is): 0 or -errno. */
@@ -50,10 +52,13 @@ int tracker__set_shm_owner(struct tracker *t)
 {
 	__u64 uid = t->pre.autom ? (__u64)t->pre.shm_uid + 1 : 0;
 	__u64 mnt = t->pre.autom && t->pre.mntns_ino ? (__u64)t->pre.mntns_ino + 1 : 0;
+	__u64 net = t->pre.autom && handoff__netns() ? handoff__netns() + 1 : 0;
 	int err = stop_ctl__set(t, 2, uid);
 
 	if (!err)
 		err = stop_ctl__set(t, 3, 0); /* the root's seccomp filter: noted at its exec */
+	if (!err)
+		err = stop_ctl__set(t, 5, net); /* who can ask for the file (handoff.h) */
 	return err ? err : stop_ctl__set(t, 4, mnt);
 }
 
@@ -151,6 +156,16 @@ static bool control_foreign_abi(struct tracker *t, pid_t pid)
 	return true;
 }
 
+/* Can pid ask us for the shared memory (handoff.h: our socket is in its network namespace)? */
+static bool control_handoff_reaches(pid_t pid)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
+	return handoff__netns() && !stat(path, &st) && (uint64_t)st.st_ino == handoff__netns();
+}
+
 /* Did the interposer serve pid's current image (its registration in the shared memory)? */
 static bool control_served(const struct tracker *t, pid_t pid)
 {
@@ -192,11 +207,13 @@ static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 		bool denied = ev->size & MT_EXEC_SHM_DENIED;
 
 		/* another mount namespace: a sandbox's or a container's own /dev/shm lacks our
-		 * shared memory, and its interposer will refuse. Judged like another user's
-		 * image: uprobes record it, and the refusal is no loss once marked (while it is
-		 * stopped, its image cannot change). */
+		 * shared memory. Its interposer asks us for it when it can reach our socket (the
+		 * same network namespace, handoff.h); otherwise it will refuse, and it is judged
+		 * like another user's image: uprobes record it, and the refusal is no loss once
+		 * marked (while it is stopped, its image cannot change). */
 		if (!denied && ev->size & MT_EXEC_OTHER_MNTNS &&
-		    !preload_setup__shm_reaches(&t->pre, ev->pid)) {
+		    !preload_setup__shm_reaches(&t->pre, ev->pid) &&
+		    !control_handoff_reaches(ev->pid)) {
 			int m = tracker__mark_proc(t, ev->pid, ev->ts, MT_MARK_SHM_DENIED);
 
 			denied = m > 0;

@@ -18,6 +18,7 @@
 #include <bpf/libbpf.h>
 #include "common/log.h"
 #include "track/detacher.h"
+#include "track/handoff.h"
 #include "track/tracker_priv.h"
 
 static void tracker__detach(struct tracker *t);
@@ -158,6 +159,8 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 		tracker__ctl_ready(t);
 	}
 	tracker__set_stops(t, false);
+	/* a process left behind is refused at once from now on: it never waits for us */
+	handoff__stop();
 	if (tracker__untrack_running(t))
 		log__warn("cannot list the processes still running: out of memory");
 	while (consumer__drain(&t->cons) > 0)
@@ -171,6 +174,12 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 	t->m.parents_resumed = t->relay.resumed;
 	t->m.stops = t->ctl_stops;
 	t->m.not_stopped = t->ctl_not_stopped;
+	t->m.handoffs = handoff__handed();
+	if (handoff__refused())
+		log__debug(LOG_VERBOSE,
+			   "handoff: %llu requests refused (not of the tree, or "
+			   "not our file)",
+			   (unsigned long long)handoff__refused());
 	t->m.drops[DROP_ABI] = t->abi_unrecorded;
 	t->m.drops[DROP_LATE_PROBES] = t->late_probes;
 	/* With the stops ended and the whole tree gone, every stop record has been read and

@@ -21,6 +21,7 @@
 #include "common/log.h"
 #include "common/records.h"
 #include "track/elf_syms.h"
+#include "track/handoff.h"
 #include "track/tracker_priv.h"
 
 int tracker__fill_early(struct tracker *t)
@@ -264,6 +265,9 @@ int tracker__setup_loop(struct tracker *t)
 		t->pre_added = true;
 		shm_source__order(t->pre.shm, &t->cons);
 		err = shm_source__start(t->pre.shm);
+		if (err)
+			return err;
+		err = handoff__start(t->fd.procs);
 		if (err)
 			return err;
 	}

@@ -513,15 +513,18 @@ static void test_dlsym_stops_once(void **state)
 /*
  * Processes running as another user, which cannot open the shared memory (mode 0600, ours):
  * `child_wrapper nobody` (a fork child that changes its user, then execs, as runuser does;
- * runuser itself is not in the check-vm guests, and passes job control on). Their exec stops even
- * when the executable is known and glibc's probes are attached (the third alloc_fixed: the
- * second's exec attached them), they are served by uprobes (alloc_hooks `uprobe`), and their
- * interposer's refusal is not a loss: the run is complete with the same events per process as
- * in uprobe mode. Until 6 December 2026 they were counted in drops.unserved (exit 123) and not
- * recorded at all unless another process had attached glibc's probes. The executable is a copy
- * in a 0755 folder: nobody may not reach the build tree.
+ * runuser itself is not in the check-vm guests, and passes job control on). Their interposer
+ * asks memtrack for the file (src/track/handoff.h) and serves them (alloc_hooks `preload`,
+ * mechanisms.handoffs one per image): no uprobe, no drop, the same events per process as in
+ * uprobe mode. Until 6 December 2026 they were counted in drops.unserved (exit 123) and not
+ * recorded at all unless another process had attached glibc's probes; until 7 December glibc's
+ * uprobes recorded them (for the whole machine). With want_uprobe (nobody+netns: memtrack's
+ * socket is not in the child's network namespace) their exec stops even when the executable is
+ * known and glibc's probes are attached (the third alloc_fixed: the second's exec attached
+ * them), and uprobes serve them, complete. The executable is a copy in a 0755 folder: nobody
+ * may not reach the build tree.
  */
-static void test_other_user(void **state)
+static void other_user(void **state, const char *mode, bool want_uprobe)
 {
 	struct mt_run *a = mt_new_run(state), u = {0};
 	char dir[128], exe[192], shell[1024];
@@ -534,18 +537,32 @@ static void test_other_user(void **state)
 	snprintf(shell, sizeof(shell), "cp '%s' '%s' && chmod 0755 '%s'", mt_target("alloc_fixed"),
 		 exe, exe);
 	assert_int_equal(system(shell), 0);
-	snprintf(shell, sizeof(shell),
-		 "'%s' 1 1 && '%s' nobody '%s' 64 777 && '%s' nobody '%s' 64 778", exe,
-		 mt_target("child_wrapper"), exe, mt_target("child_wrapper"), exe);
+	snprintf(shell, sizeof(shell), "'%s' 1 1 && '%s' %s '%s' 64 777 && '%s' %s '%s' 64 778",
+		 exe, mt_target("child_wrapper"), mode, exe, mt_target("child_wrapper"), mode, exe);
 	run_ok(a, auto_opts, shell);
 	run_ok(&u, uprobe_opts, shell);
 	mt_tmpdir_remove(dir);
 	MT_CHECK(a, mt_need_u64(a, "drops.total") == 0, "%llu drops (unserved %llu), want 0",
 		 (unsigned long long)mt_need_u64(a, "drops.total"),
 		 (unsigned long long)mt_need_u64(a, "drops.unserved"));
-	check_split(a, "alloc_fixed", 1, 2); /* as root; as nobody */
+	/* as root; as nobody (twice) */
+	check_split(a, "alloc_fixed", want_uprobe ? 1 : 3, want_uprobe ? 2 : 0);
+	MT_CHECK(a, mt_need_u64(a, "mechanisms.handoffs") == (want_uprobe ? 0 : 2),
+		 "%llu files handed (%s), want %d",
+		 (unsigned long long)mt_need_u64(a, "mechanisms.handoffs"), mode,
+		 want_uprobe ? 0 : 2);
 	same_events(&u, a, names, 3);
 	mt_run_free(&u);
+}
+
+static void test_other_user(void **state)
+{
+	other_user(state, "nobody", false);
+}
+
+static void test_other_user_other_netns(void **state)
+{
+	other_user(state, "nobody+netns", true);
 }
 
 /*
@@ -575,27 +592,39 @@ static void wrapped_child(void **state, const char *mode, size_t want_preload, s
 /*
  * A child under a seccomp filter of its own (build/targets/child_wrapper seccomp: openat for
  * writing refused, as man-db's sandbox refuses what it does not expect) cannot open the
- * interposer's shared memory. Auto mode judges it at its exec (a filter the root did not have:
- * mt_shm_denied) and glibc's uprobes record it: the run is complete, with the same events as
- * in uprobe mode. Until 6 December 2026 the interposer's refusal came before its control link
- * was live: the 64 mallocs were lost and nothing said so (`man ls` said drops.unserved).
+ * interposer's shared memory by its path. Auto mode judges it at its exec (a filter the root
+ * did not have: mt_shm_denied; what else it refuses is not known there) and attaches glibc's
+ * uprobes; this filter lets the interposer ask memtrack for the file (handoff.h), so the
+ * interposer serves it and its registration makes the uprobes skip it: complete, the same
+ * events as in uprobe mode, no call counted twice (with a filter refusing the socket too, the
+ * uprobes would record it). Until 6 December 2026 the interposer's refusal came before its
+ * control link was live: the 64 mallocs were lost and nothing said so (`man ls` said
+ * drops.unserved).
  */
 static void test_seccomp_child(void **state)
 {
-	wrapped_child(state, "seccomp", 1, 1); /* unfiltered; filtered */
+	wrapped_child(state, "seccomp", 2, 0);
 }
 
 /*
  * A child whose /dev/shm is another tmpfs (build/targets/child_wrapper shmns: a mount namespace
  * of its own, as a sandbox or a container has) cannot open the interposer's shared memory.
- * Its exec stops (another mount namespace, MT_EXEC_OTHER_MNTNS), memtrack finds the shared
- * memory missing from its root and glibc's uprobes record it: the run is complete, with the
- * same events as in uprobe mode. Until 6 December 2026 it was counted in drops.unserved (exit
- * 123) and not recorded; before that day's first change, 1 run in 3 lost it silently.
+ * Its exec stops (another mount namespace, MT_EXEC_OTHER_MNTNS) and memtrack finds the shared
+ * memory missing from its root:
+ * - in our network namespace, its interposer asks us for the file (handoff.h) and serves it;
+ * - in another (shmns+netns), glibc's uprobes record it.
+ * Either way the run is complete, with the same events as in uprobe mode. Until 6 December
+ * 2026 it was counted in drops.unserved (exit 123) and not recorded; before that day's first
+ * change, 1 run in 3 lost it silently.
  */
+static void test_shm_unreachable_handoff(void **state)
+{
+	wrapped_child(state, "shmns", 2, 0);
+}
+
 static void test_shm_unreachable_uprobes(void **state)
 {
-	wrapped_child(state, "shmns", 1, 1); /* ours; the sandbox's */
+	wrapped_child(state, "shmns+netns", 1, 1); /* ours; the sandbox's */
 }
 
 /*
@@ -687,6 +716,8 @@ int main(void)
 	    cmocka_unit_test_teardown(test_seccomp_child, mt_teardown),
 	    cmocka_unit_test_teardown(test_shm_unreachable_uprobes, mt_teardown),
 	    cmocka_unit_test_teardown(test_mntns_same_shm, mt_teardown),
+	    cmocka_unit_test_teardown(test_shm_unreachable_handoff, mt_teardown),
+	    cmocka_unit_test_teardown(test_other_user_other_netns, mt_teardown),
 	    cmocka_unit_test_teardown(test_foreign_abi, mt_teardown),
 	};
 

@@ -13,8 +13,12 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <cmocka.h>
 #include "../lib/mt_check.h"
+#include "../lib/mt_tmpdir.h"
 
 #define STAGES 3
 
@@ -254,6 +258,47 @@ static void test_late_probes_uprobe(void **state)
 	check_late_probes(state, "uprobe");
 }
 
+/*
+ * As su and runuser run a command as another user: a parent that reads SIGCHLD from a queue
+ * (not stopped: child_wrapper sigfd+nobody) and a child that becomes nobody before its exec,
+ * which cannot open the shared memory by its path. Its interposer asks memtrack for it
+ * (src/track/handoff.h) and serves it from its first call: in auto mode the run is complete,
+ * nothing late, its 64 mallocs recorded. Until 7 December 2026 such a child needed glibc's
+ * uprobes, which went in while it ran: `su nobody -c` exited 123 (drops.late_probes) in auto
+ * mode. The executable is a copy in a 0755 folder: nobody may not reach the build tree.
+ */
+static void test_other_user_not_stopped(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	const char *const opts[] = {"--alloc-hooks", "auto", NULL};
+	struct mt_run_opts o = {.track_opts = opts, .timeout_s = 30};
+	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 12345};
+	char dir[128], exe[192], cp[512];
+
+	MT_REQUIRE_ROOT();
+	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "su"), 0);
+	assert_int_equal(chmod(dir, 0755), 0);
+	snprintf(exe, sizeof(exe), "%s/alloc_fixed", dir);
+	snprintf(cp, sizeof(cp), "cp '%s' '%s' && chmod 0755 '%s'", mt_target("alloc_fixed"), exe,
+		 exe);
+	assert_int_equal(system(cp), 0);
+	assert_int_equal(mt_track(r, &o,
+				  (const char *const[]){mt_target("child_wrapper"), "sigfd+nobody",
+							exe, "64", "12345", NULL}),
+			 0);
+	mt_tmpdir_remove(dir);
+	MT_CHECK(r, !r->timed_out && r->status == 0, "memtrack status %d, want 0", r->status);
+	MT_CHECK(r,
+		 mt_need_u64(r, "drops.total") == 0 && mt_need_u64(r, "mechanisms.handoffs") == 1,
+		 "drops %llu (late_probes %llu), files handed %llu; want 0 and 1",
+		 (unsigned long long)mt_need_u64(r, "drops.total"),
+		 (unsigned long long)mt_need_u64(r, "drops.late_probes"),
+		 (unsigned long long)mt_need_u64(r, "mechanisms.handoffs"));
+	MT_CHECK(r, mt_need_u64(r, "mechanisms.not_stopped") >= 1,
+		 "mechanisms.not_stopped 0: the child's exec did not ask to stop");
+	MT_CHECK(r, mt_count(r, &f) == 64, "%zu Mallocs of 12345 bytes, want 64", mt_count(r, &f));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -267,6 +312,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_sigfd_parent_uprobe, mt_teardown),
 	    cmocka_unit_test_teardown(test_late_probes_auto, mt_teardown),
 	    cmocka_unit_test_teardown(test_late_probes_uprobe, mt_teardown),
+	    cmocka_unit_test_teardown(test_other_user_not_stopped, mt_teardown),
 	};
 
 	if (getenv("MT_TEST_FILTER")) /* one test by name (a glob), e.g. to repeat it */

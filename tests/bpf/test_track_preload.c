@@ -21,6 +21,7 @@
 #include <bpf/btf.h>
 #include "../lib/mt_check.h"
 #include "../lib/mt_modes.h"
+#include "../lib/mt_tmpdir.h"
 #include "track/stamp_clock.h"
 
 static const char *const uprobe_opts[] = {"--alloc-hooks", "uprobe", NULL};
@@ -664,6 +665,55 @@ static void test_same_user_ns(void **state)
 }
 
 /*
+ * The handoff (src/track/handoff.h) answers the tree only, and only with memtrack's files: in a
+ * run whose shell writes $MEMTRACK_PRELOAD_SHM into a file, build/targets/handoff_ask (the
+ * interposer's own request code) asks for the rings' file from inside the tree (a descriptor of
+ * the file's size: the positive control), for /etc/shadow from inside (refused), and, started
+ * by this test before memtrack and so outside the tree, for the rings' file again (refused):
+ * a process of another user outside the tree must not reach the shared memory this way.
+ */
+static void test_handoff_tree_only(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	struct mt_run_opts o = {.track_opts = preload_opts, .timeout_s = 60};
+	char dir[128], file[192], done[192], shell[2048];
+	const struct mt_expect *in, *shadow, *out;
+	struct mt_proc p;
+
+	MT_REQUIRE_ROOT();
+	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "handoff"), 0);
+	snprintf(file, sizeof(file), "%s/shm", dir);
+	snprintf(done, sizeof(done), "%s/done", dir);
+	assert_int_equal(mt_proc_start(&p, (const char *const[]){mt_target("handoff_ask"), "-w",
+								 file, done, NULL}),
+			 0);
+	snprintf(shell, sizeof(shell),
+		 "echo \"$MEMTRACK_PRELOAD_SHM\" > '%s.tmp' && mv '%s.tmp' '%s' && "
+		 "'%s' \"$MEMTRACK_PRELOAD_SHM\" && '%s' /etc/shadow && "
+		 "for i in $(seq 600); do [ -e '%s' ] && break; sleep 0.05; done; [ -e '%s' ]",
+		 file, file, file, mt_target("handoff_ask"), mt_target("handoff_ask"), done, done);
+	o.shell = shell;
+	assert_int_equal(mt_track(r, &o, NULL), 0);
+	assert_int_equal(mt_proc_wait(&p, 30), 0);
+	mt_tmpdir_remove(dir);
+	MT_CHECK(r, r->status == 0, "memtrack status %d, want 0 (the outsider never asked?)",
+		 r->status);
+	in = mt_need_expect(r, "handoff", 0, 0);
+	shadow = mt_need_expect(r, "handoff", 0, 1);
+	MT_CHECK(r, in->addr == 1 && in->size > 0,
+		 "the tree asked for the shared memory: descriptor %llu, size %llu; want one",
+		 (unsigned long long)in->addr, (unsigned long long)in->size);
+	MT_CHECK(r, shadow->addr == 0, "the tree asked for /etc/shadow and got a descriptor");
+	out = mt_expect_find(p.exp, p.nr_exp, "handoff", 0, 0);
+	MT_CHECK(r, out && out->addr == 0,
+		 "a process outside the tree asked for the shared memory: %s",
+		 out ? "it got a descriptor" : "no answer reported (status of the asker: see log)");
+	MT_CHECK(r, mt_need_u64(r, "mechanisms.handoffs") == 1, "%llu files handed, want 1",
+		 (unsigned long long)mt_need_u64(r, "mechanisms.handoffs"));
+	mt_proc_free(&p);
+}
+
+/*
  * Back-pressure is counted (mechanisms.preload_waits, preload_wait_ms), and never a drop.
  * stall_consumer stops memtrack (SIGSTOP, resumed 300 ms later by its child) and then writes
  * 80,000 records, more than its ring's 16,384: it must wait, on any machine. alloc_fixed
@@ -849,6 +899,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_abort_keeps_records, mt_teardown),
 	    cmocka_unit_test_teardown(test_other_pid_ns_keeps_shm, mt_teardown),
 	    cmocka_unit_test_teardown(test_same_user_ns, mt_teardown),
+	    cmocka_unit_test_teardown(test_handoff_tree_only, mt_teardown),
 	    cmocka_unit_test_teardown(test_backpressure_counted, mt_teardown),
 	    cmocka_unit_test_teardown(test_unserved_counted, mt_teardown),
 	    cmocka_unit_test_teardown(test_dlmopen_counted, mt_teardown),

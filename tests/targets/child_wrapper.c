@@ -23,6 +23,11 @@
  *              waits plainly.
  *   mntns      the child enters a mount namespace of its own, the same mounts (`unshare -m`):
  *              the shared memory is still there; the parent waits plainly.
+ *   netns      the child enters a network namespace of its own (memtrack's handoff socket,
+ *              src/track/handoff.h, is not there); the parent waits plainly.
+ * Modes combine with '+' (sigfd+nobody: a parent reading SIGCHLD from a queue, a child of
+ * another user, as su does; nobody+netns); the child does netns, then nobody, seccomp, shmns,
+ * mntns, in that order.
  */
 #define _GNU_SOURCE /* unshare */
 #include <signal.h>
@@ -42,6 +47,11 @@
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include "expect.h"
+
+enum { M_PTRACE, M_PROPAGATE, M_NOBODY, M_SIGFD, M_SECCOMP, M_SHMNS, M_MNTNS, M_NETNS, NR_MODES };
+static const char *const mode_names[NR_MODES] = {
+    "ptrace", "propagate", "nobody", "sigfd", "seccomp", "shmns", "mntns", "netns",
+};
 
 static int status_of(int st)
 {
@@ -138,24 +148,37 @@ static int no_writes(void)
 	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
 }
 
+/* MODE: one word, or words joined by '+' (sigfd+nobody); false when a word is unknown */
+static bool parse_mode(char *mode, bool *on)
+{
+	for (char *w = strtok(mode, "+"); w; w = strtok(NULL, "+")) {
+		size_t i = 0;
+
+		while (i < NR_MODES && strcmp(w, mode_names[i]))
+			i++;
+		if (i == NR_MODES)
+			return false;
+		on[i] = true;
+	}
+	return true;
+}
+
 int main(int argc, char **argv)
 {
-	bool trace, nobody, sigfd, filtered, shmns, mntns;
+	bool on[NR_MODES] = {0}, trace, nobody, sigfd, filtered, shmns, mntns, netns;
 	sigset_t all;
 	pid_t pid;
 	int fd = -1;
 
-	if (argc < 3 ||
-	    (strcmp(argv[1], "ptrace") && strcmp(argv[1], "propagate") &&
-	     strcmp(argv[1], "nobody") && strcmp(argv[1], "sigfd") && strcmp(argv[1], "seccomp") &&
-	     strcmp(argv[1], "shmns") && strcmp(argv[1], "mntns")))
+	if (argc < 3 || !parse_mode(argv[1], on))
 		return 2;
-	trace = !strcmp(argv[1], "ptrace");
-	nobody = !strcmp(argv[1], "nobody");
-	sigfd = !strcmp(argv[1], "sigfd");
-	filtered = !strcmp(argv[1], "seccomp");
-	shmns = !strcmp(argv[1], "shmns");
-	mntns = !strcmp(argv[1], "mntns");
+	trace = on[M_PTRACE];
+	nobody = on[M_NOBODY];
+	sigfd = on[M_SIGFD];
+	filtered = on[M_SECCOMP];
+	shmns = on[M_SHMNS];
+	mntns = on[M_MNTNS];
+	netns = on[M_NETNS];
 	mt_expect_init();
 	if (sigfd) {
 		sigfillset(&all);
@@ -174,6 +197,8 @@ int main(int argc, char **argv)
 			_exit(126);
 		if (trace)
 			raise(SIGSTOP);
+		if (netns && unshare(CLONE_NEWNET))
+			_exit(126);
 		if (nobody && (setgroups(0, NULL) || setgid(65534) || setuid(65534)))
 			_exit(126);
 		if (filtered && no_writes())
@@ -191,12 +216,12 @@ int main(int argc, char **argv)
 		execv(argv[2], argv + 2);
 		_exit(127);
 	}
-	if (nobody || filtered || shmns || mntns) {
+	if (sigfd)
+		return sigfd_loop(fd, pid);
+	if (nobody || filtered || shmns || mntns || netns) {
 		int st;
 
 		return waitpid(pid, &st, 0) == pid ? status_of(st) : 2;
 	}
-	if (sigfd)
-		return sigfd_loop(fd, pid);
 	return trace ? traced(pid) : propagating(pid);
 }

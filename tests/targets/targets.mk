@@ -84,3 +84,6 @@ $(BUILD)/targets/alloc_fixed32: tests/targets/alloc_fixed.c tests/targets/expect
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -m32 -std=gnu11 -O1 -g -Wall -Wextra -Werror -fno-builtin $< -o $@
 endif
+# the handoff's requests made with the interposer's own code (tests/bpf/test_track_preload.c)
+TARGET_LDLIBS_handoff_ask := -Isrc src/preload/preload_handoff.c
+$(BUILD)/targets/handoff_ask: src/preload/preload_handoff.c src/preload/shm_abi.h

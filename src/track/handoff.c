@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include "bpf/proc.h"
+#include "preload/shm_abi.h"
+#include "track/handoff.h"
+
+#define HANDOFF_FILES 4
+
+static struct {
+	int lfd;   /* the listening socket; the thread closes it when it ends */
+	int procs; /* the thread's own copy of the procs map's fd */
+	bool listening, started;
+	uint64_t netns;
+	char files[HANDOFF_FILES][PATH_MAX];
+	unsigned nr_files;
+	uint64_t handed, refused; /* written by the thread, read after handoff__stop or for -v */
+} ho = {.lfd = -1, .procs = -1};
+
+int handoff__open(const char *rings)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	size_t pre = sizeof(MT_HANDOFF_PREFIX) - 1, n = strlen(rings);
+	struct stat st;
+	int err;
+
+	if (ho.listening)
+		return -EALREADY;
+	if (1 + pre + n > sizeof(a.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(a.sun_path + 1, MT_HANDOFF_PREFIX, pre);
+	memcpy(a.sun_path + 1 + pre, rings, n);
+	ho.lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (ho.lfd < 0)
+		return -errno;
+	if (bind(ho.lfd, (struct sockaddr *)&a,
+		 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + pre + n)) ||
+	    listen(ho.lfd, SOMAXCONN) || stat("/proc/self/ns/net", &st)) {
+		err = -errno;
+		close(ho.lfd);
+		ho.lfd = -1;
+		return err;
+	}
+	ho.netns = st.st_ino;
+	ho.listening = true;
+	return handoff__allow(rings);
+}
+
+int handoff__allow(const char *path)
+{
+	if (!ho.listening)
+		return 0; /* nothing to hand out through */
+	if (ho.nr_files == HANDOFF_FILES)
+		return -ENOSPC;
+	if (strlen(path) >= sizeof(ho.files[0]))
+		return -ENAMETOOLONG;
+	/* before the thread starts, or seen by it through the release below */
+	strcpy(ho.files[ho.nr_files], path);
+	__atomic_store_n(&ho.nr_files, ho.nr_files + 1, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* Is pid (as SO_PEERCRED gives it: numbered in our pid namespace, as the map is) of the tree? */
+static bool handoff__in_tree(pid_t pid)
+{
+	struct mt_proc p;
+	__u32 key = (__u32)pid;
+
+	return pid > 0 && !bpf_map_lookup_elem(ho.procs, &key, &p);
+}
+
+/* The file named by the request, opened for the peer, or -errno. */
+static int handoff__file(int c)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	char path[PATH_MAX];
+	unsigned nr = __atomic_load_n(&ho.nr_files, __ATOMIC_ACQUIRE);
+	ssize_t n;
+
+	if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &len))
+		return -errno;
+	if (!handoff__in_tree(cr.pid))
+		return -EPERM;
+	n = recv(c, path, sizeof(path) - 1, 0);
+	if (n <= 0)
+		return n < 0 ? -errno : -EINVAL;
+	path[n] = 0;
+	for (unsigned i = 0; i < nr; i++)
+		if (!strcmp(path, ho.files[i])) {
+			int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+
+			return fd < 0 ? -errno : fd;
+		}
+	return -ENOENT;
+}
+
+static void handoff__answer(int c)
+{
+	/* a peer that never sends holds this thread 1 s at most */
+	struct timeval to = {1, 0};
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	unsigned char answer = 0;
+	struct iovec iov = {&answer, 1};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	int fd;
+
+	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &to, sizeof(to));
+	setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &to, sizeof(to));
+	fd = handoff__file(c);
+	if (fd >= 0) {
+		struct cmsghdr *h;
+
+		memset(&u, 0, sizeof(u));
+		msg.msg_control = u.buf;
+		msg.msg_controllen = sizeof(u.buf);
+		h = CMSG_FIRSTHDR(&msg);
+		h->cmsg_level = SOL_SOCKET;
+		h->cmsg_type = SCM_RIGHTS;
+		h->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(h), &fd, sizeof(fd));
+	} else {
+		answer = (unsigned char)(-fd < 256 ? -fd : EIO);
+	}
+	if (sendmsg(c, &msg, MSG_NOSIGNAL) == 1 && fd >= 0)
+		__atomic_fetch_add(&ho.handed, 1, __ATOMIC_RELAXED);
+	else
+		__atomic_fetch_add(&ho.refused, 1, __ATOMIC_RELAXED);
+	if (fd >= 0)
+		close(fd);
+}
+
+static void *handoff__main(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		int c = accept4(ho.lfd, NULL, NULL, SOCK_CLOEXEC);
+
+		if (c < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			break; /* shut down (EINVAL) */
+		}
+		handoff__answer(c);
+		close(c);
+	}
+	close(ho.lfd);
+	close(ho.procs);
+	return NULL;
+}
+
+int handoff__start(int procs)
+{
+	sigset_t all, old;
+	pthread_t th;
+	int err;
+
+	if (!ho.listening || ho.started)
+		return 0;
+	ho.procs = fcntl(procs, F_DUPFD_CLOEXEC, 3);
+	if (ho.procs < 0)
+		return -errno;
+	/* every signal blocked: memtrack reads its signals from a signalfd (shm_source.c) */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = -pthread_create(&th, NULL, handoff__main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err) {
+		close(ho.procs);
+		ho.procs = -1;
+		return err;
+	}
+	pthread_detach(th);
+	ho.started = true;
+	return 0;
+}
+
+void handoff__stop(void)
+{
+	if (!ho.listening)
+		return;
+	ho.listening = false;
+	/* wakes the thread's accept (EINVAL); a connect is refused from now on */
+	shutdown(ho.lfd, SHUT_RDWR);
+	if (!ho.started) {
+		close(ho.lfd);
+		ho.lfd = -1;
+	}
+}
+
+uint64_t handoff__handed(void)
+{
+	return __atomic_load_n(&ho.handed, __ATOMIC_RELAXED);
+}
+
+uint64_t handoff__refused(void)
+{
+	return __atomic_load_n(&ho.refused, __ATOMIC_RELAXED);
+}
+
+uint64_t handoff__netns(void)
+{
+	return ho.listening ? ho.netns : 0;
+}
