@@ -77,6 +77,16 @@ struct pl_thread {
 	int depth; /* hooked calls in progress: only the outermost is recorded */
 	int32_t pid, tid;
 	int in_init;
+	/* vfork (preload_vfork.c): set by the interposer's vfork, which keeps the thread's ring
+	 * state in vf and sets gen to 0, until the parent's first record after it */
+	int vfork_on;
+	struct pl_vfork_saved {
+		struct mt_shm_slot *slot;
+		struct mt_event *ring;
+		uint64_t head, tail, check, pop, pop_end;
+		uint32_t gen;
+		int32_t pid, tid; /* pid: the parent's, from the kernel */
+	} vf;
 };
 
 extern struct pl_proc pl PL_HIDDEN;
@@ -110,6 +120,12 @@ uint32_t pl_stack_capture(void) PL_HIDDEN;
 void *pl_map_file(const char *path, size_t min, size_t *size) PL_HIDDEN;
 int pl_handoff(const char *path) PL_HIDDEN;
 int pl_thread_prepare(struct pl_thread *t) PL_HIDDEN;
+/* After vfork: which side records now (preload_vfork.c); 0, or -1 to drop the record */
+int pl_vfork_side(struct pl_thread *t) PL_HIDDEN;
+/* A slot of its own for t in generation gen (preload_ring.c); 0, or -1 (counted) */
+int pl_claim(struct pl_thread *t, uint32_t gen) PL_HIDDEN;
+void pl_register(void) PL_HIDDEN;
+void pl_set_slot_key(struct mt_shm_slot *s) PL_HIDDEN;
 int pl_room(struct pl_thread *t) PL_HIDDEN;
 uint64_t pl_now(void) PL_HIDDEN;
 /* pl_now, read twice when far past floor (a thread's last stamp, or 0): preload_clock.c */

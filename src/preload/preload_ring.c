@@ -124,7 +124,7 @@ static void pl_resolve(void)
 static void pl_release(void *arg);
 
 /* Adds this process to the header's list (the manifest's per-process mechanism). */
-static void pl_register(void)
+void pl_register(void)
 {
 	struct mt_shm_proc *procs = (void *)((char *)pl.hdr + pl.hdr->procs_off);
 	uint32_t i = __atomic_fetch_add(&pl.hdr->nr_procs, 1, __ATOMIC_RELAXED);
@@ -335,10 +335,24 @@ uint32_t pl_refork(void)
 
 int pl_thread_prepare(struct pl_thread *t)
 {
-	uint32_t gen = pl_refork(), n = pl.hdr->nr_slots;
+	uint32_t gen;
 
+	if (pl_unlikely(t->vfork_on))
+		return pl_vfork_side(t);
+	gen = pl_refork();
 	if (__atomic_load_n(&pl.state, __ATOMIC_ACQUIRE) != PL_ON)
 		return -1; /* pl_refork gave up on this process */
+	return pl_claim(t, gen);
+}
+
+void pl_set_slot_key(struct mt_shm_slot *s)
+{
+	pthread_setspecific(pl_key, s); /* released by pl_release at thread exit */
+}
+
+int pl_claim(struct pl_thread *t, uint32_t gen)
+{
+	uint32_t n = pl.hdr->nr_slots;
 
 	/* a slot inherited from the parent (fork) is the parent's: leave it alone */
 	t->slot = NULL;
@@ -369,7 +383,7 @@ int pl_thread_prepare(struct pl_thread *t)
 						    __ATOMIC_RELEASE, __ATOMIC_RELAXED))
 			;
 		t->slot = s;
-		pthread_setspecific(pl_key, s); /* released by pl_release at thread exit */
+		pl_set_slot_key(s);
 		return 0;
 	}
 	__atomic_fetch_add(&pl.hdr->drops[MT_SHM_DROP_NO_SLOT], 1, __ATOMIC_RELAXED);

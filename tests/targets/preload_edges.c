@@ -3,7 +3,7 @@
  * The interposer's edge cases, each call reported on the side channel:
  *   preload_edges          a raw clone() child (no CLONE_VM, no atfork handlers: glibc does not
  *                          know it forked) allocates; a signal handler allocates; a vfork child
- *                          execs; a thread allocates and exits
+ *                          allocates, then execs; a thread allocates and exits
  *   preload_edges abort    allocates, then abort()s: what was written before must survive
  *   preload_edges threads N  N threads in waves of 64 (more than the interposer's slots over
  *                          the run: slots come back at thread exit), one pair each
@@ -76,6 +76,11 @@ static int edges(void)
 	raise(SIGUSR1);
 	pid = vfork();
 	if (pid == 0) {
+		/* allocates before its exec, as dash does (its path search): the child's, not the
+		 * parent's, though it runs on the parent's memory */
+		sink = malloc(5556); /* first: one_pair's block must not take its address */
+		mt_say("malloc", MT_P(sink), 0, 5556);
+		one_pair(5555);
 		/* itself, not /bin/true: that may be a static busybox (the VM lane), which no
 		 * interposer can serve */
 		execl("/proc/self/exe", "preload_edges", "noop", (char *)NULL);
