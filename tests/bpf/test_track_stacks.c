@@ -18,7 +18,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include "../lib/mt_check.h"
+#include "../lib/mt_tmpdir.h"
 #include "stacks/stackfile.h"
 
 static const char *const preload_opts[] = {"--alloc-hooks", "preload", "--stacks", NULL};
@@ -248,6 +252,52 @@ static void test_stacks_uprobe(void **state)
 	check_stacks(state, uprobe_opts, "uprobe=dwfl", true);
 }
 
+/* A process of another user (child_wrapper nobody) cannot open the stack area by its path any
+ * more than the rings: the interposer asks memtrack for both (src/track/handoff.h,
+ * mechanisms.handoffs 2), and its 8 Mallocs of 4321 bytes have their stacks. The executable is
+ * a copy in a 0755 folder: nobody may not reach the build tree. */
+static void test_stacks_other_user(void **state)
+{
+	struct mt_run *r;
+	struct mt_run_opts o = {.track_opts = preload_opts};
+	struct stackfile sf;
+	char dir[128], exe[192], cp[512], path[PATH_MAX + 64];
+	size_t k = 0, mine = 0, with = 0;
+	int rc;
+
+	MT_REQUIRE_ROOT();
+	r = mt_new_run(state);
+	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "stk"), 0);
+	assert_int_equal(chmod(dir, 0755), 0);
+	snprintf(exe, sizeof(exe), "%s/alloc_fixed", dir);
+	snprintf(cp, sizeof(cp), "cp '%s' '%s' && chmod 0755 '%s'", mt_target("alloc_fixed"), exe,
+		 exe);
+	assert_int_equal(system(cp), 0);
+	mt_track_ok(
+	    r, &o,
+	    (const char *const[]){mt_target("child_wrapper"), "nobody", exe, "8", "4321", NULL}, 0);
+	mt_tmpdir_remove(dir);
+	MT_CHECK(r, mt_need_u64(r, "mechanisms.handoffs") == 2, "%llu files handed, want 2",
+		 (unsigned long long)mt_need_u64(r, "mechanisms.handoffs"));
+	snprintf(path, sizeof(path), "%s/%d%s", r->out, r->root_pid, STACKFILE_SUFFIX);
+	rc = stackfile__read(path, &sf);
+	MT_CHECK(r, rc == 0, "cannot read %s: %s", path, strerror(-rc));
+	for (size_t i = 0; i < r->nr_ev; i++) {
+		const struct mt_event *ev = &r->ev[i];
+
+		if (ev->type < MT_EV_MALLOC || ev->type > MT_EV_ALIGNED_ALLOC)
+			continue;
+		if (ev->type == MT_EV_MALLOC && ev->size == 4321 && k < sf.nr_allocs) {
+			mine++;
+			with += sf.allocs[k] != 0;
+		}
+		k++;
+	}
+	MT_CHECK(r, mine == 8 && with == 8, "%zu Mallocs of 4321 bytes, %zu with a stack; want 8",
+		 mine, with);
+	stackfile__free(&sf);
+}
+
 /* Without --stacks: no stacks file, no stacks keys in the manifest. */
 static void test_no_stacks(void **state)
 {
@@ -271,6 +321,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_stacks_preload, mt_teardown),
 	    cmocka_unit_test_teardown(test_stacks_uprobe, mt_teardown),
 	    cmocka_unit_test_teardown(test_no_stacks, mt_teardown),
+	    cmocka_unit_test_teardown(test_stacks_other_user, mt_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
