@@ -147,6 +147,27 @@ $(PRELOAD): $(PRELOAD_OBJS) src/preload/preload.map | $(BUILD)
 	$(Q)$(CC) -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined \
 		-Wl,--version-script=src/preload/preload.map $(PRELOAD_OBJS) -o $@ -ldl -lpthread
 
+# The i386 interposer, for 32-bit programs (memtrack puts its name in their LD_PRELOAD at their
+# exec stop: src/track/abi32.c), where the compiler can link 32-bit code (gcc-multilib,
+# scripts/deps.sh). Its name has the 64-bit one's length (the environment is rewritten in
+# place) and is found beside it.
+M32_LINKS := $(shell echo 'int main(void){return 0;}' | $(CC) -m32 -x c - -o /dev/null 2>/dev/null && echo 1)
+PRELOAD32 := $(BUILD)/libmemtrack-preld32.so
+PRELOAD32_OBJS := $(patsubst %.c,$(OUTPUT)/pic32/%.o,$(PRELOAD_SRCS))
+ifeq ($(M32_LINKS),1)
+all: $(PRELOAD32)
+endif
+
+$(OUTPUT)/pic32/%.o: %.c | $(OUTPUT)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -m32 $(PRELOAD_CFLAGS) -c $< -o $@
+
+$(PRELOAD32): $(PRELOAD32_OBJS) src/preload/preload.map | $(BUILD)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) -m32 -shared -Wl,-z,now -Wl,-z,relro -Wl,--no-undefined \
+		-Wl,--version-script=src/preload/preload.map $(PRELOAD32_OBJS) -o $@ -ldl -lpthread
+
 $(LIB): $(LIB_OBJS)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
@@ -253,6 +274,7 @@ install: all
 	install -m 0755 $(BUILD)/memtrack $(BUILD)/memtrack-bench $(DESTDIR)$(PREFIX)/bin/
 	install -d $(DESTDIR)$(PREFIX)/lib/memtrack
 	install -m 0644 $(PRELOAD) $(DESTDIR)$(PREFIX)/lib/memtrack/
+	if [ -f $(PRELOAD32) ]; then install -m 0644 $(PRELOAD32) $(DESTDIR)$(PREFIX)/lib/memtrack/; fi
 	install -m 0644 docs/memtrack.1 docs/memtrack-bench.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -d $(DESTDIR)$(PREFIX)/include
 	install -m 0644 include/memtrack.h $(DESTDIR)$(PREFIX)/include/

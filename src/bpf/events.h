@@ -23,8 +23,10 @@ typedef __s64 mt_s64;
 #include <stdint.h>
 typedef uint32_t mt_u32;
 typedef int32_t mt_s32;
-typedef uint64_t mt_u64;
-typedef int64_t mt_s64;
+/* 8-byte aligned in every ABI: the i386 interposer (libmemtrack-preld32.so) shares these
+ * layouts, and i386 aligns a plain uint64_t struct member to 4 */
+typedef uint64_t mt_u64 __attribute__((aligned(8)));
+typedef int64_t mt_s64 __attribute__((aligned(8)));
 #endif
 
 #define MT_ABI_VERSION 2 /* 2: allocation records may carry a struct mt_ustack (--stacks) */

@@ -73,8 +73,10 @@ const struct drop_reason records__drops[DROP_NR] = {
 					      "The interposer is not in a namespace that dlmopen "
 					      "makes: try --alloc-hooks uprobe."},
     [DROP_ABI] = {"abi", "32-bit program images unrecorded",
-		  "memtrack records the allocator calls of 64-bit (x86-64) programs only: "
-		  "track a 64-bit build of those programs."},
+		  "32-bit programs are recorded by the i386 interposer only (auto and preload "
+		  "modes; dynamically linked, not set-id, stopped at their exec; memtrack built "
+		  "where gcc -m32 links): track a 64-bit build of those, or use --alloc-hooks "
+		  "auto."},
     [DROP_LATE_PROBES] = {"late_probes", "images that ran before their uprobes were attached",
 			  "Those processes were not stopped at their exec or dlopen (traced, or "
 			  "their parent reads SIGCHLD from a queue: script, su, runuser): their "

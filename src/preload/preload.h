@@ -14,6 +14,12 @@
 #include "preload/shm_abi.h"
 
 #define PL_HIDDEN __attribute__((visibility("hidden")))
+/* built as the i386 interposer (libmemtrack-preld32.so, src/track/abi32.h) */
+#if defined(__i386__)
+#define PL_I386 1
+#else
+#define PL_I386 0
+#endif
 #define pl_likely(x) __builtin_expect(!!(x), 1)
 #define pl_unlikely(x) __builtin_expect(!!(x), 0)
 

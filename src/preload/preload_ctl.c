@@ -60,7 +60,9 @@ void pl_ctl_served(void)
  * shared memory waits for the link: tracker_run.c, control_inspect_exe). */
 void pl_ctl_unserved(void)
 {
-	if (pl.hdr && !pl_ctl_live()) {
+	/* the i386 interposer's control points carry no uprobe (memtrack links the 64-bit file's
+	 * only): the header is its only way to tell */
+	if (pl.hdr && (PL_I386 || !pl_ctl_live())) {
 		__atomic_fetch_add(&pl.hdr->unserved, 1, __ATOMIC_RELAXED);
 		return;
 	}

@@ -298,13 +298,35 @@ enum pl_cxx {
 	PL_DLPV_NT, PL_DAPV_NT, PL_DLPV_AL_NT, PL_DAPV_AL_NT, PL_CXX_NR,
 };
 
+/* size_t's letter in mangled names: unsigned long (m) on LP64, unsigned int (j) on i386 (the
+ * 32-bit interposer, libmemtrack-preld32.so) */
+#if defined(__i386__)
+#define PL_Z "j"
+#else
+#define PL_Z "m"
+#endif
+
 static const char *const pl_cxx_names[PL_CXX_NR] = {
-	"_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t", "_ZnwmSt11align_val_t",
-	"_ZnamSt11align_val_t", "_ZnwmSt11align_val_tRKSt9nothrow_t",
-	"_ZnamSt11align_val_tRKSt9nothrow_t", "_ZdlPv", "_ZdaPv", "_ZdlPvm", "_ZdaPvm",
-	"_ZdlPvSt11align_val_t", "_ZdaPvSt11align_val_t", "_ZdlPvmSt11align_val_t",
-	"_ZdaPvmSt11align_val_t", "_ZdlPvRKSt9nothrow_t", "_ZdaPvRKSt9nothrow_t",
-	"_ZdlPvSt11align_val_tRKSt9nothrow_t", "_ZdaPvSt11align_val_tRKSt9nothrow_t",
+    "_Znw" PL_Z,
+    "_Zna" PL_Z,
+    "_Znw" PL_Z "RKSt9nothrow_t",
+    "_Zna" PL_Z "RKSt9nothrow_t",
+    "_Znw" PL_Z "St11align_val_t",
+    "_Zna" PL_Z "St11align_val_t",
+    "_Znw" PL_Z "St11align_val_tRKSt9nothrow_t",
+    "_Zna" PL_Z "St11align_val_tRKSt9nothrow_t",
+    "_ZdlPv",
+    "_ZdaPv",
+    "_ZdlPv" PL_Z,
+    "_ZdaPv" PL_Z,
+    "_ZdlPvSt11align_val_t",
+    "_ZdaPvSt11align_val_t",
+    "_ZdlPv" PL_Z "St11align_val_t",
+    "_ZdaPv" PL_Z "St11align_val_t",
+    "_ZdlPvRKSt9nothrow_t",
+    "_ZdaPvRKSt9nothrow_t",
+    "_ZdlPvSt11align_val_tRKSt9nothrow_t",
+    "_ZdaPvSt11align_val_tRKSt9nothrow_t",
 };
 
 static void *pl_cxx_next[PL_CXX_NR];
@@ -426,45 +448,74 @@ static inline void pl_delete(enum pl_cxx i, int nargs, void *p, uintptr_t a, uin
 }
 
 /* Declared with integer stand-ins for std::align_val_t (a size_t enum) and const
- * std::nothrow_t & (a pointer): the same registers in the x86-64 and AArch64 ABIs. */
-PL_API void *_Znwm(size_t n) { return pl_new(PL_NWM, MT_EV_MALLOC, 1, n, 0, 0); }
-PL_API void *_Znam(size_t n) { return pl_new(PL_NAM, MT_EV_MALLOC, 1, n, 0, 0); }
-PL_API void *_ZnwmRKSt9nothrow_t(size_t n, uintptr_t nt)
+ * std::nothrow_t & (a pointer): the same registers in the x86-64 and AArch64 ABIs, the same
+ * stack slots in i386's. Named through asm labels: the size_t letter differs (PL_Z). */
+#define PL_OP(ret, fn, name, ...) PL_API ret fn(__VA_ARGS__) __asm__(name)
+PL_OP(void *, pl_nw, "_Znw" PL_Z, size_t n);
+PL_OP(void *, pl_na, "_Zna" PL_Z, size_t n);
+PL_OP(void *, pl_nw_nt, "_Znw" PL_Z "RKSt9nothrow_t", size_t n, uintptr_t nt);
+PL_OP(void *, pl_na_nt, "_Zna" PL_Z "RKSt9nothrow_t", size_t n, uintptr_t nt);
+PL_OP(void *, pl_nw_al, "_Znw" PL_Z "St11align_val_t", size_t n, uintptr_t al);
+PL_OP(void *, pl_na_al, "_Zna" PL_Z "St11align_val_t", size_t n, uintptr_t al);
+PL_OP(void *, pl_nw_al_nt, "_Znw" PL_Z "St11align_val_tRKSt9nothrow_t", size_t n, uintptr_t al,
+      uintptr_t nt);
+PL_OP(void *, pl_na_al_nt, "_Zna" PL_Z "St11align_val_tRKSt9nothrow_t", size_t n, uintptr_t al,
+      uintptr_t nt);
+PL_OP(void, pl_dl_z, "_ZdlPv" PL_Z, void *p, uintptr_t n);
+PL_OP(void, pl_da_z, "_ZdaPv" PL_Z, void *p, uintptr_t n);
+PL_OP(void, pl_dl_z_al, "_ZdlPv" PL_Z "St11align_val_t", void *p, uintptr_t n, uintptr_t al);
+PL_OP(void, pl_da_z_al, "_ZdaPv" PL_Z "St11align_val_t", void *p, uintptr_t n, uintptr_t al);
+
+void *pl_nw(size_t n)
+{
+	return pl_new(PL_NWM, MT_EV_MALLOC, 1, n, 0, 0);
+}
+void *pl_na(size_t n)
+{
+	return pl_new(PL_NAM, MT_EV_MALLOC, 1, n, 0, 0);
+}
+void *pl_nw_nt(size_t n, uintptr_t nt)
 {
 	return pl_new(PL_NWM_NT, MT_EV_MALLOC, 2, n, nt, 0);
 }
-PL_API void *_ZnamRKSt9nothrow_t(size_t n, uintptr_t nt)
+void *pl_na_nt(size_t n, uintptr_t nt)
 {
 	return pl_new(PL_NAM_NT, MT_EV_MALLOC, 2, n, nt, 0);
 }
-PL_API void *_ZnwmSt11align_val_t(size_t n, uintptr_t al)
+void *pl_nw_al(size_t n, uintptr_t al)
 {
 	return pl_new(PL_NWM_AL, MT_EV_ALIGNED_ALLOC, 2, n, al, 0);
 }
-PL_API void *_ZnamSt11align_val_t(size_t n, uintptr_t al)
+void *pl_na_al(size_t n, uintptr_t al)
 {
 	return pl_new(PL_NAM_AL, MT_EV_ALIGNED_ALLOC, 2, n, al, 0);
 }
-PL_API void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, uintptr_t al, uintptr_t nt)
+void *pl_nw_al_nt(size_t n, uintptr_t al, uintptr_t nt)
 {
 	return pl_new(PL_NWM_AL_NT, MT_EV_ALIGNED_ALLOC, 3, n, al, nt);
 }
-PL_API void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, uintptr_t al, uintptr_t nt)
+void *pl_na_al_nt(size_t n, uintptr_t al, uintptr_t nt)
 {
 	return pl_new(PL_NAM_AL_NT, MT_EV_ALIGNED_ALLOC, 3, n, al, nt);
 }
 
 PL_API void _ZdlPv(void *p) { pl_delete(PL_DLPV, 1, p, 0, 0); }
 PL_API void _ZdaPv(void *p) { pl_delete(PL_DAPV, 1, p, 0, 0); }
-PL_API void _ZdlPvm(void *p, uintptr_t n) { pl_delete(PL_DLPVM, 2, p, n, 0); }
-PL_API void _ZdaPvm(void *p, uintptr_t n) { pl_delete(PL_DAPVM, 2, p, n, 0); }
+void pl_dl_z(void *p, uintptr_t n)
+{
+	pl_delete(PL_DLPVM, 2, p, n, 0);
+}
+void pl_da_z(void *p, uintptr_t n)
+{
+	pl_delete(PL_DAPVM, 2, p, n, 0);
+}
 PL_API void _ZdlPvSt11align_val_t(void *p, uintptr_t al) { pl_delete(PL_DLPV_AL, 2, p, al, 0); }
 PL_API void _ZdaPvSt11align_val_t(void *p, uintptr_t al) { pl_delete(PL_DAPV_AL, 2, p, al, 0); }
-PL_API void _ZdlPvmSt11align_val_t(void *p, uintptr_t n, uintptr_t al)
+void pl_dl_z_al(void *p, uintptr_t n, uintptr_t al)
 {
 	pl_delete(PL_DLPVM_AL, 3, p, n, al);
 }
-PL_API void _ZdaPvmSt11align_val_t(void *p, uintptr_t n, uintptr_t al)
+void pl_da_z_al(void *p, uintptr_t n, uintptr_t al)
 {
 	pl_delete(PL_DAPVM_AL, 3, p, n, al);
 }

@@ -131,7 +131,7 @@ void pl_register(void)
 
 	if (i >= MT_SHM_MAX_PROCS)
 		return;
-	procs[i].flags = pl.flags;
+	procs[i].flags = pl.flags | (PL_I386 ? MT_SHM_PROC_I386 : 0);
 	procs[i].ts = pl_clock(0); /* read twice: a wild time here would mislabel it */
 	__atomic_store_n(&procs[i].pid, (int32_t)getpid(), __ATOMIC_RELEASE);
 }

@@ -54,7 +54,7 @@
 #define MT_HANDOFF_PREFIX  "memtrack-handoff:"
 #define MT_HANDOFF_WAIT_MS 2000
 #define MT_SHM_MAGIC 0x316b61727474656dull /* "mettrak1" little-endian */
-#define MT_SHM_VERSION	 6
+#define MT_SHM_VERSION	   7
 #define MT_SHM_MAX_PROCS 16384
 
 enum mt_slot_state {
@@ -88,6 +88,9 @@ enum mt_shm_drop {
 #define MT_SHM_PROC_MIMALLOC 0x20u
 #define MT_SHM_PROC_TCMALLOC 0x40u
 #define MT_SHM_PROC_FAMILIES (MT_SHM_PROC_JEMALLOC | MT_SHM_PROC_MIMALLOC | MT_SHM_PROC_TCMALLOC)
+/* the i386 interposer registered it (version 7): memtrack expects one such registration after
+ * each 32-bit exec it prepared (src/track/abi32.h) */
+#define MT_SHM_PROC_I386 0x80u
 
 /* One image's registration, written before its first record. */
 struct mt_shm_proc {

@@ -221,15 +221,21 @@ static ssize_t preload_setup__read(pid_t pid, const char *what, char *buf, size_
 	return len;
 }
 
-/* AT_SECURE of the image pid just exec'd: ld.so then ignores LD_PRELOAD paths with a slash. */
-static bool preload_setup__secure(pid_t pid)
+/* AT_SECURE of the image pid just exec'd: ld.so then ignores LD_PRELOAD paths with a slash.
+ * An i386 process's auxv holds 32-bit pairs. */
+static bool preload_setup__secure(pid_t pid, bool i386)
 {
 	Elf64_auxv_t av[128];
+	Elf32_auxv_t *av32 = (Elf32_auxv_t *)av;
 	ssize_t n = preload_setup__read(pid, "auxv", (char *)av, sizeof(av));
 
 	if (n < 0)
 		return true; /* cannot tell: the probes are the safe side */
-	for (size_t i = 0; i < (size_t)n / sizeof(av[0]) && av[i].a_type != AT_NULL; i++)
+	for (size_t i = 0; i386 && i < (size_t)n / sizeof(av32[0]) && av32[i].a_type != AT_NULL;
+	     i++)
+		if (av32[i].a_type == AT_SECURE)
+			return av32[i].a_un.a_val != 0;
+	for (size_t i = 0; !i386 && i < (size_t)n / sizeof(av[0]) && av[i].a_type != AT_NULL; i++)
 		if (av[i].a_type == AT_SECURE)
 			return av[i].a_un.a_val != 0;
 	return false;
@@ -291,8 +297,13 @@ bool preload_setup__needs_probes(const struct preload_setup *p, pid_t pid, unsig
 		return false; /* no glibc: a static program, its allocator is probed in its file */
 	if (!p->on || kinds & PRELOAD_OTHER_ALLOCATORS)
 		return true;
-	return preload_setup__secure(pid) || !preload_setup__env_reaches(p, pid) ||
+	return preload_setup__secure(pid, false) || !preload_setup__env_reaches(p, pid) ||
 	       preload_setup__other_pidns(p, pid);
+}
+
+bool preload_setup__serves_i386(const struct preload_setup *p, pid_t pid)
+{
+	return p->on && !preload_setup__secure(pid, true) && !preload_setup__other_pidns(p, pid);
 }
 
 bool preload_setup__root_needs_probes(const struct preload_setup *p, const char *exe,

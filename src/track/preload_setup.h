@@ -77,6 +77,9 @@ bool preload_setup__env_reaches(const struct preload_setup *p, pid_t pid);
  * of a process in another mount namespace (MT_EXEC_OTHER_MNTNS): its /dev/shm may be another. */
 bool preload_setup__shm_reaches(const struct preload_setup *p, pid_t pid);
 bool preload_setup__needs_probes(const struct preload_setup *p, pid_t pid, unsigned kinds);
+/* Could the i386 interposer serve pid, an i386 process stopped at its exec (abi32.h)? Its exec
+ * is not secure, it is in our pid namespace (its environment: abi32__prepare). */
+bool preload_setup__serves_i386(const struct preload_setup *p, pid_t pid);
 /* Remembers whether pid's new image (kinds: its libs__kinds) is served by uprobes
  * (preload_setup__fill); a later call for the same pid (its next exec) replaces it. */
 void preload_setup__mark_probed(struct preload_setup *p, pid_t pid, unsigned kinds, bool probed);

@@ -403,6 +403,25 @@ uint64_t shm_source__unserved(const struct shm_source *s)
 	return s ? __atomic_load_n(&s->hdr->unserved, __ATOMIC_RELAXED) : 0;
 }
 
+void shm_source__each_proc(const struct shm_source *s,
+			   void (*fn)(void *ctx, int32_t pid, uint64_t ts, uint32_t flags),
+			   void *ctx)
+{
+	const struct mt_shm_proc *procs;
+	uint32_t n;
+
+	if (!s)
+		return;
+	procs = (const void *)((const char *)s->hdr + s->hdr->procs_off);
+	n = __atomic_load_n(&s->hdr->nr_procs, __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < n && i < MT_SHM_MAX_PROCS; i++) {
+		int32_t pid = __atomic_load_n(&procs[i].pid, __ATOMIC_ACQUIRE);
+
+		if (pid > 0) /* stored last: the entry is complete */
+			fn(ctx, pid, procs[i].ts, procs[i].flags);
+	}
+}
+
 uint32_t shm_source__each_served(const struct shm_source *s,
 				 void (*fn)(void *ctx, int32_t pid, uint64_t ts), void *ctx)
 {

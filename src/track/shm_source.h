@@ -61,6 +61,10 @@ int shm_source__proc_flags(const struct shm_source *s, int32_t pid);
 uint32_t *shm_source__ctl_live(struct shm_source *s);
 /* Processes that told their refusal in the header rather than by the control point. */
 uint64_t shm_source__unserved(const struct shm_source *s);
+/* Calls fn for every complete registration, with its flags (MT_SHM_PROC_*). */
+void shm_source__each_proc(const struct shm_source *s,
+			   void (*fn)(void *ctx, int32_t pid, uint64_t ts, uint32_t flags),
+			   void *ctx);
 /* Calls fn for each registration of a served image (pid, its CLOCK_MONOTONIC stamp) listed
  * now; returns how many. */
 uint32_t shm_source__each_served(const struct shm_source *s,

@@ -100,6 +100,8 @@ int tracker__run(const struct tracker_opts *o)
 	if (preload_setup__start(&t.pre, (enum alloc_hooks)o->alloc_hooks, t.pidns.ino) ||
 	    tracker__stacks_start(&t))
 		goto cleanup;
+	if (t.pre.on)
+		abi32__init(&t.abi32, t.pre.lib);
 	tracker__mark(&t, "interposer's shared memory");
 	/* the ring's thread too, unless a kept load has one; before the fork (the command holds
 	 * no copy of the ring or the maps) */

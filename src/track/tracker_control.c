@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -134,25 +135,57 @@ static void tracker__judge(struct tracker *t, const struct mt_event *ev, int ins
 		log__warn("process %d: cannot attach to glibc: %s", pid, strerror(-err));
 }
 
-/* A program of another ABI (32-bit i386 or x32): its loader refuses our interposer ("wrong ELF
+/* Can the i386 interposer serve pid, an i386 program stopped at its exec (abi32.h)? Then its
+ * environment is made to name it. It needs a loader (not static), no secure exec, our
+ * interposer and shared memory in its environment, the i386 interposer under its root. */
+static bool control_abi32(struct tracker *t, const struct mt_event *ev, const char *exe)
+{
+	char root_lib[PATH_MAX + 32];
+	int err;
+
+	if (!t->abi32.lib[0] || !records__stopped(ev) || !abi32__dynamic_i386(exe) ||
+	    !preload_setup__serves_i386(&t->pre, ev->pid))
+		return false;
+	snprintf(root_lib, sizeof(root_lib), "/proc/%d/root%s", (int)ev->pid, t->abi32.lib);
+	if (access(root_lib, R_OK))
+		return false;
+	err = abi32__rewrite(&t->abi32, ev->pid, true, shm_source__path(t->pre.shm));
+	if (err < 0)
+		log__debug(LOG_VERBOSE,
+			   "process %d: cannot name the i386 interposer in its "
+			   "environment: %s",
+			   ev->pid, strerror(-err));
+	if (err <= 0 || abi32__expect(&t->abi32, ev->pid, ev->ts))
+		return false;
+	log__debug(LOG_VERBOSE, "process %d: a 32-bit program, served by the i386 interposer",
+		   ev->pid);
+	return true;
+}
+
+/* A program of another ABI (32-bit i386 or x32). An i386 one stopped at its exec is given the
+ * i386 interposer (control_abi32). Otherwise its loader refuses our interposer ("wrong ELF
  * class") and the uprobe programs read x86-64 registers, so its calls go unrecorded: counted
  * (drops.abi, exit 123) and said, never silent. Its executable is not marked known: each of
- * its execs stops and counts. */
-static bool control_foreign_abi(struct tracker *t, pid_t pid)
+ * its execs stops and is looked at again. */
+static bool control_foreign_abi(struct tracker *t, const struct mt_event *ev)
 {
 	char path[64], exe[PATH_MAX];
+	pid_t pid = ev->pid;
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
 	if (elf__native_abi(path) != 0)
 		return false; /* ours, or gone, or not readable: inspected as before */
+	if (control_abi32(t, ev, path))
+		return true;
 	n = readlink(path, exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = 0;
 	if (!t->abi_unrecorded++)
-		log__warn(
-		    "process %d runs '%s', a 32-bit program: memtrack records 64-bit programs "
-		    "only, its allocator calls go unrecorded (counted in drops.abi)",
-		    (int)pid, exe);
+		log__warn("process %d runs '%s', a 32-bit program the i386 interposer cannot serve "
+			  "here (static, set-id, not stopped at its exec, uprobe mode, or no "
+			  "libmemtrack-preld32.so): its allocator calls go unrecorded (counted in "
+			  "drops.abi)",
+			  (int)pid, exe);
 	return true;
 }
 
@@ -190,8 +223,12 @@ static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 		t->inspect_gone = true;
 		return;
 	}
-	if (control_foreign_abi(t, ev->pid))
+	if (control_foreign_abi(t, ev))
 		return;
+	/* a 64-bit program exec'd by a 32-bit one inherited the i386 interposer's name: its own,
+	 * before its loader reads it (abi32.h) */
+	if (t->abi32.rewrote && records__stopped(ev))
+		abi32__rewrite(&t->abi32, ev->pid, false, NULL);
 	err = libs__inspect_pid(t->libs, ev->pid);
 	t->inspect_gone = err == -ENOENT || err == -ESRCH;
 	if (err < 0 && err != -ENOENT && err != -ESRCH)

@@ -180,7 +180,9 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 			   "handoff: %llu requests refused (not of the tree, or "
 			   "not our file)",
 			   (unsigned long long)handoff__refused());
-	t->m.drops[DROP_ABI] = t->abi_unrecorded;
+	/* the 32-bit images prepared for the i386 interposer that it did not serve (abi32.h) */
+	shm_source__each_proc(t->pre.shm, abi32__registered, &t->abi32);
+	t->m.drops[DROP_ABI] = t->abi_unrecorded + abi32__unserved(&t->abi32);
 	t->m.drops[DROP_LATE_PROBES] = t->late_probes;
 	/* With the stops ended and the whole tree gone, every stop record has been read and
 	 * answered by the drain above: the watchdog has nothing left to guard. */
@@ -379,6 +381,7 @@ void tracker__destroy(struct tracker *t)
 	tracker__stacks_destroy(t);
 	heap_acct__free(t->acct);
 	libs__free(t->libs);
+	abi32__free(&t->abi32);
 	if (t->sigfd >= 0)
 		close(t->sigfd);
 	if (t->epfd >= 0)

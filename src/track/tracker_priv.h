@@ -18,6 +18,7 @@
 #include "artifact/manifest.h"
 #include "artifact/outdir.h"
 #include "common/log.h"
+#include "track/abi32.h"
 #include "track/stop_relay.h"
 #include "track/attach.h"
 #include "track/btf_cache.h"
@@ -113,6 +114,7 @@ struct tracker {
 	bool handed_off; /* a detacher holds every BPF fd and our address space (detach below) */
 	struct root_prep root;	  /* the root executable, inspected while the programs load */
 	struct preload_setup pre; /* --alloc-hooks preload: the interposer's source */
+	struct abi32 abi32;	  /* 32-bit programs through the i386 interposer (abi32.h) */
 	bool pre_added;		  /* its source belongs to the consumer (destroyed with it) */
 	uint64_t t_start; /* CLOCK_MONOTONIC ns at tracker__run's start: tracker__mark's zero */
 	struct stack_sink *stk_sink; /* --stacks: the stacks file (tracker_stacks.c) */

@@ -654,49 +654,122 @@ static int32_t pid_of(const struct mt_run *r, const char *comm)
 	return 0;
 }
 
+/* The 32-bit builds of alloc_fixed, or a skip where they were not built (no gcc-multilib) or
+ * cannot run (no 32-bit loader: the check-vm guests). */
+static void need_abi32(char *a32, char *a32s, size_t cap)
+{
+	char shell[PATH_MAX + 32];
+
+	snprintf(a32, cap, "%s", mt_target("alloc_fixed32"));
+	snprintf(a32s, cap, "%s", mt_target("alloc_fixed32s"));
+	snprintf(shell, sizeof(shell), "'%s' 1 1 >/dev/null 2>&1", a32);
+	if (access(a32, X_OK) || access(a32s, X_OK) || system(shell) != 0) {
+		print_message(
+		    "[ SKIP     ] no 32-bit builds of alloc_fixed, or no 32-bit loader to "
+		    "run them (gcc-multilib)\n");
+		skip();
+	}
+}
+
+/* Mallocs of size bytes by the one process named comm. */
+static size_t mallocs_of(const struct mt_run *r, const char *comm, uint64_t size)
+{
+	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = size};
+
+	f.pid = pid_of(r, comm);
+	return f.pid ? mt_count(r, &f) : 0;
+}
+
 /*
- * A 32-bit program (build/targets/alloc_fixed32): its loader refuses the 64-bit interposer and
- * the uprobe programs read x86-64 registers, so its calls cannot be recorded; each exec of it
- * is counted (drops.abi, exit 123) in every mode, never silent, and the 64-bit program beside
- * it is recorded in full. Until 6 December 2026 such a run said complete with 0 drops and none
- * of its allocations. Skips where the target was not built (no gcc-multilib) or cannot run (no
- * 32-bit loader: the check-vm guests).
+ * 32-bit programs in auto and preload modes (src/track/abi32.h): at the exec stop of an i386
+ * program memtrack names the i386 interposer in its LD_PRELOAD (in place of the 64-bit one) and
+ * that interposer records it: two alloc_fixed32 runs and the 64-bit alloc_fixed beside them,
+ * each 8 Mallocs of 100 bytes, labelled `preload`, no drop, no "wrong ELF class" from the
+ * loader; and an exec chain 32 -> 32 -> 64 bits in one process (alloc_fixed ... exec): 1 x
+ * 1111, 2 x 2222, 3 x 3333 bytes, the 64-bit image given the 64-bit interposer back. Until 7
+ * December 2026 each 32-bit image was counted in drops.abi (exit 123), unrecorded.
+ */
+static void test_abi32_served(void **state)
+{
+	const char *const *modes[] = {auto_opts, preload_opts};
+	char a32[PATH_MAX], a32s[PATH_MAX], shell[PATH_MAX * 3], chain[PATH_MAX * 3];
+
+	MT_REQUIRE_ROOT();
+	need_abi32(a32, a32s, sizeof(a32));
+	snprintf(shell, sizeof(shell), "'%s' 8 100 && '%s' 8 100 && '%s' 8 100", a32, a32,
+		 mt_target("alloc_fixed"));
+	snprintf(chain, sizeof(chain), "'%s' 1 1111 exec '%s' 2 2222 exec '%s' 3 3333", a32, a32,
+		 mt_target("alloc_fixed"));
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		struct mt_run *r = mt_new_run(state), *c = mt_new_run(state);
+		struct mt_run_opts oc = {.track_opts = modes[i], .shell = chain};
+		struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true};
+
+		run_ok(r, modes[i], shell);
+		MT_CHECK(r, mt_need_u64(r, "drops.total") == 0, "%s: %llu drops (abi %llu), want 0",
+			 modes[i][1], (unsigned long long)mt_need_u64(r, "drops.total"),
+			 (unsigned long long)mt_need_u64(r, "drops.abi"));
+		MT_CHECK(r, count_hooks(r, "alloc_fixed32", "preload") == 2,
+			 "%s: %zu alloc_fixed32 served by the interposer, want 2", modes[i][1],
+			 count_hooks(r, "alloc_fixed32", "preload"));
+		f.size = 100;
+		MT_CHECK(r, mt_count(r, &f) == 24 && mallocs_of(r, "alloc_fixed", 100) == 8,
+			 "%s: %zu Mallocs of 100 bytes (the 64-bit alloc_fixed's %zu), want 24 (8)",
+			 modes[i][1], mt_count(r, &f), mallocs_of(r, "alloc_fixed", 100));
+		MT_CHECK(r, !r->log || !strstr(r->log, "wrong ELF class"),
+			 "%s: a loader refused an interposer", modes[i][1]);
+		assert_int_equal(mt_track(c, &oc, NULL), 0);
+		MT_CHECK(c, c->status == 0 && mt_need_u64(c, "drops.total") == 0,
+			 "%s chain: status %d, %llu drops; want 0 and 0", modes[i][1], c->status,
+			 (unsigned long long)mt_need_u64(c, "drops.total"));
+		for (uint64_t k = 1; k <= 3; k++) {
+			f.size = 1111 * k;
+			MT_CHECK(c, mt_count(c, &f) == k,
+				 "%s chain: %zu Mallocs of %llu bytes, want %llu", modes[i][1],
+				 mt_count(c, &f), (unsigned long long)f.size,
+				 (unsigned long long)k);
+		}
+		MT_CHECK(c, !c->log || !strstr(c->log, "wrong ELF class"),
+			 "%s chain: a loader refused an interposer", modes[i][1]);
+	}
+}
+
+/*
+ * What no interposer can serve is counted, never silent: a static 32-bit program (no loader)
+ * in auto mode, and any 32-bit program in uprobe mode (the uprobe programs read x86-64
+ * registers): each exec counts in drops.abi (exit 123) and the 64-bit program beside it is
+ * recorded in full. Until 6 December 2026 such a run said complete with 0 drops and none of
+ * the 32-bit program's allocations.
  */
 static void test_foreign_abi(void **state)
 {
-	const char *const *modes[] = {auto_opts, preload_opts, uprobe_opts};
-	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 100};
-	char a32[PATH_MAX], shell[PATH_MAX * 3];
+	char a32[PATH_MAX], a32s[PATH_MAX], shell[PATH_MAX * 3];
+	struct {
+		const char *const *opts;
+		const char *exe;
+		const char *hooks;
+	} runs[] = {{auto_opts, a32s, "preload"}, {uprobe_opts, a32, "uprobe"}};
 
 	MT_REQUIRE_ROOT();
-	snprintf(a32, sizeof(a32), "%s", mt_target("alloc_fixed32"));
-	snprintf(shell, sizeof(shell), "'%s' 1 1 >/dev/null 2>&1", a32);
-	if (access(a32, X_OK) || system(shell) != 0) {
-		print_message("[ SKIP     ] no 32-bit build of alloc_fixed, or no 32-bit loader to "
-			      "run it (gcc-multilib)\n");
-		skip();
-	}
-	snprintf(shell, sizeof(shell), "'%s' 8 100 && '%s' 8 100 && '%s' 8 100", a32, a32,
-		 mt_target("alloc_fixed"));
-	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+	need_abi32(a32, a32s, sizeof(a32));
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
 		struct mt_run *r = mt_new_run(state);
-		struct mt_run_opts o = {.track_opts = modes[i], .shell = shell};
+		struct mt_run_opts o = {.track_opts = runs[i].opts, .shell = shell};
 
+		snprintf(shell, sizeof(shell), "'%s' 8 100 && '%s' 8 100 && '%s' 8 100",
+			 runs[i].exe, runs[i].exe, mt_target("alloc_fixed"));
 		assert_int_equal(mt_track(r, &o, NULL), 0);
-		MT_CHECK(r, r->status == 123, "%s: memtrack status %d, want 123", modes[i][1],
+		MT_CHECK(r, r->status == 123, "%s: memtrack status %d, want 123", runs[i].opts[1],
 			 r->status);
 		MT_CHECK(r, mt_need_u64(r, "drops.abi") == 2 && mt_need_u64(r, "drops.total") == 2,
-			 "%s: drops.abi %llu, total %llu; want 2 and 2", modes[i][1],
+			 "%s: drops.abi %llu, total %llu; want 2 and 2", runs[i].opts[1],
 			 (unsigned long long)mt_need_u64(r, "drops.abi"),
 			 (unsigned long long)mt_need_u64(r, "drops.total"));
-		MT_CHECK(r,
-			 count_hooks(r, "alloc_fixed",
-				     modes[i] == uprobe_opts ? "uprobe" : "preload") == 1,
-			 "%s: the 64-bit alloc_fixed not served", modes[i][1]);
-		f.pid = pid_of(r, "alloc_fixed");
-		MT_CHECK(r, f.pid && mt_count(r, &f) == 8,
+		MT_CHECK(r, count_hooks(r, "alloc_fixed", runs[i].hooks) == 1,
+			 "%s: the 64-bit alloc_fixed not served", runs[i].opts[1]);
+		MT_CHECK(r, mallocs_of(r, "alloc_fixed", 100) == 8,
 			 "%s: %zu Mallocs of 100 bytes by the 64-bit alloc_fixed, want 8",
-			 modes[i][1], mt_count(r, &f));
+			 runs[i].opts[1], mallocs_of(r, "alloc_fixed", 100));
 	}
 }
 
@@ -719,6 +792,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_shm_unreachable_handoff, mt_teardown),
 	    cmocka_unit_test_teardown(test_other_user_other_netns, mt_teardown),
 	    cmocka_unit_test_teardown(test_foreign_abi, mt_teardown),
+	    cmocka_unit_test_teardown(test_abi32_served, mt_teardown),
 	};
 
 	if (getenv("MT_TEST_FILTER")) /* one test by name (a glob), e.g. to repeat it */

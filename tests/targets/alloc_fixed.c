@@ -3,9 +3,12 @@
  * `alloc_fixed COUNT BYTES`: COUNT blocks of BYTES each, all live at once, then all freed; no
  * other allocation (no stdio). Its peak heap is COUNT * BYTES exactly, the same every run: the
  * deterministic program memtrack-bench's memory-mode test measures.
+ * `alloc_fixed COUNT BYTES exec PROGRAM ARGS...`: then execs PROGRAM (exit 127 if it cannot):
+ * chains of 32- and 64-bit builds (alloc_fixed32, test_foreign_abi).
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_BLOCKS 4096
 
@@ -26,5 +29,9 @@ int main(int argc, char **argv)
 	}
 	for (unsigned long i = 0; i < count; i++)
 		free(blocks[i]);
+	if (argc > 4 && !strcmp(argv[3], "exec")) {
+		execv(argv[4], argv + 4);
+		return 127;
+	}
 	return 0;
 }

@@ -74,15 +74,21 @@ $(BUILD)/targets/libown_ops.so: tests/targets/lib/own_ops.cc tests/targets/expec
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CXX) -std=gnu++17 -O2 -g -Wall -Wextra -Werror -fPIC -shared \
 		-Wl,-Bsymbolic-functions $< -o $@
-# A 32-bit build of alloc_fixed (test_foreign_abi: memtrack counts what it cannot record),
+# 32-bit builds of alloc_fixed (test_abi32_*: the i386 interposer records the dynamic one;
+# memtrack counts what it cannot record),
 # where the compiler can link one (gcc-multilib, scripts/deps.sh); the test skips without it.
-M32_LINKS := $(shell echo 'int main(void){return 0;}' | $(CC) -m32 -x c - -o /dev/null 2>/dev/null && echo 1)
+# (M32_LINKS: the Makefile, where the i386 interposer is built)
 ifeq ($(M32_LINKS),1)
-all: $(BUILD)/targets/alloc_fixed32
+all: $(BUILD)/targets/alloc_fixed32 $(BUILD)/targets/alloc_fixed32s
 $(BUILD)/targets/alloc_fixed32: tests/targets/alloc_fixed.c tests/targets/expect.h | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -m32 -std=gnu11 -O1 -g -Wall -Wextra -Werror -fno-builtin $< -o $@
+# static: no loader, so no interposer can serve it (counted in drops.abi in every mode)
+$(BUILD)/targets/alloc_fixed32s: tests/targets/alloc_fixed.c tests/targets/expect.h | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -m32 -static -std=gnu11 -O1 -g -Wall -Wextra -Werror -fno-builtin $< -o $@
 endif
 # the handoff's requests made with the interposer's own code (tests/bpf/test_track_preload.c)
 TARGET_LDLIBS_handoff_ask := -Isrc src/preload/preload_handoff.c
