@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -8,8 +9,14 @@
 #include "common/log.h"
 #include "track/stop_relay.h"
 
-#define FIRST_LOOK_NS (2 * 1000 * 1000ull)    /* then twice as long each time */
-#define WATCH_NS      (1000 * 1000 * 1000ull) /* a parent is watched this long */
+#define FIRST_LOOK_NS (2 * 1000 * 1000ull) /* then twice as long each time, up to MAX_STEP */
+#define MAX_STEP_NS   (512 * 1000 * 1000ull)
+#define WATCH_NS      (1000 * 1000 * 1000ull) /* a parent is watched this long, and then... */
+/* ... for as long as it has not run since (runnable, or in the kernel): it cannot have acted
+ * on the child's stop yet. A loaded machine (check-vm's two emulators on both CPUs) kept a
+ * wrapper runnable past the second: it stopped itself afterwards, unwatched, and the run
+ * waited for ever. Bounded all the same: a parent busy computing is never 'S'. */
+#define WATCH_MAX_NS (60 * 1000 * 1000 * 1000ull)
 
 static uint64_t relay__now(void)
 {
@@ -40,11 +47,13 @@ static char relay__state(pid_t pid)
 }
 
 /* Resumes parent when it is stopped (job control, 'T'; not a tracer's 't') while child is not:
- * it stopped itself after the child's stop. Returns 1 when the watch is over. */
-static int relay__look(struct stop_relay *r, pid_t parent, pid_t child)
+ * it stopped itself after the child's stop. Returns 1 when the watch is over; *state: the
+ * parent's state letter. */
+static int relay__look(struct stop_relay *r, pid_t parent, pid_t child, char *state)
 {
 	char ps = relay__state(parent), cs;
 
+	*state = ps;
 	if (!ps)
 		return 1; /* gone */
 	if (ps != 'T')
@@ -66,8 +75,9 @@ void stop_relay__answered(struct stop_relay *r, pid_t child, pid_t parent)
 {
 	uint64_t now;
 	unsigned i;
+	char state;
 
-	if (parent <= 0 || relay__look(r, parent, child))
+	if (parent <= 0 || relay__look(r, parent, child, &state))
 		return;
 	now = relay__now();
 	if (r->n == STOP_RELAY_MAX) { /* the oldest gives way */
@@ -80,6 +90,15 @@ void stop_relay__answered(struct stop_relay *r, pid_t child, pid_t parent)
 	r->v[i].step_ns = FIRST_LOOK_NS;
 	r->v[i].due_ns = now + FIRST_LOOK_NS;
 	r->v[i].end_ns = now + WATCH_NS;
+	r->v[i].max_ns = now + WATCH_MAX_NS;
+}
+
+/* Past its watch: over unless it has not run yet (its state 'R' or 'D') and not for too long */
+static bool relay__over(const struct stop_relay *r, unsigned i, uint64_t now, char state)
+{
+	if (now < r->v[i].end_ns)
+		return false;
+	return (state != 'R' && state != 'D') || now >= r->v[i].max_ns;
 }
 
 void stop_relay__tick(struct stop_relay *r)
@@ -90,13 +109,16 @@ void stop_relay__tick(struct stop_relay *r)
 		return;
 	now = relay__now();
 	for (unsigned i = 0; i < r->n;) {
+		char state;
+
 		if (r->v[i].due_ns <= now) {
-			if (relay__look(r, r->v[i].parent, r->v[i].child) ||
-			    now >= r->v[i].end_ns) {
+			if (relay__look(r, r->v[i].parent, r->v[i].child, &state) ||
+			    relay__over(r, i, now, state)) {
 				r->v[i] = r->v[--r->n];
 				continue;
 			}
-			r->v[i].step_ns *= 2;
+			if (r->v[i].step_ns < MAX_STEP_NS)
+				r->v[i].step_ns *= 2;
 			r->v[i].due_ns = now + r->v[i].step_ns;
 		}
 		i++;

@@ -10,7 +10,8 @@
  * the tree found stopped while that child runs is sent SIGCONT too (it then continues the
  * child, which runs already: nothing). The parent is looked at when the child is answered
  * (it has usually stopped itself by then, within microseconds of the child's stop, while the
- * inspection takes milliseconds), and again at growing intervals for a second.
+ * inspection takes milliseconds), and again at growing intervals for a second, and longer
+ * while it has not run since (stop_relay.c).
  */
 #ifndef MEMTRACK_STOP_RELAY_H
 #define MEMTRACK_STOP_RELAY_H
@@ -23,7 +24,7 @@
 struct stop_relay {
 	struct {
 		pid_t parent, child;
-		uint64_t due_ns, end_ns, step_ns; /* CLOCK_MONOTONIC */
+		uint64_t due_ns, end_ns, max_ns, step_ns; /* CLOCK_MONOTONIC */
 	} v[STOP_RELAY_MAX];
 	unsigned n;
 	uint64_t resumed; /* parents sent SIGCONT (the manifest's mechanisms.parents_resumed) */
