@@ -686,7 +686,8 @@ static size_t mallocs_of(const struct mt_run *r, const char *comm, uint64_t size
  * that interposer records it: two alloc_fixed32 runs and the 64-bit alloc_fixed beside them,
  * each 8 Mallocs of 100 bytes, labelled `preload`, no drop, no "wrong ELF class" from the
  * loader; and an exec chain 32 -> 32 -> 64 bits in one process (alloc_fixed ... exec): 1 x
- * 1111, 2 x 2222, 3 x 3333 bytes, the 64-bit image given the 64-bit interposer back. Until 7
+ * 1111, 2 x 2222, 3 x 3333 bytes, the 64-bit image given the 64-bit interposer back; and a
+ * 32-bit root (argv, no shell). Until 7
  * December 2026 each 32-bit image was counted in drops.abi (exit 123), unrecorded.
  */
 static void test_abi32_served(void **state)
@@ -731,6 +732,18 @@ static void test_abi32_served(void **state)
 		}
 		MT_CHECK(c, !c->log || !strstr(c->log, "wrong ELF class"),
 			 "%s chain: a loader refused an interposer", modes[i][1]);
+		/* the root itself 32-bit (-- argv: no shell before it) */
+		c = mt_new_run(state);
+		oc.shell = NULL;
+		assert_int_equal(mt_track(c, &oc, (const char *const[]){a32, "8", "4321", NULL}),
+				 0);
+		f.size = 4321;
+		MT_CHECK(
+		    c, c->status == 0 && mt_need_u64(c, "drops.total") == 0 && mt_count(c, &f) == 8,
+		    "%s, a 32-bit root: status %d, %llu drops, %zu Mallocs of 4321 bytes; want "
+		    "0, 0, 8",
+		    modes[i][1], c->status, (unsigned long long)mt_need_u64(c, "drops.total"),
+		    mt_count(c, &f));
 	}
 }
 
