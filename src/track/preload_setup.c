@@ -315,7 +315,14 @@ bool preload_setup__root_needs_probes(const struct preload_setup *p, const char 
 		return false;
 	if (!p->on || kinds & PRELOAD_OTHER_ALLOCATORS || stat(exe, &st))
 		return true;
+	return preload_setup__root_setid(exe);
+}
+
+bool preload_setup__root_setid(const char *exe)
+{
+	struct stat st;
+
 	/* set-id or file capabilities: the kernel may make its exec secure (AT_SECURE) */
-	return (st.st_mode & (S_ISUID | S_ISGID)) ||
-	       getxattr(exe, "security.capability", NULL, 0) > 0;
+	return !stat(exe, &st) && ((st.st_mode & (S_ISUID | S_ISGID)) ||
+				   getxattr(exe, "security.capability", NULL, 0) > 0);
 }

@@ -86,5 +86,7 @@ void preload_setup__mark_probed(struct preload_setup *p, pid_t pid, unsigned kin
 /* The same for the root command before its exec, from its file (set-id bits, capabilities). */
 bool preload_setup__root_needs_probes(const struct preload_setup *p, const char *exe,
 				      unsigned kinds);
+/* Is exe set-id, or does it carry file capabilities (its exec may be secure)? */
+bool preload_setup__root_setid(const char *exe);
 
 #endif

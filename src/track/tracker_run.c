@@ -95,7 +95,14 @@ int tracker__attach_root(struct tracker *t)
 		if (kinds & PRELOAD_OTHER_ALLOCATORS)
 			preload_setup__mark_probed(&t->pre, t->sp.pid, kinds, true);
 		log__debug(LOG_VERBOSE, "root '%s': allocator kinds %#x", t->root.exe, kinds);
-		if (preload_setup__root_needs_probes(&t->pre, t->root.exe, kinds)) {
+		if (preload_setup__root_needs_probes(&t->pre, t->root.exe, kinds) &&
+		    !(kinds & PRELOAD_OTHER_ALLOCATORS) && preload_setup__root_setid(t->root.exe)) {
+			/* set-id: whether its exec is secure (AT_SECURE: the loader then ignores
+			 * LD_PRELOAD) is known once it is made: not known, it stops at its exec and
+			 * is judged there like any other (`memtrack track -- su ...` as root: not
+			 * secure, served by the interposer, no uprobe) */
+			t->root.known = false;
+		} else if (preload_setup__root_needs_probes(&t->pre, t->root.exe, kinds)) {
 			preload_setup__mark_probed(&t->pre, t->sp.pid, kinds, true);
 			libs__attach_glibc(t->libs); /* nothing bound yet: libs__bind attaches */
 		}

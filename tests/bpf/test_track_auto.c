@@ -296,6 +296,61 @@ static void test_children_each_once(void **state)
 	mt_run_free(&u);
 }
 
+/*
+ * A set-id root command (argv mode, no shell before it): whether its exec is secure is known
+ * only once the exec is made, so the root stops at its exec and is judged there (AT_SECURE):
+ * a set-user-id-root copy of alloc_each run as root is not secure (its uid stays 0) and is
+ * served by the interposer, no uprobe attached; a set-group-id copy (group 65534) is secure,
+ * the loader ignores LD_PRELOAD, and glibc's uprobes record it, complete. Both have the same
+ * events as in uprobe mode. Until 7 December 2026 any set-id root made auto mode attach
+ * glibc's uprobes before it ran (`memtrack track -- su ...`).
+ */
+static void test_setid_root(void **state)
+{
+	char dir[128], sg[192], su[192], shell[1024];
+	const char *const names[] = {"alloc_each", "alloc_each_suid", NULL};
+	struct {
+		const char *exe;
+		const char *hooks;
+	} runs[] = {{su, "preload"}, {sg, "uprobe"}};
+
+	MT_REQUIRE_ROOT();
+	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "setid"), 0);
+	assert_int_equal(mt_tmpdir_setgid_copy(dir, "alloc_each", sg, sizeof(sg)), 0);
+	snprintf(su, sizeof(su), "%s/alloc_each_suid", dir);
+	snprintf(shell, sizeof(shell), "cp '%s' '%s' && chown 0:0 '%s' && chmod 4755 '%s'",
+		 mt_target("alloc_each"), su, su, su);
+	assert_int_equal(system(shell), 0);
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		struct mt_run *a = mt_new_run(state), u = {0};
+		struct mt_run_opts ao = {.track_opts = auto_opts};
+		const char *const argv[] = {runs[i].exe, NULL};
+		const char *comm = strrchr(runs[i].exe, '/') + 1;
+		char pre[PATH_MAX + 16];
+		/* the uprobe run's environment holds the same two variables (run_ok) */
+		const char *const env[] = {
+		    pre, "MEMTRACK_PRELOAD_SHM=/dev/shm/memtrack-0-0000000000000000", NULL};
+		struct mt_run_opts uo = {.track_opts = uprobe_opts, .env = env};
+
+		snprintf(pre, sizeof(pre), "LD_PRELOAD=%s/build/libmemtrack-preload.so",
+			 mt_repo_root());
+		mt_track_ok(a, &ao, argv, 0);
+		mt_track_ok(&u, &uo, argv, 0);
+		MT_CHECK(a, mt_need_u64(a, "drops.total") == 0, "%s: %llu drops, want 0", comm,
+			 (unsigned long long)mt_need_u64(a, "drops.total"));
+		MT_CHECK(a, count_hooks(a, comm, runs[i].hooks) == 1, "%s: not served by %s", comm,
+			 runs[i].hooks);
+		MT_CHECK(a,
+			 strcmp(runs[i].hooks, "preload") ||
+			     json_array_size(mt_json(a, "libraries")) == 0,
+			 "%s: %zu libraries attached for a root the interposer serves", comm,
+			 json_array_size(mt_json(a, "libraries")));
+		same_events(&u, a, names, 1);
+		mt_run_free(&u);
+	}
+	mt_tmpdir_remove(dir);
+}
+
 /* Shared jemalloc, mimalloc and tcmalloc as the program's malloc: served by the interposer
  * (src/preload/preload_families.c), each call once, and, as for glibc, no uprobe on any
  * library: not on glibc's, not on the family's (checked while memtrack runs, as in
@@ -806,6 +861,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_other_user_other_netns, mt_teardown),
 	    cmocka_unit_test_teardown(test_foreign_abi, mt_teardown),
 	    cmocka_unit_test_teardown(test_abi32_served, mt_teardown),
+	    cmocka_unit_test_teardown(test_setid_root, mt_teardown),
 	};
 
 	if (getenv("MT_TEST_FILTER")) /* one test by name (a glob), e.g. to repeat it */
