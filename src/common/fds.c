@@ -1,4 +1,7 @@
 // SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "common/fds.h"
@@ -22,4 +25,29 @@ void fds__close_all_but(unsigned from, int *keep, int n)
 		lo = (unsigned)keep[i] + 1;
 	}
 	syscall(SYS_close_range, lo, ~0u, 0);
+}
+
+int fds__send(int sock, unsigned char byte, int fd)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct iovec iov = {&byte, 1};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+	ssize_t n;
+
+	if (fd >= 0) {
+		memset(&u, 0, sizeof(u));
+		msg.msg_control = u.buf;
+		msg.msg_controllen = sizeof(u.buf);
+		u.h.cmsg_level = SOL_SOCKET;
+		u.h.cmsg_type = SCM_RIGHTS;
+		u.h.cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(&u.h), &fd, sizeof(fd));
+	}
+	do
+		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	return n == 1 ? 0 : n < 0 ? -errno : -EIO;
 }

@@ -54,6 +54,11 @@ struct pl_proc {
 	struct mt_shm_slot *slots;
 	struct mt_event *data;
 	uint32_t nrec, mask; /* records per slot, nrec - 1 */
+	/* checked at the map and kept: every process of the tree writes the header (other users'
+	 * too: src/track/handoff.h), so its offsets are read once */
+	uint32_t nr_slots;
+	struct mt_shm_proc *procs;
+	size_t map_len;
 	uint32_t gen_counter;
 	/* A MADV_WIPEONFORK page: word 0 is this process's generation, 0 in a fresh fork or raw
 	 * clone child (which then claims its own slots before its first record). */
@@ -84,7 +89,7 @@ struct pl_thread {
 	int32_t pid, tid;
 	int in_init;
 	/* vfork (preload_vfork.c): set by the interposer's vfork, which keeps the thread's ring
-	 * state in vf and sets gen to 0, until the parent's first record after it */
+	 * state in vf and sets gen to PL_GEN_VFORK, until the parent's first record after it */
 	int vfork_on;
 	struct pl_vfork_saved {
 		struct mt_shm_slot *slot;
@@ -126,8 +131,14 @@ uint32_t pl_stack_capture(void) PL_HIDDEN;
 void *pl_map_file(const char *path, size_t min, size_t *size) PL_HIDDEN;
 int pl_handoff(const char *path) PL_HIDDEN;
 int pl_thread_prepare(struct pl_thread *t) PL_HIDDEN;
+/* The generation of a thread that vforked (preload_vfork.c): no process has it, nor is it a
+ * fork child's wiped 0, so the next record of every side takes the slow path */
+#define PL_GEN_VFORK 0xffffffffu
 /* After vfork: which side records now (preload_vfork.c); 0, or -1 to drop the record */
 int pl_vfork_side(struct pl_thread *t) PL_HIDDEN;
+/* The vforking thread's saved state back when pid is its process (preload_vfork.c); 1 if so */
+int pl_vfork_restore(struct pl_thread *t, int32_t pid) PL_HIDDEN;
+int pl_vfork_settle(struct pl_thread *t, int32_t pid) PL_HIDDEN;
 /* A slot of its own for t in generation gen (preload_ring.c); 0, or -1 (counted) */
 int pl_claim(struct pl_thread *t, uint32_t gen) PL_HIDDEN;
 void pl_register(void) PL_HIDDEN;

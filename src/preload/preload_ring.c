@@ -126,7 +126,7 @@ static void pl_release(void *arg);
 /* Adds this process to the header's list (the manifest's per-process mechanism). */
 void pl_register(void)
 {
-	struct mt_shm_proc *procs = (void *)((char *)pl.hdr + pl.hdr->procs_off);
+	struct mt_shm_proc *procs = pl.procs;
 	uint32_t i = __atomic_fetch_add(&pl.hdr->nr_procs, 1, __ATOMIC_RELAXED);
 
 	if (i >= MT_SHM_MAX_PROCS)
@@ -163,6 +163,21 @@ void *pl_map_file(const char *path, size_t min, size_t *size)
 	return m;
 }
 
+/* Do the header's three areas lie inside the file (size bytes), without overflow? */
+static int pl_layout_ok(const struct mt_shm_hdr *h, uint64_t size)
+{
+	uint64_t procs = (uint64_t)MT_SHM_MAX_PROCS * sizeof(struct mt_shm_proc), slots, data;
+
+	if (!h->nr_slots || !h->slot_records || (h->slot_records & (h->slot_records - 1)) ||
+	    __builtin_mul_overflow((uint64_t)h->nr_slots, sizeof(struct mt_shm_slot), &slots) ||
+	    __builtin_mul_overflow((uint64_t)h->nr_slots * h->slot_records, sizeof(struct mt_event),
+				   &data))
+		return 0;
+	return h->procs_off <= size && procs <= size - h->procs_off && h->slots_off <= size &&
+	       slots <= size - h->slots_off && h->data_off <= size && data <= size - h->data_off &&
+	       !(h->procs_off % 8) && !(h->slots_off % 64) && !(h->data_off % 8);
+}
+
 /* Maps the shared file named in the environment. 0, or -1 when there is none to use. */
 static int pl_map(void)
 {
@@ -178,19 +193,19 @@ static int pl_map(void)
 		return -1;
 	h = m;
 	if (h->magic != MT_SHM_MAGIC || h->version != MT_SHM_VERSION ||
-	    h->file_size != (uint64_t)size || !h->nr_slots || !h->slot_records ||
-	    (h->slot_records & (h->slot_records - 1)) ||
-	    h->data_off + (uint64_t)h->nr_slots * h->slot_records * sizeof(struct mt_event) >
-		    h->file_size ||
+	    h->file_size != (uint64_t)size || !pl_layout_ok(h, size) ||
 	    __atomic_load_n(&h->closed, __ATOMIC_ACQUIRE)) {
 		munmap(m, size);
 		return -1;
 	}
 	pl.hdr = h;
+	pl.procs = (void *)((char *)m + h->procs_off);
 	pl.slots = (void *)((char *)m + h->slots_off);
 	pl.data = (void *)((char *)m + h->data_off);
+	pl.nr_slots = h->nr_slots;
 	pl.nrec = h->slot_records;
 	pl.mask = h->slot_records - 1;
+	pl.map_len = size;
 	return 0;
 }
 
@@ -235,7 +250,7 @@ static int pl_init(void)
 	if (pl_under_valgrind()) {
 		if (!pl_map()) {
 			__atomic_fetch_add(&pl.hdr->unserved, 1, __ATOMIC_RELAXED);
-			munmap(pl.hdr, (size_t)pl.hdr->file_size);
+			munmap(pl.hdr, pl.map_len);
 		}
 		/* no header: no dlopen announcement (preload_dl.c) either */
 		pl.hdr = NULL;
@@ -311,7 +326,7 @@ uint32_t pl_refork(void)
 	if (gen)
 		return gen;
 	gen = __atomic_add_fetch(&pl.gen_counter, 1, __ATOMIC_RELAXED);
-	if (!gen)
+	while (!gen || gen == PL_GEN_VFORK)
 		gen = __atomic_add_fetch(&pl.gen_counter, 1, __ATOMIC_RELAXED);
 	if (__atomic_compare_exchange_n(pl.wipe, &want, gen, false, __ATOMIC_ACQ_REL,
 					__ATOMIC_ACQUIRE)) {
@@ -352,7 +367,7 @@ void pl_set_slot_key(struct mt_shm_slot *s)
 
 int pl_claim(struct pl_thread *t, uint32_t gen)
 {
-	uint32_t n = pl.hdr->nr_slots;
+	uint32_t n = pl.nr_slots;
 
 	/* a slot inherited from the parent (fork) is the parent's: leave it alone */
 	t->slot = NULL;
@@ -395,6 +410,10 @@ int pl_claim(struct pl_thread *t, uint32_t gen)
 static void pl_release(void *arg)
 {
 	struct pl_thread *t = &pl_t;
+
+	/* it vforked and made no record since: its own slot back first, to be released */
+	if (t->vfork_on && pl_vfork_restore(t, (int32_t)syscall(SYS_getpid)))
+		arg = t->slot;
 
 	if (!t->slot || t->slot != arg || t->gen != __atomic_load_n(pl.wipe, __ATOMIC_RELAXED))
 		return;

@@ -66,6 +66,7 @@ struct pl_mod {
 static struct {
 	struct mt_stk_hdr *hdr;
 	char *data;
+	uint64_t data_size; /* checked at the map: the header is written by every process */
 	int (*backtrace)(void **, int);
 	uintptr_t self_lo, self_hi;
 	struct pl_cache_ent *cache;
@@ -221,7 +222,7 @@ static void *pl_area_take(uint32_t len, uint32_t *ref)
 {
 	uint64_t off = __atomic_fetch_add(&ps.hdr->used, len, __ATOMIC_RELAXED);
 
-	if (off + len > ps.hdr->data_size)
+	if (off > ps.data_size || len > ps.data_size - off)
 		return NULL;
 	*ref = (uint32_t)(off / 8 + 1);
 	return ps.data + off;
@@ -369,12 +370,13 @@ static int pl_stk_map(const char *path)
 	h = m;
 	if (h->magic != MT_STK_MAGIC || h->version != MT_STK_VERSION ||
 	    h->file_size != (uint64_t)size || h->max_frames != MT_STK_MAX_FRAMES ||
-	    h->data_off + h->data_size > h->file_size || (h->data_off & 7)) {
+	    h->data_off > size || h->data_size > size - h->data_off || (h->data_off & 7)) {
 		munmap(m, size);
 		return -1;
 	}
 	ps.hdr = h;
 	ps.data = (char *)m + h->data_off;
+	ps.data_size = h->data_size;
 	return 0;
 }
 

@@ -152,9 +152,10 @@ int abi32__rewrite(struct abi32 *a, pid_t pid, bool to32, const char *shm)
 	for (int i = 0; i < nr; i++) {
 		size_t w = flen - a->name_off;
 
+		errno = 0;
 		if (pwrite(fd, to + a->name_off, w, (off_t)(start + at[i] + a->name_off)) !=
 		    (ssize_t)w) {
-			err = -errno;
+			err = errno ? -errno : -EIO;
 			goto cleanup;
 		}
 	}
@@ -186,14 +187,19 @@ int abi32__expect(struct abi32 *a, pid_t pid, uint64_t ts)
 void abi32__registered(void *ctx, int32_t pid, uint64_t ts, uint32_t flags)
 {
 	struct abi32 *a = ctx;
+	size_t best = a->nr_want;
 
-	/* the i386 interposer's, serving glibc's malloc family, after the exec's stop record */
+	/* the i386 interposer's, serving glibc's malloc family: it serves the latest image of pid
+	 * prepared before it registered, no earlier one */
 	if ((flags & (MT_SHM_PROC_I386 | MT_SHM_PROC_LIBC | MT_SHM_PROC_OFF)) !=
 	    (MT_SHM_PROC_I386 | MT_SHM_PROC_LIBC))
 		return;
 	for (size_t i = 0; i < a->nr_want; i++)
-		if (a->want[i].pid == pid && ts >= a->want[i].ts)
-			a->want[i].served = true;
+		if (a->want[i].pid == pid && a->want[i].ts <= ts &&
+		    (best == a->nr_want || a->want[i].ts > a->want[best].ts))
+			best = i;
+	if (best < a->nr_want)
+		a->want[best].served = true;
 }
 
 uint64_t abi32__unserved(const struct abi32 *a)

@@ -242,9 +242,6 @@ static void __attribute__((noreturn)) early__ctl_child(struct early_links *e, in
 {
 	struct early_ctl_shared *sh = e->sh;
 	int keep[2] = {e->ctl_prog, sock}, fd;
-	char byte = 0, cbuf[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
 
 	/* stdin, stdout and stderr too: a pipe reading memtrack's output must end with it */
 	fds__close_all_but(0, keep, 2);
@@ -258,16 +255,8 @@ static void __attribute__((noreturn)) early__ctl_child(struct early_links *e, in
 	} else {
 		__atomic_store_n(&sh->linked, 1, __ATOMIC_SEQ_CST);
 		early__publish_if(sh, e->live);
-		memset(cbuf, 0, sizeof(cbuf));
-		msg.msg_control = cbuf;
-		msg.msg_controllen = sizeof(cbuf);
-		CMSG_FIRSTHDR(&msg)->cmsg_level = SOL_SOCKET;
-		CMSG_FIRSTHDR(&msg)->cmsg_type = SCM_RIGHTS;
-		CMSG_FIRSTHDR(&msg)->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(CMSG_FIRSTHDR(&msg)), &fd, sizeof(int));
 	}
-	while (sendmsg(sock, &msg, MSG_NOSIGNAL) < 0 && errno == EINTR)
-		;
+	fds__send(sock, 0, fd); /* the link, or its absence */
 	_exit(0);
 }
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include "bpf/proc.h"
+#include "common/fds.h"
 #include "preload/shm_abi.h"
 #include "track/handoff.h"
 
@@ -25,11 +26,12 @@ static struct {
 	bool listening, started;
 	uint64_t netns;
 	char files[HANDOFF_FILES][PATH_MAX];
+	int fds[HANDOFF_FILES]; /* copies of memtrack's descriptors, closed by the thread */
 	unsigned nr_files;
 	uint64_t handed, refused; /* written by the thread, read after handoff__stop or for -v */
 } ho = {.lfd = -1, .procs = -1};
 
-int handoff__open(const char *rings)
+int handoff__open(const char *rings, int fd)
 {
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
 	size_t pre = sizeof(MT_HANDOFF_PREFIX) - 1, n = strlen(rings);
@@ -55,19 +57,25 @@ int handoff__open(const char *rings)
 	}
 	ho.netns = st.st_ino;
 	ho.listening = true;
-	return handoff__allow(rings);
+	return handoff__allow(rings, fd);
 }
 
-int handoff__allow(const char *path)
+int handoff__allow(const char *path, int fd)
 {
+	int copy;
+
 	if (!ho.listening)
 		return 0; /* nothing to hand out through */
 	if (ho.nr_files == HANDOFF_FILES)
 		return -ENOSPC;
 	if (strlen(path) >= sizeof(ho.files[0]))
 		return -ENAMETOOLONG;
+	copy = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	if (copy < 0)
+		return -errno;
 	/* before the thread starts, or seen by it through the release below */
 	strcpy(ho.files[ho.nr_files], path);
+	ho.fds[ho.nr_files] = copy;
 	__atomic_store_n(&ho.nr_files, ho.nr_files + 1, __ATOMIC_RELEASE);
 	return 0;
 }
@@ -81,7 +89,7 @@ static bool handoff__in_tree(pid_t pid)
 	return pid > 0 && !bpf_map_lookup_elem(ho.procs, &key, &p);
 }
 
-/* The file named by the request, opened for the peer, or -errno. */
+/* memtrack's descriptor of the file the request names (sent, not closed), or -errno. */
 static int handoff__file(int c)
 {
 	struct ucred cr;
@@ -99,11 +107,8 @@ static int handoff__file(int c)
 		return n < 0 ? -errno : -EINVAL;
 	path[n] = 0;
 	for (unsigned i = 0; i < nr; i++)
-		if (!strcmp(path, ho.files[i])) {
-			int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-
-			return fd < 0 ? -errno : fd;
-		}
+		if (!strcmp(path, ho.files[i]))
+			return ho.fds[i];
 	return -ENOENT;
 }
 
@@ -111,38 +116,23 @@ static void handoff__answer(int c)
 {
 	/* a peer that never sends holds this thread 1 s at most */
 	struct timeval to = {1, 0};
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} u;
-	unsigned char answer = 0;
-	struct iovec iov = {&answer, 1};
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
 	int fd;
 
 	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &to, sizeof(to));
 	setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &to, sizeof(to));
 	fd = handoff__file(c);
-	if (fd >= 0) {
-		struct cmsghdr *h;
-
-		memset(&u, 0, sizeof(u));
-		msg.msg_control = u.buf;
-		msg.msg_controllen = sizeof(u.buf);
-		h = CMSG_FIRSTHDR(&msg);
-		h->cmsg_level = SOL_SOCKET;
-		h->cmsg_type = SCM_RIGHTS;
-		h->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(h), &fd, sizeof(fd));
-	} else {
-		answer = (unsigned char)(-fd < 256 ? -fd : EIO);
-	}
-	if (sendmsg(c, &msg, MSG_NOSIGNAL) == 1 && fd >= 0)
+	if (!fds__send(c, fd >= 0 ? 0 : (unsigned char)(-fd < 256 ? -fd : EIO), fd) && fd >= 0)
 		__atomic_fetch_add(&ho.handed, 1, __ATOMIC_RELAXED);
 	else
 		__atomic_fetch_add(&ho.refused, 1, __ATOMIC_RELAXED);
-	if (fd >= 0)
-		close(fd);
+}
+
+static void handoff__close_fds(void)
+{
+	unsigned nr = __atomic_load_n(&ho.nr_files, __ATOMIC_ACQUIRE);
+
+	for (unsigned i = 0; i < nr; i++)
+		close(ho.fds[i]);
 }
 
 static void *handoff__main(void *arg)
@@ -161,6 +151,7 @@ static void *handoff__main(void *arg)
 	}
 	close(ho.lfd);
 	close(ho.procs);
+	handoff__close_fds();
 	return NULL;
 }
 
@@ -200,6 +191,7 @@ void handoff__stop(void)
 	if (!ho.started) {
 		close(ho.lfd);
 		ho.lfd = -1;
+		handoff__close_fds();
 	}
 }
 

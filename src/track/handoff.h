@@ -22,10 +22,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Listens on the socket named after rings (the path in $MEMTRACK_PRELOAD_SHM). 0 or -errno. */
-int handoff__open(const char *rings);
-/* Allows path (one of memtrack's shared files) to be handed out; at most 4. 0 or -errno. */
-int handoff__allow(const char *path);
+/* Listens on the socket named after rings (the path in $MEMTRACK_PRELOAD_SHM, fd its open
+ * file). 0 or -errno. */
+int handoff__open(const char *rings, int fd);
+/* Allows path, one of memtrack's shared files open as fd, to be handed out (a copy of fd, never
+ * the file opened again by its name: /dev/shm is everyone's); at most 4. 0 or -errno. */
+int handoff__allow(const char *path, int fd);
 /* Starts answering, for the processes in procs (the BPF map's fd, duplicated). 0 or -errno. */
 int handoff__start(int procs);
 /* Refuses every connection from now on; the thread ends by itself (not waited for). */

@@ -117,7 +117,7 @@ int preload_setup__start(struct preload_setup *p, enum alloc_hooks mode, uint64_
 		p->mntns_ino = st.st_ino;
 	/* the processes of the tree that cannot open it by its path ask us for it (handoff.h);
 	 * without the socket they are judged at their exec and left to the uprobes */
-	err = handoff__open(shm_source__path(p->shm));
+	err = handoff__open(shm_source__path(p->shm), shm_source__fd(p->shm));
 	if (err)
 		log__debug(1, "the shared memory cannot be handed to other users' processes: %s",
 			   strerror(-err));

@@ -31,10 +31,14 @@ struct shm_source {
 	int lock_fd;
 	void *map;
 	size_t map_len;
+	/* Written by every process of the tree, other users' too (src/track/handoff.h): nothing
+	 * in it is trusted for a bound or an address; the layout is ours, kept here. */
 	struct mt_shm_hdr *hdr;
+	struct mt_shm_proc *procs;
 	struct mt_shm_slot *slots;
 	struct mt_event *data;
 	uint32_t nr_slots, nrec, mask;
+	bool closed;		   /* shm_source__close ran */
 	const char *clock_refusal; /* stamp_clock__anchor: why no TSC stamps, NULL if they may */
 	uint64_t safe_ns; /* every BPF record older than this has been dispatched */
 	uint64_t last_delivered; /* by the last drain */
@@ -270,7 +274,7 @@ int shm_source__drain_all(struct shm_source *s, struct consumer *c)
 /* pid exec'd at ts: its images registered before are no longer what serves it. */
 static void shm__end_images(struct shm_source *s, int32_t pid, uint64_t ts)
 {
-	struct mt_shm_proc *procs = (void *)((char *)s->hdr + s->hdr->procs_off);
+	struct mt_shm_proc *procs = s->procs;
 	uint32_t n = __atomic_load_n(&s->hdr->nr_procs, __ATOMIC_ACQUIRE);
 
 	for (uint32_t i = 0; i < n && i < MT_SHM_MAX_PROCS; i++)
@@ -343,8 +347,9 @@ void shm_source__close(struct shm_source *s)
 {
 	uint32_t hwm;
 
-	if (!s || !s->hdr || s->hdr->closed)
+	if (!s || !s->hdr || s->closed)
 		return;
+	s->closed = true;
 	shm__bell_stop(s, false);
 	__atomic_store_n(&s->hdr->closed, 1, __ATOMIC_SEQ_CST);
 	/* Only the slots ever claimed: a waiter raised next_slot when it claimed its slot, long
@@ -385,7 +390,7 @@ int shm_source__proc_flags(const struct shm_source *s, int32_t pid)
 
 	if (!s)
 		return -1;
-	procs = (const void *)((const char *)s->hdr + s->hdr->procs_off);
+	procs = s->procs;
 	n = __atomic_load_n(&s->hdr->nr_procs, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < n && i < MT_SHM_MAX_PROCS; i++)
 		if (procs[i].pid == pid && !(procs[i].flags & MT_SHM_PROC_ENDED))
@@ -412,7 +417,7 @@ void shm_source__each_proc(const struct shm_source *s,
 
 	if (!s)
 		return;
-	procs = (const void *)((const char *)s->hdr + s->hdr->procs_off);
+	procs = s->procs;
 	n = __atomic_load_n(&s->hdr->nr_procs, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < n && i < MT_SHM_MAX_PROCS; i++) {
 		int32_t pid = __atomic_load_n(&procs[i].pid, __ATOMIC_ACQUIRE);
@@ -430,7 +435,7 @@ uint32_t shm_source__each_served(const struct shm_source *s,
 
 	if (!s)
 		return 0;
-	procs = (const void *)((const char *)s->hdr + s->hdr->procs_off);
+	procs = s->procs;
 	n = __atomic_load_n(&s->hdr->nr_procs, __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < n && i < MT_SHM_MAX_PROCS; i++) {
 		int32_t pid = __atomic_load_n(&procs[i].pid, __ATOMIC_ACQUIRE);
@@ -472,6 +477,11 @@ const char *shm_source__path(const struct shm_source *s)
 	return s->path;
 }
 
+int shm_source__fd(const struct shm_source *s)
+{
+	return s->lock_fd;
+}
+
 struct event_source *shm_source__src(struct shm_source *s)
 {
 	return &s->src;
@@ -510,6 +520,7 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 	s->map_len = size;
 	s->hdr = s->map;
 	s->slots = (void *)((char *)s->map + slots_off);
+	s->procs = (void *)((char *)s->map + procs_off);
 	s->data = (void *)((char *)s->map + data_off);
 	s->nr_slots = nr_slots;
 	s->nrec = slot_records;

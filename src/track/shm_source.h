@@ -33,6 +33,8 @@ void shm_source__set_ring(struct shm_source *s, const struct event_source *ring)
 /* memtrack's pid namespace (its inode; 0: unknown) for the interposer: it serves no other */
 void shm_source__set_pidns(struct shm_source *s, uint64_t ino);
 const char *shm_source__path(const struct shm_source *s);
+/* The file's descriptor (read-write), memtrack's own: handoff.h sends copies of it. */
+int shm_source__fd(const struct shm_source *s);
 /* Why the interposer stamps with clock_gettime (stamp_clock.h), or NULL: it may use the TSC. */
 const char *shm_source__clock_refusal(const struct shm_source *s);
 struct event_source *shm_source__src(struct shm_source *s);

@@ -64,43 +64,57 @@ const char *stack_shm__path(const struct stack_shm *s)
 	return s->path;
 }
 
+int stack_shm__fd(const struct stack_shm *s)
+{
+	return s->lock_fd;
+}
+
 void stack_shm__set_sink(struct stack_shm *s, struct stack_sink *sink)
 {
 	s->sink = sink;
 }
 
-/* The entry a ref names, when it lies inside the used area and is of the kind asked. */
-static struct mt_stk_entry *entry(struct stack_shm *s, uint32_t ref, uint32_t kind)
+/* The entry a ref names, when it lies inside the used area and is of the kind asked; its length
+ * in *len, read once: every process of the tree writes the area (other users' too, handoff.h),
+ * so what was checked is what is used. */
+static struct mt_stk_entry *entry(struct stack_shm *s, uint32_t ref, uint32_t kind, uint32_t *len)
 {
 	uint64_t off = ((uint64_t)ref - 1) * 8,
 		 used = __atomic_load_n(&s->hdr->used, __ATOMIC_ACQUIRE);
 	struct mt_stk_entry *e;
+	uint32_t l;
 
 	if (used > s->size)
 		used = s->size;
 	if (!ref || off + sizeof(*e) > used)
 		return NULL;
 	e = (struct mt_stk_entry *)(s->data + off);
-	if (e->kind != kind || e->len < sizeof(*e) || e->len % 8 || off + e->len > used)
+	l = __atomic_load_n(&e->len, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&e->kind, __ATOMIC_RELAXED) != kind || l < sizeof(*e) || l % 8 ||
+	    off + l > used)
 		return NULL;
+	*len = l;
 	return e;
 }
 
 static uint32_t module_id(struct stack_shm *s, uint32_t ref)
 {
-	struct mt_stk_module *m = (struct mt_stk_module *)entry(s, ref, MT_STK_MODULE);
-	size_t room;
-	uint32_t id;
+	uint32_t len = 0, id, bid_len;
+	struct mt_stk_module *m = (struct mt_stk_module *)entry(s, ref, MT_STK_MODULE, &len);
+	uint8_t bid[20];
 
-	if (!m || m->e.len < sizeof(*m) + 1 || m->build_id_len > 20)
+	if (!m || len < sizeof(*m) + 1)
+		return 0;
+	bid_len = __atomic_load_n(&m->build_id_len, __ATOMIC_RELAXED);
+	if (bid_len > sizeof(bid))
 		return 0;
 	if (m->e.sink_id)
 		return m->e.sink_id;
-	room = m->e.len - sizeof(*m);
-	if (!memchr(m->path, 0, room))
-		return 0;
-	if (stack_sink__module(s->sink, m->pid, m->path, m->build_id, m->build_id_len, m->bias,
-			       &id))
+	/* the path ends inside the entry (a NUL in its last byte, set here if another process
+	 * wrote one elsewhere meanwhile), the build id copied: what is used was checked */
+	m->path[len - sizeof(*m) - 1] = 0;
+	memcpy(bid, m->build_id, bid_len);
+	if (stack_sink__module(s->sink, m->pid, m->path, bid, bid_len, m->bias, &id))
 		return 0;
 	m->e.sink_id = id;
 	return id;
@@ -111,19 +125,20 @@ uint32_t stack_shm__translate(void *ctx, const struct mt_event *ev)
 	struct stack_shm *s = ctx;
 	struct mt_stk_stack *st;
 	struct stack_frame f[MT_STK_MAX_FRAMES];
-	uint32_t nr, id;
+	uint32_t nr, id, len = 0, raw;
 
 	if (!ev->aux) { /* unwinder failed, area full, or not set up yet in that process */
 		s->zero++;
 		return 0;
 	}
-	st = (struct mt_stk_stack *)entry(s, ev->aux, MT_STK_STACK);
+	st = (struct mt_stk_stack *)entry(s, ev->aux, MT_STK_STACK, &len);
 	if (!st || !s->sink)
 		goto bad;
 	if (st->e.sink_id)
 		return st->e.sink_id;
-	nr = st->e.nr & ~MT_STK_TRUNCATED;
-	if (nr > MT_STK_MAX_FRAMES || st->e.len != sizeof(*st) + nr * sizeof(st->f[0]))
+	raw = __atomic_load_n(&st->e.nr, __ATOMIC_RELAXED);
+	nr = raw & ~MT_STK_TRUNCATED;
+	if (nr > MT_STK_MAX_FRAMES || len != sizeof(*st) + nr * sizeof(st->f[0]))
 		goto bad;
 	for (uint32_t i = 0; i < nr; i++) {
 		f[i].module = st->f[i].module ? module_id(s, st->f[i].module) : 0;
@@ -131,7 +146,7 @@ uint32_t stack_shm__translate(void *ctx, const struct mt_event *ev)
 			goto bad;
 		f[i].vaddr = st->f[i].vaddr;
 	}
-	if (stack_sink__stack(s->sink, f, nr, st->e.nr & MT_STK_TRUNCATED, &id))
+	if (stack_sink__stack(s->sink, f, nr, raw & MT_STK_TRUNCATED, &id))
 		goto bad;
 	st->e.sink_id = id;
 	return id;

@@ -19,6 +19,7 @@ struct stack_sink;
  * $MEMTRACK_STACKS_SHM in our environment (the command inherits it). 0 or -errno. */
 int stack_shm__new(struct stack_shm **s, uid_t uid, gid_t gid);
 const char *stack_shm__path(const struct stack_shm *s);
+int stack_shm__fd(const struct stack_shm *s); /* read-write, ours (handoff.h) */
 void stack_shm__set_sink(struct stack_shm *s, struct stack_sink *sink);
 /* aux of an allocation record of the interposer -> the stack-file id (0: none, counted in
  * early when aux is 0, in bad when the ref names no well-formed entry). Fits

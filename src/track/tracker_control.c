@@ -40,10 +40,12 @@ int tracker__set_stops(struct tracker *t, bool on)
 }
 
 /* Allows or ends the stops at every exec (stop_ctl[1]): auto mode, while glibc's probes are
- * not attached, each exec is judged (tracker__judge). */
+ * not attached, each exec is judged (tracker__judge). Once a 32-bit program's environment
+ * names the i386 interposer, every exec stops for good, in both modes: a 64-bit program it
+ * execs, even a known one, gets the 64-bit name back before its loader runs (abi32.h). */
 int tracker__set_stop_all(struct tracker *t, bool on)
 {
-	return stop_ctl__set(t, 1, on);
+	return stop_ctl__set(t, 1, on || t->abi32.rewrote);
 }
 
 /* Auto mode: the uid owning the interposer's shared memory, so that the exec of a process
@@ -158,6 +160,10 @@ static bool control_abi32(struct tracker *t, const struct mt_event *ev, const ch
 			   ev->pid, strerror(-err));
 	if (err <= 0 || abi32__expect(&t->abi32, ev->pid, ev->ts))
 		return false;
+	if (tracker__set_stop_all(t, true))
+		log__warn("cannot make every exec stop: a 64-bit program exec'd by process %d may "
+			  "keep the i386 interposer's name and go unrecorded",
+			  ev->pid);
 	log__debug(LOG_VERBOSE, "process %d: a 32-bit program, served by the i386 interposer",
 		   ev->pid);
 	return true;

@@ -35,7 +35,7 @@ int tracker__stacks_start(struct tracker *t)
 	err = stack_shm__new(&t->stk_shm, uid, gid);
 	if (err)
 		log__error("cannot create the stack area in /dev/shm: %s", strerror(-err));
-	else if (handoff__allow(stack_shm__path(t->stk_shm)))
+	else if (handoff__allow(stack_shm__path(t->stk_shm), stack_shm__fd(t->stk_shm)))
 		log__warn("the stack area cannot be handed to other users' processes: they will "
 			  "record no stacks");
 	return err;

@@ -741,8 +741,9 @@ static size_t mallocs_of(const struct mt_run *r, const char *comm, uint64_t size
  * that interposer records it: two alloc_fixed32 runs and the 64-bit alloc_fixed beside them,
  * each 8 Mallocs of 100 bytes, labelled `preload`, no drop, no "wrong ELF class" from the
  * loader; and an exec chain 32 -> 32 -> 64 bits in one process (alloc_fixed ... exec): 1 x
- * 1111, 2 x 2222, 3 x 3333 bytes, the 64-bit image given the 64-bit interposer back; and a
- * 32-bit root (argv, no shell). Until 7
+ * 1111, 2 x 2222, 3 x 3333 bytes, the 64-bit image given the 64-bit interposer back though its
+ * executable is known by then (every exec stops once an environment names the i386 one); and
+ * a 32-bit root (argv, no shell). Until 7
  * December 2026 each 32-bit image was counted in drops.abi (exit 123), unrecorded.
  */
 static void test_abi32_served(void **state)
@@ -754,8 +755,9 @@ static void test_abi32_served(void **state)
 	need_abi32(a32, a32s, sizeof(a32));
 	snprintf(shell, sizeof(shell), "'%s' 8 100 && '%s' 8 100 && '%s' 8 100", a32, a32,
 		 mt_target("alloc_fixed"));
-	snprintf(chain, sizeof(chain), "'%s' 1 1111 exec '%s' 2 2222 exec '%s' 3 3333", a32, a32,
-		 mt_target("alloc_fixed"));
+	/* alloc_fixed runs first: known when the 32-bit program execs it, it would not stop */
+	snprintf(chain, sizeof(chain), "'%s' 1 1 && '%s' 1 1111 exec '%s' 2 2222 exec '%s' 3 3333",
+		 mt_target("alloc_fixed"), a32, a32, mt_target("alloc_fixed"));
 	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
 		struct mt_run *r = mt_new_run(state), *c = mt_new_run(state);
 		struct mt_run_opts oc = {.track_opts = modes[i], .shell = chain};

@@ -3,7 +3,9 @@
  * The interposer's edge cases, each call reported on the side channel:
  *   preload_edges          a raw clone() child (no CLONE_VM, no atfork handlers: glibc does not
  *                          know it forked) allocates; a signal handler allocates; a vfork child
- *                          allocates, then execs; a thread allocates and exits
+ *                          allocates, then execs; a fork child vforks first thing, its vfork
+ *                          child allocates and execs, then it allocates; a thread allocates
+ *                          and exits
  *   preload_edges abort    allocates, then abort()s: what was written before must survive
  *   preload_edges threads N  N threads in waves of 64 (more than the interposer's slots over
  *                          the run: slots come back at thread exit), one pair each
@@ -87,6 +89,25 @@ static int edges(void)
 		_exit(127);
 	}
 	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		return 1;
+	/* a fork child whose first act is a vfork, before any record of its own: the vfork child
+	 * allocates, then the fork child (each under its own pid, not the parent's) */
+	pid = fork();
+	if (pid == 0) {
+		pid_t v = vfork();
+
+		if (v == 0) {
+			sink = malloc(6661);
+			mt_say("malloc", MT_P(sink), 0, 6661);
+			execl("/proc/self/exe", "preload_edges", "noop", (char *)NULL);
+			_exit(127);
+		}
+		if (v < 0 || waitpid(v, &st, 0) != v)
+			_exit(1);
+		one_pair(6662);
+		_exit(0);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
 		return 1;
 	if (pthread_create(&th, NULL, thread_body, NULL) || pthread_join(th, NULL))
 		return 1;
