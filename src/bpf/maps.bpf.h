@@ -196,6 +196,20 @@ static __always_inline void mt_seccomp_note_root(void)
 		*ref = mt_seccomp_filter((struct task_struct *)bpf_get_current_task()) + 1;
 }
 
+/* Is task in memtrack's pid namespace? The interposer serves no other (src/preload/preload_ring.c),
+ * nor believes a handoff there: memtrack's pid is not seen from it (preload_handoff.c). */
+static __always_inline bool mt_in_our_pidns(struct task_struct *task)
+{
+	__u32 zero = 0;
+	const struct mt_pidns *ns = bpf_map_lookup_elem(&pidns, &zero);
+	struct pid *p = BPF_CORE_READ(task, thread_pid);
+	__u32 level = BPF_CORE_READ(p, level);
+
+	if (!ns || !ns->ino)
+		return level == 0;
+	return level == ns->level && mt_pid_nr(p, ns) != 0;
+}
+
 /*
  * Auto mode: can the current task not open the interposer's shared memory? A seccomp filter
  * the root did not have may refuse it (what it allows is not known here). Or its credentials
@@ -203,7 +217,8 @@ static __always_inline void mt_seccomp_note_root(void)
  * CAP_DAC_OVERRIDE in the initial user namespace (what the kernel checks against the file; in
  * another user namespace it is judged denied: at worst the interposer opens the file anyway,
  * registers, and its registration makes the uprobes skip it), and it cannot ask memtrack for
- * the file either: memtrack's handoff socket is not in its network namespace (stop_ctl[5]).
+ * the file either: memtrack's handoff socket is not in its network namespace (stop_ctl[5]), or
+ * memtrack is not in its pid namespace (mt_in_our_pidns).
  * kernel_cap_t is 64 bits on every kernel (u32 cap[2] before 6.3, u64 val since): bit 1 is
  * CAP_DAC_OVERRIDE in both.
  */
@@ -224,7 +239,8 @@ static __always_inline bool mt_shm_denied(void)
 	if (BPF_CORE_READ(c, fsuid.val) == (__u32)(*owner - 1))
 		return false;
 	/* the interposer asks memtrack for the file (src/preload/preload_handoff.c) */
-	if (net && *net && (__u64)BPF_CORE_READ(task, nsproxy, net_ns, ns.inum) + 1 == *net)
+	if (net && *net && (__u64)BPF_CORE_READ(task, nsproxy, net_ns, ns.inum) + 1 == *net &&
+	    mt_in_our_pidns(task))
 		return false;
 	bpf_core_read(&caps, sizeof(caps), &c->cap_effective);
 	return !(caps & 1 << 1 /* CAP_DAC_OVERRIDE */) || BPF_CORE_READ(c, user_ns, level) != 0;

@@ -196,14 +196,18 @@ static bool control_foreign_abi(struct tracker *t, const struct mt_event *ev)
 	return true;
 }
 
-/* Can pid ask us for the shared memory (handoff.h: our socket is in its network namespace)? */
-static bool control_handoff_reaches(pid_t pid)
+/* Can pid ask us for the shared memory (handoff.h: our socket is in its network namespace, and
+ * we are in its pid namespace, where its interposer checks our pid)? */
+static bool control_handoff_reaches(const struct tracker *t, pid_t pid)
 {
 	char path[64];
 	struct stat st;
 
 	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
-	return handoff__netns() && !stat(path, &st) && (uint64_t)st.st_ino == handoff__netns();
+	if (!handoff__netns() || stat(path, &st) || (uint64_t)st.st_ino != handoff__netns())
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+	return !t->pre.pidns_ino || (!stat(path, &st) && st.st_ino == t->pre.pidns_ino);
 }
 
 /* Did the interposer serve pid's current image (its registration in the shared memory)? */
@@ -257,7 +261,7 @@ static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 		 * marked (while it is stopped, its image cannot change). */
 		if (!denied && ev->size & MT_EXEC_OTHER_MNTNS &&
 		    !preload_setup__shm_reaches(&t->pre, ev->pid) &&
-		    !control_handoff_reaches(ev->pid)) {
+		    !control_handoff_reaches(t, ev->pid)) {
 			int m = tracker__mark_proc(t, ev->pid, ev->ts, MT_MARK_SHM_DENIED);
 
 			denied = m > 0;

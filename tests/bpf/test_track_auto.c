@@ -579,7 +579,7 @@ static void test_dlsym_stops_once(void **state)
  * them), and uprobes serve them, complete. The executable is a copy in a 0755 folder: nobody
  * may not reach the build tree.
  */
-static void other_user(void **state, const char *mode, bool want_uprobe)
+static void other_user(void **state, const char *mode, bool want_uprobe, const char *wrap)
 {
 	struct mt_run *a = mt_new_run(state), u = {0};
 	char dir[128], exe[192], shell[1024];
@@ -592,8 +592,10 @@ static void other_user(void **state, const char *mode, bool want_uprobe)
 	snprintf(shell, sizeof(shell), "cp '%s' '%s' && chmod 0755 '%s'", mt_target("alloc_fixed"),
 		 exe, exe);
 	assert_int_equal(system(shell), 0);
-	snprintf(shell, sizeof(shell), "'%s' 1 1 && '%s' %s '%s' 64 777 && '%s' %s '%s' 64 778",
-		 exe, mt_target("child_wrapper"), mode, exe, mt_target("child_wrapper"), mode, exe);
+	snprintf(shell, sizeof(shell),
+		 "'%s' 1 1 && %s '%s' %s '%s' 64 777 && %s '%s' %s '%s' 64 778", exe, wrap,
+		 mt_target("child_wrapper"), mode, exe, wrap, mt_target("child_wrapper"), mode,
+		 exe);
 	run_ok(a, auto_opts, shell);
 	run_ok(&u, uprobe_opts, shell);
 	mt_tmpdir_remove(dir);
@@ -612,12 +614,22 @@ static void other_user(void **state, const char *mode, bool want_uprobe)
 
 static void test_other_user(void **state)
 {
-	other_user(state, "nobody", false);
+	other_user(state, "nobody", false, "");
 }
 
 static void test_other_user_other_netns(void **state)
 {
-	other_user(state, "nobody+netns", true);
+	other_user(state, "nobody+netns", true, "");
+}
+
+/* In a pid namespace of its own (`unshare -p -f`), where memtrack's pid is not seen: its
+ * interposer cannot believe a handoff (preload_handoff.c), so its exec is judged denied
+ * (mt_in_our_pidns) and uprobes serve it, complete. Until this was checked its refusal counted
+ * a drops.unserved (exit 123). */
+static void test_other_user_other_pidns(void **state)
+{
+	mt_need_file("/usr/bin/unshare");
+	other_user(state, "nobody", true, "/usr/bin/unshare -p -f");
 }
 
 /*
@@ -625,15 +637,17 @@ static void test_other_user_other_netns(void **state)
  * the auto run must be complete (no drop), its two alloc_fixed images served as wanted (by the
  * interposer, by uprobes), with the same events per process as the uprobe run.
  */
-static void wrapped_child(void **state, const char *mode, size_t want_preload, size_t want_uprobe)
+static void wrapped_child_in(void **state, const char *wrap, const char *mode, size_t want_preload,
+			     size_t want_uprobe)
 {
 	struct mt_run *a = mt_new_run(state), u = {0};
 	char shell[1024];
 	const char *const names[] = {"alloc_fixed", NULL};
 
 	MT_REQUIRE_ROOT();
-	snprintf(shell, sizeof(shell), "'%s' 1 1 && '%s' %s '%s' 64 777", mt_target("alloc_fixed"),
-		 mt_target("child_wrapper"), mode, mt_target("alloc_fixed"));
+	snprintf(shell, sizeof(shell), "'%s' 1 1 && %s '%s' %s '%s' 64 777",
+		 mt_target("alloc_fixed"), wrap, mt_target("child_wrapper"), mode,
+		 mt_target("alloc_fixed"));
 	run_ok(a, auto_opts, shell);
 	run_ok(&u, uprobe_opts, shell);
 	MT_CHECK(a, mt_need_u64(a, "drops.total") == 0, "%llu drops (unserved %llu), want 0",
@@ -642,6 +656,11 @@ static void wrapped_child(void **state, const char *mode, size_t want_preload, s
 	check_split(a, "alloc_fixed", want_preload, want_uprobe);
 	same_events(&u, a, names, 2);
 	mt_run_free(&u);
+}
+
+static void wrapped_child(void **state, const char *mode, size_t want_preload, size_t want_uprobe)
+{
+	wrapped_child_in(state, "", mode, want_preload, want_uprobe);
 }
 
 /*
@@ -680,6 +699,14 @@ static void test_shm_unreachable_handoff(void **state)
 static void test_shm_unreachable_uprobes(void **state)
 {
 	wrapped_child(state, "shmns+netns", 1, 1); /* ours; the sandbox's */
+}
+
+/* ... or in a pid namespace of its own (`unshare -p -f`, as a container has), where its
+ * interposer cannot believe a handoff (memtrack's pid is not seen there): uprobes too */
+static void test_shm_unreachable_other_pidns(void **state)
+{
+	mt_need_file("/usr/bin/unshare");
+	wrapped_child_in(state, "/usr/bin/unshare -p -f", "shmns", 1, 1);
 }
 
 /*
@@ -860,7 +887,9 @@ int main(void)
 	    cmocka_unit_test_teardown(test_shm_unreachable_uprobes, mt_teardown),
 	    cmocka_unit_test_teardown(test_mntns_same_shm, mt_teardown),
 	    cmocka_unit_test_teardown(test_shm_unreachable_handoff, mt_teardown),
+	    cmocka_unit_test_teardown(test_shm_unreachable_other_pidns, mt_teardown),
 	    cmocka_unit_test_teardown(test_other_user_other_netns, mt_teardown),
+	    cmocka_unit_test_teardown(test_other_user_other_pidns, mt_teardown),
 	    cmocka_unit_test_teardown(test_foreign_abi, mt_teardown),
 	    cmocka_unit_test_teardown(test_abi32_served, mt_teardown),
 	    cmocka_unit_test_teardown(test_setid_root, mt_teardown),
