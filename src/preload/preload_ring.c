@@ -163,8 +163,15 @@ void *pl_map_file(const char *path, size_t min, size_t *size)
 	return m;
 }
 
+/* The layout fields of a header, copied once: other processes write the file meanwhile, so
+ * what is checked must be what is used. */
+struct pl_layout {
+	uint64_t magic, file_size, procs_off, slots_off, data_off;
+	uint32_t version, nr_slots, slot_records;
+};
+
 /* Do the header's three areas lie inside the file (size bytes), without overflow? */
-static int pl_layout_ok(const struct mt_shm_hdr *h, uint64_t size)
+static int pl_layout_ok(const struct pl_layout *h, uint64_t size)
 {
 	uint64_t procs = (uint64_t)MT_SHM_MAX_PROCS * sizeof(struct mt_shm_proc), slots, data;
 
@@ -183,6 +190,7 @@ static int pl_map(void)
 {
 	const char *path = getenv(MT_SHM_ENV);
 	struct mt_shm_hdr *h;
+	struct pl_layout l;
 	size_t size;
 	void *m;
 
@@ -192,19 +200,28 @@ static int pl_map(void)
 	if (!m)
 		return -1;
 	h = m;
-	if (h->magic != MT_SHM_MAGIC || h->version != MT_SHM_VERSION ||
-	    h->file_size != (uint64_t)size || !pl_layout_ok(h, size) ||
+	l = (struct pl_layout){.magic = __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE),
+			       .file_size = h->file_size,
+			       .procs_off = h->procs_off,
+			       .slots_off = h->slots_off,
+			       .data_off = h->data_off,
+			       .version = h->version,
+			       .nr_slots = h->nr_slots,
+			       .slot_records = h->slot_records};
+	__atomic_signal_fence(__ATOMIC_SEQ_CST); /* copied here, not read again below */
+	if (l.magic != MT_SHM_MAGIC || l.version != MT_SHM_VERSION ||
+	    l.file_size != (uint64_t)size || !pl_layout_ok(&l, size) ||
 	    __atomic_load_n(&h->closed, __ATOMIC_ACQUIRE)) {
 		munmap(m, size);
 		return -1;
 	}
 	pl.hdr = h;
-	pl.procs = (void *)((char *)m + h->procs_off);
-	pl.slots = (void *)((char *)m + h->slots_off);
-	pl.data = (void *)((char *)m + h->data_off);
-	pl.nr_slots = h->nr_slots;
-	pl.nrec = h->slot_records;
-	pl.mask = h->slot_records - 1;
+	pl.procs = (void *)((char *)m + l.procs_off);
+	pl.slots = (void *)((char *)m + l.slots_off);
+	pl.data = (void *)((char *)m + l.data_off);
+	pl.nr_slots = l.nr_slots;
+	pl.nrec = l.slot_records;
+	pl.mask = l.slot_records - 1;
 	pl.map_len = size;
 	return 0;
 }
@@ -330,6 +347,10 @@ uint32_t pl_refork(void)
 		gen = __atomic_add_fetch(&pl.gen_counter, 1, __ATOMIC_RELAXED);
 	if (__atomic_compare_exchange_n(pl.wipe, &want, gen, false, __ATOMIC_ACQ_REL,
 					__ATOMIC_ACQUIRE)) {
+		/* the calling thread, the fork child's only one, is not the vforking parent whose
+		 * state it may have inherited (preload_vfork.c): that state is not its own */
+		pl_t.vfork_on = 0;
+		pl_t.slot = NULL;
 		/* a fork child in a new pid namespace: it had the parent's served mark, with no
 		 * exec to judge it; the call in progress is lost: counted (the BPF side clears
 		 * the mark, so attached uprobes take the rest) */

@@ -362,21 +362,26 @@ static int pl_self_cb(struct dl_phdr_info *info, size_t size, void *arg)
 static int pl_stk_map(const char *path)
 {
 	struct mt_stk_hdr *h;
+	uint64_t off, dsize;
 	size_t size;
 	void *m = pl_map_file(path, sizeof(*h), &size);
 
 	if (!m)
 		return -1;
 	h = m;
+	/* copied once: other processes write the area meanwhile */
+	off = h->data_off;
+	dsize = h->data_size;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	if (h->magic != MT_STK_MAGIC || h->version != MT_STK_VERSION ||
-	    h->file_size != (uint64_t)size || h->max_frames != MT_STK_MAX_FRAMES ||
-	    h->data_off > size || h->data_size > size - h->data_off || (h->data_off & 7)) {
+	    h->file_size != (uint64_t)size || h->max_frames != MT_STK_MAX_FRAMES || off > size ||
+	    dsize > size - off || (off & 7)) {
 		munmap(m, size);
 		return -1;
 	}
 	ps.hdr = h;
-	ps.data = (char *)m + h->data_off;
-	ps.data_size = h->data_size;
+	ps.data = (char *)m + off;
+	ps.data_size = dsize;
 	return 0;
 }
 

@@ -42,7 +42,8 @@ PL_HIDDEN __attribute__((used)) void *pl_vfork_prepare(void)
 		pl_vfork_settle(t, (int32_t)syscall(SYS_getpid));
 	/* a fork child that has not recorded yet takes its generation first, and a slot of its
 	 * own at its next record: its parent's is not its own */
-	if (__atomic_load_n(&pl.state, __ATOMIC_ACQUIRE) == PL_ON && !t->vfork_on)
+	if (__atomic_load_n(&pl.state, __ATOMIC_ACQUIRE) == PL_ON && !t->vfork_on &&
+	    !pl_other_pidns()) /* there the refork gives up on the process: let a record do it */
 		pl_refork();
 	if (__atomic_load_n(&pl.state, __ATOMIC_ACQUIRE) == PL_ON && !t->vfork_on) {
 		t->vf = (struct pl_vfork_saved){.slot = t->slot,

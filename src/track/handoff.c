@@ -57,11 +57,18 @@ int handoff__open(const char *rings, int fd)
 	}
 	ho.netns = st.st_ino;
 	ho.listening = true;
-	return handoff__allow(rings, fd);
+	err = handoff__allow(rings, fd);
+	if (err) { /* a socket that cannot hand the rings would only make processes wait */
+		close(ho.lfd);
+		ho.lfd = -1;
+		ho.listening = false;
+	}
+	return err;
 }
 
 int handoff__allow(const char *path, int fd)
 {
+	char self[64];
 	int copy;
 
 	if (!ho.listening)
@@ -70,7 +77,10 @@ int handoff__allow(const char *path, int fd)
 		return -ENOSPC;
 	if (strlen(path) >= sizeof(ho.files[0]))
 		return -ENAMETOOLONG;
-	copy = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	/* a new open of the same file (through /proc/self/fd: never its name in /dev/shm), not a
+	 * copy of fd, which holds memtrack's lock (shm_file.c): a receiver could unlock it */
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	copy = open(self, O_RDWR | O_CLOEXEC);
 	if (copy < 0)
 		return -errno;
 	/* before the thread starts, or seen by it through the release below */

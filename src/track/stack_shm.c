@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -102,6 +103,8 @@ static uint32_t module_id(struct stack_shm *s, uint32_t ref)
 	uint32_t len = 0, id, bid_len;
 	struct mt_stk_module *m = (struct mt_stk_module *)entry(s, ref, MT_STK_MODULE, &len);
 	uint8_t bid[20];
+	char path[PATH_MAX];
+	size_t room;
 
 	if (!m || len < sizeof(*m) + 1)
 		return 0;
@@ -110,11 +113,15 @@ static uint32_t module_id(struct stack_shm *s, uint32_t ref)
 		return 0;
 	if (m->e.sink_id)
 		return m->e.sink_id;
-	/* the path ends inside the entry (a NUL in its last byte, set here if another process
-	 * wrote one elsewhere meanwhile), the build id copied: what is used was checked */
-	m->path[len - sizeof(*m) - 1] = 0;
+	/* the path and the build id copied out, the path ended inside the entry: another
+	 * process may write them meanwhile, what is used is what was checked */
+	room = len - sizeof(*m);
+	if (room > sizeof(path))
+		return 0;
+	memcpy(path, m->path, room);
+	path[room - 1] = 0;
 	memcpy(bid, m->build_id, bid_len);
-	if (stack_sink__module(s->sink, m->pid, m->path, bid, bid_len, m->bias, &id))
+	if (stack_sink__module(s->sink, m->pid, path, bid, bid_len, m->bias, &id))
 		return 0;
 	m->e.sink_id = id;
 	return id;

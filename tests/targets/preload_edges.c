@@ -14,6 +14,10 @@
  *   preload_edges ring_pages  reports, after a few records and again after 3000 more pairs,
  *                          how far the main thread's ring is mapped in this process
  *                          (/proc/self/pagemap) and how many records it wrote
+ *   preload_edges vfork_loop N  a vfork child allocates and execs; then, with no record of the
+ *                          parent between, a fork child runs N rounds of (vfork: its child
+ *                          allocates 7777 bytes and execs; then one pair of 7778 bytes itself),
+ *                          as a dash subshell runs commands. Unreported.
  *   preload_edges pidns_fork  (root) enters a new pid namespace for its children and forks
  *                          one, which makes 8 pairs of 13131 bytes without exec'ing (pid 1
  *                          there); then 8 pairs of 13132 bytes in the parent. Unreported: the
@@ -253,6 +257,40 @@ static int pidns_fork(void)
 	return 0;
 }
 
+/* vfork, whose child allocates size bytes and execs noop; waits for it */
+static int vfork_alloc(size_t size)
+{
+	int st;
+	pid_t v = vfork();
+
+	if (v == 0) {
+		sink = malloc(size);
+		execl("/proc/self/exe", "preload_edges", "noop", (char *)NULL);
+		_exit(127);
+	}
+	return v > 0 && waitpid(v, &st, 0) == v ? 0 : 1;
+}
+
+static int vfork_loop(int n)
+{
+	pid_t pid;
+	int st;
+
+	if (vfork_alloc(7770))
+		return 1;
+	pid = fork(); /* before any record of the parent since its vfork */
+	if (pid == 0) {
+		for (int i = 0; i < n; i++) {
+			if (vfork_alloc(7777))
+				_exit(1);
+			sink = malloc(7778);
+			free(sink);
+		}
+		_exit(0);
+	}
+	return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && !WEXITSTATUS(st) ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "noop")) /* the vfork child's exec */
@@ -272,6 +310,8 @@ int main(int argc, char **argv)
 		return shm();
 	if (argc > 1 && !strcmp(argv[1], "ring_pages"))
 		return ring_pages();
+	if (argc > 2 && !strcmp(argv[1], "vfork_loop"))
+		return vfork_loop(atoi(argv[2]));
 	if (argc > 1 && !strcmp(argv[1], "pidns_fork"))
 		return pidns_fork();
 	return edges();
