@@ -307,7 +307,7 @@ static void test_children_each_once(void **state)
  */
 static void test_setid_root(void **state)
 {
-	char dir[128], sg[192], su[192], shell[1024];
+	char dir[128], sg[192], su[192];
 	const char *const names[] = {"alloc_each", "alloc_each_suid", NULL};
 	struct {
 		const char *exe;
@@ -317,10 +317,8 @@ static void test_setid_root(void **state)
 	MT_REQUIRE_ROOT();
 	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "setid"), 0);
 	assert_int_equal(mt_tmpdir_setgid_copy(dir, "alloc_each", sg, sizeof(sg)), 0);
-	snprintf(su, sizeof(su), "%s/alloc_each_suid", dir);
-	snprintf(shell, sizeof(shell), "cp '%s' '%s' && chown 0:0 '%s' && chmod 4755 '%s'",
-		 mt_target("alloc_each"), su, su, su);
-	assert_int_equal(system(shell), 0);
+	assert_int_equal(
+	    mt_tmpdir_copy(dir, "alloc_each", "alloc_each_suid", 0, 04755, su, sizeof(su)), 0);
 	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
 		struct mt_run *a = mt_new_run(state), u = {0};
 		struct mt_run_opts ao = {.track_opts = auto_opts};
@@ -587,11 +585,7 @@ static void other_user(void **state, const char *mode, bool want_uprobe, const c
 
 	MT_REQUIRE_ROOT();
 	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "user"), 0);
-	assert_int_equal(chmod(dir, 0755), 0);
-	snprintf(exe, sizeof(exe), "%s/alloc_fixed", dir);
-	snprintf(shell, sizeof(shell), "cp '%s' '%s' && chmod 0755 '%s'", mt_target("alloc_fixed"),
-		 exe, exe);
-	assert_int_equal(system(shell), 0);
+	assert_int_equal(mt_tmpdir_public_copy(dir, "alloc_fixed", exe, sizeof(exe)), 0);
 	snprintf(shell, sizeof(shell),
 		 "'%s' 1 1 && %s '%s' %s '%s' 64 777 && %s '%s' %s '%s' 64 778", exe, wrap,
 		 mt_target("child_wrapper"), mode, exe, wrap, mt_target("child_wrapper"), mode,

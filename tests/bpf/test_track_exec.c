@@ -276,15 +276,11 @@ static void test_other_user_not_stopped(void **state)
 	const char *const opts[] = {"--alloc-hooks", "auto", NULL};
 	struct mt_run_opts o = {.track_opts = opts, .timeout_s = 30};
 	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 12345};
-	char dir[128], exe[192], cp[512];
+	char dir[128], exe[192];
 
 	MT_REQUIRE_ROOT();
 	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "su"), 0);
-	assert_int_equal(chmod(dir, 0755), 0);
-	snprintf(exe, sizeof(exe), "%s/alloc_fixed", dir);
-	snprintf(cp, sizeof(cp), "cp '%s' '%s' && chmod 0755 '%s'", mt_target("alloc_fixed"), exe,
-		 exe);
-	assert_int_equal(system(cp), 0);
+	assert_int_equal(mt_tmpdir_public_copy(dir, "alloc_fixed", exe, sizeof(exe)), 0);
 	assert_int_equal(mt_track(r, &o,
 				  (const char *const[]){mt_target("child_wrapper"), "sigfd+nobody",
 							exe, "64", "12345", NULL}),

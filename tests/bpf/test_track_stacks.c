@@ -261,18 +261,14 @@ static void test_stacks_other_user(void **state)
 	struct mt_run *r;
 	struct mt_run_opts o = {.track_opts = preload_opts};
 	struct stackfile sf;
-	char dir[128], exe[192], cp[512], path[PATH_MAX + 64];
+	char dir[128], exe[192], path[PATH_MAX + 64];
 	size_t k = 0, mine = 0, with = 0;
 	int rc;
 
 	MT_REQUIRE_ROOT();
 	r = mt_new_run(state);
 	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "stk"), 0);
-	assert_int_equal(chmod(dir, 0755), 0);
-	snprintf(exe, sizeof(exe), "%s/alloc_fixed", dir);
-	snprintf(cp, sizeof(cp), "cp '%s' '%s' && chmod 0755 '%s'", mt_target("alloc_fixed"), exe,
-		 exe);
-	assert_int_equal(system(cp), 0);
+	assert_int_equal(mt_tmpdir_public_copy(dir, "alloc_fixed", exe, sizeof(exe)), 0);
 	mt_track_ok(
 	    r, &o,
 	    (const char *const[]){mt_target("child_wrapper"), "nobody", exe, "8", "4321", NULL}, 0);
