@@ -110,6 +110,9 @@ enum mt_preload_ctl {
 	MT_PRELOAD_CTL_UNSERVED = 2,
 	MT_PRELOAD_CTL_NR,
 };
+/* A symbol only memtrack's interposer defines (any build of it: a nested memtrack's too): how
+ * the tracker tells it from an allocator library (alloc_table__classify) */
+#define MT_PRELOAD_MARK "__memtrack_preload_served"
 
 /* What memtrack marks in a process with mt_mark_proc (src/bpf/served.bpf.c): its third arg. */
 enum mt_mark {
