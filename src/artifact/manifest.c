@@ -190,6 +190,7 @@ void manifest__free(struct manifest *m)
 	free(m->rmap_backend);
 	free(m->rmap_reason);
 	free(m->alloc_programs);
+	free(m->uprobe_returns);
 	free(m->hook_links);
 	free(m->control_link);
 	free(m->btf_source);

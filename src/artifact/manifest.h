@@ -102,6 +102,10 @@ struct manifest {
 	/* when the allocator uprobe programs were loaded: "at load" (with the others: uprobe and
 	 * preload modes), "at first attach" (auto: a library needed them), "not loaded" */
 	char *alloc_programs;
+	/* how the allocator sites' returns are caught: "session" (a uprobe session, 6.13+: a
+	 * return prepared only for the calls of the tree's processes that need it),
+	 * "return_probes" (every call's, by any process of the machine); NULL: none loaded */
+	char *uprobe_returns;
 	/* when the tracepoints and the interposer's control points were linked: "while loading"
 	 * (on a thread, through tail-call trampolines, src/track/early_links.h), "taken from a
 	 * finished run" (the tracepoints' trampolines its detacher offered, src/track/detacher.h)
@@ -154,6 +158,8 @@ struct manifest {
 	/* ... without one: unwinder failed, area full, bad ref, made before the process's unwinder
 	 * was set up (libraries' constructors), recorded by uprobes (no stack on that path yet) */
 	uint64_t stacks_unwind_failed, stacks_area_full, stacks_bad_ref, stacks_early, stacks_uprobe;
+	/* allocations whose stack the interposer cut at a uretprobe's trampoline (stack_abi.h) */
+	uint64_t stacks_cut_by_uretprobe;
 	uint64_t stacks_file_bytes;
 	/* the uprobe path: stacks the BPF side could not copy (ring full, sp unmapped), unwound
 	 * in part, the ring bytes of the records that carried one, the time spent unwinding */

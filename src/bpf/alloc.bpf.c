@@ -307,6 +307,13 @@ static __always_inline bool mt_direct_self_call(struct pt_regs *ctx, __u32 spec)
 	return ret + (__s64)rel == entry;
 }
 
+/* What the entry tells a session's kernel (the session programs below): its return has nothing
+ * to do, do not prepare it (UPROBE_HANDLER_IGNORE), or run it. */
+#define MT_RETURN_SKIP 1
+#define MT_RETURN_RUN  0
+
+/* A call's entry. MT_RETURN_SKIP when its return would do nothing: a process outside the tree,
+ * or one the interposer records (the return checks the same). */
 static __always_inline int mt_alloc_entry(struct pt_regs *ctx)
 {
 	__u64 id = mt_current_ids();
@@ -319,12 +326,15 @@ static __always_inline int mt_alloc_entry(struct pt_regs *ctx)
 
 	p = bpf_map_lookup_elem(&procs, &tgid);
 	if (!p)
-		return 0;
+		return MT_RETURN_SKIP;
 	spec = (__u32)bpf_get_attach_cookie(ctx);
+	/* not an allocator: its return stops (library discovery), but for a process the
+	 * interposer serves, which announces its dlopens itself (src/preload/preload_dl.c) */
 	if (spec & MT_SPEC_DLOPEN)
-		return 0; /* not an allocator: what it allocates inside is the program's own */
+		return p->served ? MT_RETURN_SKIP : MT_RETURN_RUN;
 	if ((spec & MT_SPEC_PL) && p->served)
-		return 0; /* the interposer records it (proc.h); its return is skipped alike */
+		return MT_RETURN_SKIP; /* the interposer records it (proc.h); its return skips too
+					*/
 	mt_args_read(ctx, &args);
 	t = mt_thread_get();
 	outer = !t || t->depth == 0;
@@ -392,8 +402,14 @@ static __always_inline int mt_alloc_return(struct pt_regs *ctx)
 	spec = (__u32)bpf_get_attach_cookie(ctx);
 	if (spec & MT_SPEC_DLOPEN) {
 		/* A library may have been loaded: stop before the caller can use it, and let
-		 * user space attach to it first (its constructors have run already). */
-		struct mt_event *e = mt_reserve(MT_EV_CTL_DLOPEN_STOPPED, tgid, tid);
+		 * user space attach to it first (its constructors have run already). A process
+		 * the interposer serves announces it at its next dlsym instead (preload_dl.c);
+		 * until it is marked served it stops here. */
+		struct mt_event *e;
+
+		if (p->served)
+			return 0;
+		e = mt_reserve(MT_EV_CTL_DLOPEN_STOPPED, tgid, tid);
 
 		if (e) {
 			e->addr = PT_REGS_RC(ctx);
@@ -439,11 +455,13 @@ static __always_inline int mt_alloc_return(struct pt_regs *ctx)
 }
 
 /* Two copies of each: one loaded for uprobe_multi links (expected attach type set by user space
- * before load), one for perf-event uprobes; only the pair in use is loaded. */
+ * before load), one for perf-event uprobes; only the pair in use is loaded. A plain uprobe's
+ * return value is not ours to set (a perf uprobe's non-zero also writes a perf sample). */
 SEC("uprobe")
 int mt_alloc_entry_multi(struct pt_regs *ctx)
 {
-	return mt_alloc_entry(ctx);
+	mt_alloc_entry(ctx);
+	return 0;
 }
 
 SEC("uretprobe")
@@ -455,6 +473,31 @@ int mt_alloc_return_multi(struct pt_regs *ctx)
 SEC("uprobe")
 int mt_alloc_entry_perf(struct pt_regs *ctx)
 {
+	mt_alloc_entry(ctx);
+	return 0;
+}
+
+/*
+ * A uprobe session (Linux 6.13+; loaded with BPF_TRACE_UPROBE_SESSION, linked by
+ * attach_set__multi): one link per library for every site with a return probe, this program
+ * run at the entry and at the return. Separate return probes make the kernel replace the return
+ * address of every call, by any process of the machine, and trap again at the return; here the
+ * entry's MT_RETURN_SKIP tells it not to: a process outside the tree, or one the interposer
+ * serves, pays one trap per call, not two, and its stack keeps its return addresses (an unwinder
+ * in process, the interposer's, stopped at the replaced one: "[uprobes]"). A call that began
+ * before the link was made has no return prepared either: no unmatched return.
+ *
+ * Entry or return: not by the kfunc bpf_session_is_return, whose resolution makes libbpf parse
+ * the whole kernel BTF at each load (+15 ms here, where the programs relocate against a small
+ * cached one), but by the registers: at the entry the ip is the probed first instruction (the
+ * function's, bpf_get_func_ip; or the byte after the breakpoint), at the return the caller's
+ * return address, which cannot lie there.
+ */
+SEC("uprobe")
+int mt_alloc_session(struct pt_regs *ctx)
+{
+	if (PT_REGS_IP(ctx) - bpf_get_func_ip(ctx) > 1)
+		return mt_alloc_return(ctx);
 	return mt_alloc_entry(ctx);
 }
 

@@ -77,6 +77,9 @@ static struct {
 	size_t names_used;
 	unsigned long long adds, subs;
 	int lock;
+	/* the kernel's uretprobe trampoline page ("[uprobes]") as last found in process pid */
+	uintptr_t xol_lo, xol_hi;
+	pid_t xol_pid;
 	char exe[PATH_MAX];
 } ps;
 
@@ -216,6 +219,54 @@ static struct pl_mod *pl_mod_find(uintptr_t ret)
 	return NULL;
 }
 
+/*
+ * Is a (a frame's return address) in the kernel's uretprobe trampoline page, "[uprobes]"? A
+ * return probe on a function the call went through replaced that function's return address
+ * with it; the unwinder cannot go past it. The page appears at a process's first uprobe hit
+ * and a fork child does not inherit it (VM_DONTCOPY): looked up in /proc/self/maps when an
+ * address outside every module ends a new stack, once per process while found. Under the lock.
+ */
+static int pl_in_xol(uintptr_t a)
+{
+	char buf[4096], *line, *nl;
+	size_t have = 0;
+	ssize_t n;
+	int fd;
+
+	if (ps.xol_pid == getpid() && a >= ps.xol_lo && a < ps.xol_hi)
+		return 1;
+	fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	while ((n = read(fd, buf + have, sizeof(buf) - 1 - have)) > 0) {
+		have += (size_t)n;
+		buf[have] = 0;
+		for (line = buf; (nl = strchr(line, '\n')); line = nl + 1) {
+			char *end;
+			unsigned long lo, hi;
+
+			*nl = 0;
+			if (!strstr(line, " [uprobes]"))
+				continue;
+			lo = strtoul(line, &end, 16);
+			hi = *end == '-' ? strtoul(end + 1, NULL, 16) : 0;
+			if (hi > lo) {
+				ps.xol_lo = lo;
+				ps.xol_hi = hi;
+				ps.xol_pid = getpid();
+				close(fd);
+				return a >= lo && a < hi;
+			}
+		}
+		have = (size_t)(buf + have - line);
+		memmove(buf, line, have);
+		if (have == sizeof(buf) - 1)
+			have = 0; /* a line longer than the buffer: not ours */
+	}
+	close(fd);
+	return 0;
+}
+
 /* --- the shared area --------------------------------------------------------------------- */
 
 static void *pl_area_take(uint32_t len, uint32_t *ref)
@@ -255,7 +306,7 @@ static uint32_t pl_stack_new(void *const *ip, uint32_t nr, int truncated, uint64
 {
 	struct mt_stk_frame f[MT_STK_MAX_FRAMES];
 	unsigned long long g[2] = {0, 0};
-	uint32_t slot, ref = 0, len;
+	uint32_t slot, ref = 0, len, flags = truncated ? MT_STK_TRUNCATED : 0;
 	struct mt_stk_stack *e;
 	int refreshed = 0;
 
@@ -287,6 +338,11 @@ static uint32_t pl_stack_new(void *const *ip, uint32_t nr, int truncated, uint64
 			if (!f[i].module)
 				goto full;
 			f[i].vaddr = a - m->bias;
+		} else if (pl_in_xol(a)) {
+			/* the frames past it are not the program's: the stack ends here */
+			flags = MT_STK_TRUNCATED | MT_STK_URETPROBE;
+			nr = i;
+			break;
 		} else {
 			f[i].module = 0;
 			f[i].vaddr = a;
@@ -296,8 +352,7 @@ static uint32_t pl_stack_new(void *const *ip, uint32_t nr, int truncated, uint64
 	e = pl_area_take(len, &ref);
 	if (!e)
 		goto full;
-	e->e = (struct mt_stk_entry){
-	    .kind = MT_STK_STACK, .len = len, .nr = nr | (truncated ? MT_STK_TRUNCATED : 0)};
+	e->e = (struct mt_stk_entry){.kind = MT_STK_STACK, .len = len, .nr = nr | flags};
 	memcpy(e->f, f, nr * sizeof(f[0]));
 	if (ps.cached < CACHE_SLOTS / 2) {
 		ps.cache[slot].ref = ref;

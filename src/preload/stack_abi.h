@@ -29,7 +29,7 @@
 
 #define MT_STK_ENV	  "MEMTRACK_STACKS_SHM"
 #define MT_STK_MAGIC	  0x316b7473746d656dull /* "memtstk1" little-endian */
-#define MT_STK_VERSION	  1
+#define MT_STK_VERSION	  2
 #define MT_STK_MAX_FRAMES 128 /* STACKFILE_MAX_FRAMES */
 
 enum mt_stk_kind {
@@ -52,10 +52,15 @@ struct mt_stk_entry {
 	mt_u32 kind;	/* enum mt_stk_kind */
 	mt_u32 len;	/* bytes of the entry, this header included */
 	mt_u32 sink_id; /* the consumer's: its stack-file id once it has read the entry, else 0 */
-	mt_u32 nr;	/* MT_STK_STACK: frames; bit 31 set when the stack was cut (truncated) */
+	mt_u32 nr;	/* MT_STK_STACK: frames, and the flags below */
 };
 
-#define MT_STK_TRUNCATED 0x80000000u
+#define MT_STK_TRUNCATED 0x80000000u /* the stack was cut (the root end is missing) */
+/* ... at a return address a uretprobe had replaced with the kernel's trampoline ("[uprobes]":
+ * another tool's return probe, or memtrack's where sessions are not, on a function the call
+ * went through, e.g. glibc's dlopen): what called that function is not known in process */
+#define MT_STK_URETPROBE 0x40000000u
+#define MT_STK_FLAGS	 (MT_STK_TRUNCATED | MT_STK_URETPROBE)
 
 struct mt_stk_module {
 	struct mt_stk_entry e;

@@ -16,6 +16,7 @@
 #include "track/attach.h"
 
 #define MT_BPF_TRACE_UPROBE_MULTI     48 /* enum bpf_attach_type, Linux 6.6 */
+#define MT_BPF_TRACE_UPROBE_SESSION   57 /* Linux 6.13 */
 #define MT_BPF_F_UPROBE_MULTI_RETURN 1u
 
 /* union bpf_attr's link_create as of 6.6, with its uprobe_multi member. */
@@ -55,6 +56,7 @@ struct mt_link_info_um {
 struct attach_set {
 	enum attach_mech mech;
 	struct attach_prog entry, ret; /* fd -1 until progs gives them */
+	struct attach_prog session;    /* fd -1: none (a kernel before 6.13, perf uprobes) */
 	attach_progs_fn progs;
 	void *progs_ctx;
 	struct attach_prog marker; /* USDT sites of include/memtrack.h; fd -1 until needed */
@@ -70,36 +72,44 @@ int attach__uprobe_multi_type(void)
 	return MT_BPF_TRACE_UPROBE_MULTI;
 }
 
+int attach__uprobe_session_type(void)
+{
+	return MT_BPF_TRACE_UPROBE_SESSION;
+}
+
+enum link_kind { LINK_ENTRY, LINK_RETURN, LINK_SESSION };
+
 static int attach__link_create_ref(int prog_fd, const char *path, const uint64_t *offs,
 				   const uint64_t *ref_ctrs, const uint64_t *cookies, uint32_t cnt,
-				   bool ret)
+				   enum link_kind kind)
 {
 	struct mt_link_create_attr a;
 	int fd;
 
 	memset(&a, 0, sizeof(a));
 	a.prog_fd = prog_fd;
-	a.attach_type = MT_BPF_TRACE_UPROBE_MULTI;
+	a.attach_type =
+	    kind == LINK_SESSION ? MT_BPF_TRACE_UPROBE_SESSION : MT_BPF_TRACE_UPROBE_MULTI;
 	a.path = (uint64_t)(uintptr_t)path;
 	a.offsets = (uint64_t)(uintptr_t)offs;
 	a.ref_ctr_offsets = (uint64_t)(uintptr_t)ref_ctrs;
 	a.cookies = (uint64_t)(uintptr_t)cookies;
 	a.cnt = cnt;
-	a.um_flags = ret ? MT_BPF_F_UPROBE_MULTI_RETURN : 0;
+	a.um_flags = kind == LINK_RETURN ? MT_BPF_F_UPROBE_MULTI_RETURN : 0;
 	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
 	return fd < 0 ? -errno : fd;
 }
 
 static int attach__link_create(int prog_fd, const char *path, const uint64_t *offs,
-			       const uint64_t *cookies, uint32_t cnt, bool ret)
+			       const uint64_t *cookies, uint32_t cnt, enum link_kind kind)
 {
-	return attach__link_create_ref(prog_fd, path, offs, NULL, cookies, cnt, ret);
+	return attach__link_create_ref(prog_fd, path, offs, NULL, cookies, cnt, kind);
 }
 
 int attach__multi_link(int prog_fd, const char *path, const uint64_t *offs, const uint64_t *cookies,
 		       uint32_t cnt)
 {
-	return attach__link_create(prog_fd, path, offs, cookies, cnt, false);
+	return attach__link_create(prog_fd, path, offs, cookies, cnt, LINK_ENTRY);
 }
 
 int attach__multi_link_offsets(int link_fd, uint64_t *offs, uint32_t cnt)
@@ -117,27 +127,46 @@ int attach__multi_link_offsets(int link_fd, uint64_t *offs, uint32_t cnt)
 	return 0;
 }
 
-bool attach__probe_uprobe_multi(void)
+/* Does this kernel make links of that kind? A two-instruction program loaded for it. */
+static bool attach__probe_link(enum link_kind kind, uint32_t type)
 {
 	struct bpf_insn insns[] = {
 		{.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
 		{.code = BPF_JMP | BPF_EXIT},
 	};
-	LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = MT_BPF_TRACE_UPROBE_MULTI);
+	LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = type);
 	uint64_t off = 0;
 	int prog, link;
 
 	prog = bpf_prog_load(BPF_PROG_TYPE_KPROBE, "mt_probe", "GPL", insns, 2, &opts);
 	if (prog < 0)
 		return false;
-	/* A kernel with uprobe_multi parses the attr and refuses a path that is not a regular
-	 * file with EBADF; one without it refuses the attach type itself with EINVAL. Nothing is
-	 * attached either way, so there is no detach to pay. */
-	link = attach__link_create(prog, "/", &off, NULL, 1, false);
+	/* A kernel with these links parses the attr and refuses a path that is not a regular
+	 * file with EBADF; one without them refuses the attach type itself with EINVAL. Nothing
+	 * is attached either way, so there is no detach to pay. */
+	link = attach__link_create(prog, "/", &off, NULL, 1, kind);
 	if (link >= 0)
 		close(link);
 	close(prog);
 	return link == -EBADF;
+}
+
+bool attach__probe_uprobe_multi(void)
+{
+	return attach__probe_link(LINK_ENTRY, MT_BPF_TRACE_UPROBE_MULTI);
+}
+
+bool attach__probe_uprobe_session(void)
+{
+	return attach__probe_link(LINK_SESSION, MT_BPF_TRACE_UPROBE_SESSION);
+}
+
+void attach__session_autoload(struct bpf_program *prog)
+{
+	if (attach__probe_uprobe_session())
+		bpf_program__set_expected_attach_type(prog, MT_BPF_TRACE_UPROBE_SESSION);
+	else
+		bpf_program__set_autoload(prog, false);
 }
 
 int attach_set__new(struct attach_set **s, enum attach_mech mech, struct bpf_program *entry,
@@ -150,6 +179,7 @@ int attach_set__new(struct attach_set **s, enum attach_mech mech, struct bpf_pro
 	(*s)->entry =
 	    (struct attach_prog){.fd = entry ? bpf_program__fd(entry) : -1, .prog = entry};
 	(*s)->ret = (struct attach_prog){.fd = ret ? bpf_program__fd(ret) : -1, .prog = ret};
+	(*s)->session.fd = -1;
 	(*s)->marker.fd = -1;
 	return 0;
 }
@@ -193,28 +223,36 @@ static int attach_set__grow(struct attach_set *s, unsigned more)
  * ever lowered it, and every later call of that thread counted as nested, unrecorded and
  * unsaid (`su nobody -c sh ...`: sh's 216 allocations read 170 in 1 run of 4); with the return
  * first, that one call's return finds no entry: drops.unmatched_return, counted.
+ *
+ * With a session program (mt_alloc_session) every site with a return is one session link's
+ * (its entry, when it has one, is the same place: probe_place.h moves only an entry-only
+ * site's), the others one entry link's. A session's return is prepared at its entry: a call
+ * that began before the link has neither (no race to order).
  */
 static int attach_set__multi(struct attach_set *s, const char *path, const struct alloc_site *sites,
 			     int n)
 {
 	uint64_t offs[128], cookies[128];
+	bool session = s->session.fd >= 0;
 	int err = 0;
 
 	/* returns first (ATTACH_RETURNS_FIRST) */
 	for (int dir = 1; dir >= 0; dir--) {
-		int prog = dir ? s->ret.fd : s->entry.fd;
+		enum link_kind kind = dir ? (session ? LINK_SESSION : LINK_RETURN) : LINK_ENTRY;
+		int prog = dir ? (session ? s->session.fd : s->ret.fd) : s->entry.fd;
 		uint32_t cnt = 0;
 		int fd;
 
 		for (int i = 0; i < n && cnt < 128; i++) {
-			if ((dir && !sites[i].ret) || (!dir && !sites[i].entry))
+			if ((dir && !sites[i].ret) || (!dir && !sites[i].entry) ||
+			    (!dir && session && sites[i].ret))
 				continue;
 			offs[cnt] = dir ? sites[i].offset : sites[i].probe;
 			cookies[cnt++] = sites[i].spec;
 		}
 		if (!cnt)
 			continue;
-		fd = attach__link_create(prog, path, offs, cookies, cnt, dir);
+		fd = attach__link_create(prog, path, offs, cookies, cnt, kind);
 		if (fd < 0) {
 			err = fd;
 			break;
@@ -255,7 +293,7 @@ int attach_set__library(struct attach_set *s, const char *path, const struct all
 	int err = attach_set__grow(s, 2 * (unsigned)n + 2);
 
 	if (!err && n > 0 && s->entry.fd < 0)
-		err = s->progs ? s->progs(s->progs_ctx, &s->entry, &s->ret) : -EINVAL;
+		err = s->progs ? s->progs(s->progs_ctx, &s->entry, &s->ret, &s->session) : -EINVAL;
 	if (err)
 		return err;
 	if (s->mech == ATTACH_UPROBE_MULTI)

@@ -21,6 +21,13 @@ struct attach_set; /* every link made, for detach */
 bool attach__probe_uprobe_multi(void);
 /* The attach type the multi programs must be loaded with (BPF_TRACE_UPROBE_MULTI). */
 int attach__uprobe_multi_type(void);
+/* Does this kernel make uprobe sessions (6.13)? Loads a two-instruction program; < 1 ms. */
+bool attach__probe_uprobe_session(void);
+/* The attach type of the session program (BPF_TRACE_UPROBE_SESSION). */
+int attach__uprobe_session_type(void);
+/* The session program made loadable as this kernel can (its attach type), or not loaded. For
+ * loads of every program (tests): a run decides with tracker__session. */
+void attach__session_autoload(struct bpf_program *prog);
 /* One uprobe_multi link of an entry program on cnt offsets of path, with their cookies.
  * Returns its fd or -errno. */
 int attach__multi_link(int prog_fd, const char *path, const uint64_t *offs, const uint64_t *cookies,
@@ -39,8 +46,10 @@ struct attach_prog {
 
 int attach_set__new(struct attach_set **s, enum attach_mech mech, struct bpf_program *entry,
 		    struct bpf_program *ret);
-/* Gives the entry and return programs when first needed; 0 or -errno. */
-typedef int (*attach_progs_fn)(void *ctx, struct attach_prog *entry, struct attach_prog *ret);
+/* Gives the entry and return programs when first needed, and the session program (fd -1:
+ * none; uprobe_multi only: then it takes every site with a return); 0 or -errno. */
+typedef int (*attach_progs_fn)(void *ctx, struct attach_prog *entry, struct attach_prog *ret,
+			       struct attach_prog *session);
 /* A set whose programs are loaded only when a library is first attached (progs(ctx) then):
  * a run that attaches nothing never loads them. */
 int attach_set__new_lazy(struct attach_set **s, enum attach_mech mech, attach_progs_fn progs,

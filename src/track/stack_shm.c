@@ -26,6 +26,8 @@ struct stack_shm {
 	uint64_t size;
 	struct stack_sink *sink;
 	uint64_t bad, zero; /* refs naming no entry; records with aux 0 */
+	/* allocations whose stack is cut (MT_STK_TRUNCATED), ... at a uretprobe's trampoline */
+	uint64_t truncated, uretprobe;
 };
 
 int stack_shm__new(struct stack_shm **out, uid_t uid, gid_t gid)
@@ -141,10 +143,13 @@ uint32_t stack_shm__translate(void *ctx, const struct mt_event *ev)
 	st = (struct mt_stk_stack *)entry(s, ev->aux, MT_STK_STACK, &len);
 	if (!st || !s->sink)
 		goto bad;
-	if (st->e.sink_id)
-		return st->e.sink_id;
 	raw = __atomic_load_n(&st->e.nr, __ATOMIC_RELAXED);
-	nr = raw & ~MT_STK_TRUNCATED;
+	if (st->e.sink_id) {
+		s->truncated += !!(raw & MT_STK_TRUNCATED);
+		s->uretprobe += !!(raw & MT_STK_URETPROBE);
+		return st->e.sink_id;
+	}
+	nr = raw & ~MT_STK_FLAGS;
 	if (nr > MT_STK_MAX_FRAMES || len != sizeof(*st) + nr * sizeof(st->f[0]))
 		goto bad;
 	for (uint32_t i = 0; i < nr; i++) {
@@ -156,6 +161,8 @@ uint32_t stack_shm__translate(void *ctx, const struct mt_event *ev)
 	if (stack_sink__stack(s->sink, f, nr, raw & MT_STK_TRUNCATED, &id))
 		goto bad;
 	st->e.sink_id = id;
+	s->truncated += !!(raw & MT_STK_TRUNCATED);
+	s->uretprobe += !!(raw & MT_STK_URETPROBE);
 	return id;
 bad:
 	s->bad++;
@@ -170,6 +177,8 @@ void stack_shm__stats(const struct stack_shm *s, struct stack_shm_stats *st)
 	st->full = __atomic_load_n(&s->hdr->full, __ATOMIC_RELAXED);
 	st->failed = __atomic_load_n(&s->hdr->failed, __ATOMIC_RELAXED);
 	st->bad = s->bad;
+	st->truncated = s->truncated;
+	st->uretprobe = s->uretprobe;
 	/* aux 0 without the interposer counting why: made before its unwinder was set up */
 	st->early = s->zero - (st->full + st->failed <= s->zero ? st->full + st->failed : s->zero);
 	st->used = __atomic_load_n(&s->hdr->used, __ATOMIC_RELAXED);

@@ -32,6 +32,9 @@ struct stack_shm_stats {
 	uint64_t bad;	 /* ... the ref named no well-formed entry */
 	uint64_t early;	 /* ... made before the process's unwinder was set up (aux 0) */
 	uint64_t used;	 /* bytes of the area used */
+	/* allocations whose stack is cut at the root end (MT_STK_TRUNCATED); among them, cut at a
+	 * return address a uretprobe had replaced (MT_STK_URETPROBE) */
+	uint64_t truncated, uretprobe;
 };
 void stack_shm__stats(const struct stack_shm *s, struct stack_shm_stats *st);
 /* Removes the file's name and unmaps it; NULL-safe. */

@@ -66,7 +66,8 @@ int tracker__run(const struct tracker_opts *o)
 	unsigned workers = 0; /* compression threads, artifact__default_workers */
 
 	t.sp.go_fd = t.sp.err_fd = t.sp.pidfd = -1;
-	t.alloc_entry.fd = t.alloc_ret.fd = -1;
+	t.alloc_entry.fd = t.alloc_ret.fd = t.alloc_session.fd = -1;
+	t.session = -1;
 	t.pc.dir_fd = t.pc.owner_fd = t.pc.linger_fd = -1;
 	t.ring.fd = -EBADF;
 	t.wd.sock = -1;

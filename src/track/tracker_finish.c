@@ -234,6 +234,11 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 	 * file system busy (no umount right after memtrack). Reopened below, checked to be the
 	 * same folder. */
 	outdir__close(&t->out);
+	/* how the allocator sites' returns were caught, when their programs were loaded */
+	if (t->alloc_entry.fd >= 0 &&
+	    manifest__set_str(&t->m.uprobe_returns,
+			      t->alloc_session.fd >= 0 ? "session" : "return_probes"))
+		log__warn("out of memory");
 	if (t->o->sync_detach)
 		tracker__detach(t);
 	else

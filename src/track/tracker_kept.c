@@ -28,12 +28,15 @@ static int tracker__kept_no_memory(void)
 int tracker__alloc_take_kept(struct tracker *t)
 {
 	int e = prog_cache__fd(&t->pc, "mt_alloc_entry_multi");
-	int r = prog_cache__fd(&t->pc, "mt_alloc_return_multi");
+	int r = prog_cache__fd(&t->pc, "mt_alloc_return_multi"), s;
 
 	if (!t->pc.hit || e < 0 || r < 0)
 		return -ENOENT;
 	t->alloc_entry = (struct attach_prog){.fd = e};
 	t->alloc_ret = (struct attach_prog){.fd = r};
+	/* kept only by a load that had sessions; one that had none is used as it is */
+	s = tracker__session(t) ? prog_cache__fd(&t->pc, "mt_alloc_session") : -1;
+	t->alloc_session = (struct attach_prog){.fd = s >= 0 ? s : -1};
 	return 0;
 }
 
@@ -124,13 +127,15 @@ static uint64_t tracker__cache_key(struct tracker *t, bool multi)
 	uint64_t h = PROG_CACHE_SEED;
 	struct {
 		uint64_t ring_bytes;
-		uint8_t multi, preload, eager, pad[5];
+		uint8_t multi, preload, eager, session, pad[4];
 	} cfg = {0};
 
 	cfg.ring_bytes = t->o->ring_bytes;
 	cfg.multi = multi;
 	cfg.preload = t->pre.on;
 	cfg.eager = tracker__alloc_eager(t);
+	/* loaded with the others when eager: a load with it is another load */
+	cfg.session = cfg.eager && multi && tracker__session(t);
 	h = prog_cache__hash(h, &obj, sizeof(obj));
 	h = prog_cache__hash(h, &t->ro, sizeof(t->ro));
 	return prog_cache__hash(h, &cfg, sizeof(cfg));
@@ -215,6 +220,6 @@ int tracker__load_kept(struct tracker *t)
 	prog_cache__close(&t->pc);
 	snprintf(t->pc.state, sizeof(t->pc.state), "loaded (no cache: the slot was unusable)");
 	memset(&t->fd, 0, sizeof(t->fd));
-	t->alloc_entry.fd = t->alloc_ret.fd = -1;
+	t->alloc_entry.fd = t->alloc_ret.fd = t->alloc_session.fd = -1;
 	return 1;
 }

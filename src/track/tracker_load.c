@@ -58,8 +58,8 @@ void tracker__unload(struct tracker *t)
 		bpf_link__destroy(t->rmap_links[i]);
 		t->rmap_links[i] = NULL;
 	}
-	t->alloc_entry.fd = t->alloc_ret.fd = -1;
-	t->alloc_entry.prog = t->alloc_ret.prog = NULL;
+	t->alloc_entry.fd = t->alloc_ret.fd = t->alloc_session.fd = -1;
+	t->alloc_entry.prog = t->alloc_ret.prog = t->alloc_session.prog = NULL;
 	t->loaded = false;
 	memtrack_bpf__destroy(t->alloc_skel);
 	t->alloc_skel = NULL;
@@ -70,20 +70,43 @@ void tracker__unload(struct tracker *t)
 	prog_cache__close(&t->pc); /* after the links (tracker__detach): the slot's lock last */
 }
 
-/* Which of the allocator program pairs serves this kernel's uprobes: autoload for that pair
- * (when load is true) and its expected attach type; no autoload for the other. */
-static void tracker__alloc_autoload(struct memtrack_bpf *s, bool multi, bool load)
+/*
+ * Does this kernel take the allocator sites' returns as uprobe sessions (attach.h,
+ * mt_alloc_session)? Asked once, when the allocator programs are first loaded or looked up
+ * (a probe load, < 1 ms: a run that loads none never asks). MEMTRACK_UPROBE_SESSION=0 keeps
+ * separate return probes (measuring one against the other; the tests run both).
+ */
+bool tracker__session(struct tracker *t)
 {
+	const char *env = getenv("MEMTRACK_UPROBE_SESSION");
+
+	if (t->session < 0)
+		t->session =
+		    t->multi && !(env && !strcmp(env, "0")) && attach__probe_uprobe_session();
+	return t->session > 0;
+}
+
+/* Which of the allocator program pairs serves this kernel's uprobes: autoload for that pair
+ * (when load is true) and its expected attach type, and for the session program where there
+ * are sessions; no autoload for the others. */
+static void tracker__alloc_autoload(struct tracker *t, struct memtrack_bpf *s, bool load)
+{
+	bool multi = t->multi, session = load && multi && tracker__session(t);
+
 	bpf_program__set_autoload(s->progs.mt_alloc_entry_multi, load && multi);
 	bpf_program__set_autoload(s->progs.mt_alloc_return_multi, load && multi);
 	bpf_program__set_autoload(s->progs.mt_alloc_entry_perf, load && !multi);
 	bpf_program__set_autoload(s->progs.mt_alloc_return_perf, load && !multi);
+	bpf_program__set_autoload(s->progs.mt_alloc_session, session);
 	if (multi) {
 		bpf_program__set_expected_attach_type(s->progs.mt_alloc_entry_multi,
 						      attach__uprobe_multi_type());
 		bpf_program__set_expected_attach_type(s->progs.mt_alloc_return_multi,
 						      attach__uprobe_multi_type());
 	}
+	if (session)
+		bpf_program__set_expected_attach_type(s->progs.mt_alloc_session,
+						      attach__uprobe_session_type());
 }
 
 static void tracker__alloc_take(struct tracker *t, struct memtrack_bpf *s)
@@ -94,12 +117,16 @@ static void tracker__alloc_take(struct tracker *t, struct memtrack_bpf *s)
 	    t->multi ? s->progs.mt_alloc_return_multi : s->progs.mt_alloc_return_perf;
 	t->alloc_entry.fd = bpf_program__fd(t->alloc_entry.prog);
 	t->alloc_ret.fd = bpf_program__fd(t->alloc_ret.prog);
+	t->alloc_session.fd = bpf_program__fd(s->progs.mt_alloc_session); /* -1: not loaded */
+	t->alloc_session.prog = t->alloc_session.fd >= 0 ? s->progs.mt_alloc_session : NULL;
 }
 
 /* The USDT marker program pair (include/memtrack.h): autoload for the one this kernel's
  * uprobes take (when load is true), none for the other. */
-static void tracker__marker_autoload(struct memtrack_bpf *s, bool multi, bool load)
+static void tracker__marker_autoload(struct tracker *t, struct memtrack_bpf *s, bool load)
 {
+	bool multi = t->multi;
+
 	bpf_program__set_autoload(s->progs.mt_marker_multi, load && multi);
 	bpf_program__set_autoload(s->progs.mt_marker_perf, load && !multi);
 	if (multi)
@@ -114,7 +141,8 @@ static void tracker__marker_autoload(struct memtrack_bpf *s, bool multi, bool lo
  * only by runs that need them. Returns 0 or -errno.
  */
 static int tracker__load_second(struct tracker *t,
-				void (*autoload)(struct memtrack_bpf *s, bool multi, bool load),
+				void (*autoload)(struct tracker *t, struct memtrack_bpf *s,
+						 bool load),
 				struct memtrack_bpf **out)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, oo,
@@ -139,7 +167,7 @@ static int tracker__load_second(struct tracker *t,
 		return -errno;
 	bpf_object__for_each_program(p, s->obj)
 		bpf_program__set_autoload(p, false);
-	autoload(s, t->multi, true);
+	autoload(t, s, true);
 	tracker__rodata_apply(s->rodata, &t->ro);
 	bpf_object__for_each_map(m, s->obj) {
 		int fd;
@@ -222,7 +250,8 @@ static int tracker__marker_prog(void *ctx, struct attach_prog *marker)
 }
 
 /* attach_progs_fn for the allocator attach set: the programs on first need. */
-static int tracker__alloc_progs(void *ctx, struct attach_prog *entry, struct attach_prog *ret)
+static int tracker__alloc_progs(void *ctx, struct attach_prog *entry, struct attach_prog *ret,
+				struct attach_prog *session)
 {
 	struct tracker *t = ctx;
 	int err = tracker__alloc_ensure(t);
@@ -231,6 +260,7 @@ static int tracker__alloc_progs(void *ctx, struct attach_prog *entry, struct att
 		return err;
 	*entry = t->alloc_entry;
 	*ret = t->alloc_ret;
+	*session = t->alloc_session;
 	return 0;
 }
 
@@ -395,7 +425,7 @@ static int tracker__open_load(struct tracker *t, struct ring_prep *ring)
 	tracker__rodata_apply(s->rodata, &t->ro);
 	rmap_backend__set_autoload(s, backend, &t->rmap);
 	bpf_map__set_max_entries(s->maps.events, t->o->ring_bytes);
-	tracker__alloc_autoload(s, t->multi, eager);
+	tracker__alloc_autoload(t, s, eager);
 	bpf_program__set_autoload(s->progs.mt_preload_ctl_multi, t->pre.on && t->multi);
 	bpf_program__set_autoload(s->progs.mt_preload_ctl_perf, t->pre.on && !t->multi);
 	bpf_program__set_autoload(s->progs.mt_mark_proc, t->pre.on);
@@ -403,7 +433,7 @@ static int tracker__open_load(struct tracker *t, struct ring_prep *ring)
 		bpf_program__set_expected_attach_type(s->progs.mt_preload_ctl_multi,
 						      attach__uprobe_multi_type());
 	/* the USDT marker programs (include/memtrack.h): at the first library with the probes */
-	tracker__marker_autoload(s, t->multi, false);
+	tracker__marker_autoload(t, s, false);
 	err = ring_prep__join(ring) >= 0 ? bpf_map__reuse_fd(s->maps.events, ring->fd) : 0;
 	tracker__mark(t, "load: ring joined");
 	/* after every resize above: a map whose definition differs is libbpf's to create. A

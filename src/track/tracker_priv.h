@@ -74,7 +74,10 @@ struct tracker {
 	 * probes; NULL until then */
 	struct memtrack_bpf *marker_skel;
 	struct attach_prog alloc_entry, alloc_ret; /* fd -1 until loaded */
+	/* the session program (alloc.bpf.c: mt_alloc_session), fd -1: none (attach.h) */
+	struct attach_prog alloc_session;
 	bool multi; /* uprobe_multi links, else perf-event uprobes */
+	int8_t session; /* uprobe sessions: -1 not asked yet (tracker__session), 0, 1 */
 	int tp_fds[8]; /* raw tracepoint links not made early, tp_nr of them */
 	int tp_nr;
 	/* the tracepoints and the interposer's control points, linked while the programs load;
@@ -153,6 +156,7 @@ void tracker__rodata(const struct tracker *t, struct memtrack_bpf__rodata *ro, i
 void tracker__rodata_apply(struct memtrack_bpf__rodata *dst, const struct memtrack_bpf__rodata *ro);
 /* Whether the allocator programs load with the others (uprobe and preload modes). */
 bool tracker__alloc_eager(const struct tracker *t);
+bool tracker__session(struct tracker *t);
 
 /* The kept load (tracker_kept.c, prog_cache.h) */
 /* Fills t->fd from the skeleton or the slot; 0 or -ENOENT (*missing: the name). */

@@ -118,7 +118,8 @@ int tracker__stacks_finish(struct tracker *t)
 	t->m.stacks_distinct = st.stacks;
 	t->m.stacks_modules = st.modules;
 	t->m.stacks_unwind_failed = sh.failed + us.failed + us.bad;
-	t->m.stacks_truncated = us.truncated;
+	t->m.stacks_truncated = us.truncated + sh.truncated;
+	t->m.stacks_cut_by_uretprobe = sh.uretprobe;
 	t->m.stacks_ring_bytes = us.bytes;
 	t->m.stacks_unwind_ns = us.unwind_ns;
 	t->m.stacks_not_copied = tracker__ustack_lost(t);
@@ -143,6 +144,11 @@ int tracker__stacks_finish(struct tracker *t)
 	if (sh.full)
 		log__warn("%llu allocations have no stack: the stack area was full",
 			  (unsigned long long)sh.full);
+	if (sh.uretprobe)
+		log__warn("%llu allocations have a stack cut short by a return probe on a function "
+			  "it went through (another tool's uretprobe, or glibc's dlopen stop on a "
+			  "kernel without uprobe sessions): the frames above it are unknown",
+			  (unsigned long long)sh.uretprobe);
 	return err;
 }
 

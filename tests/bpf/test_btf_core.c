@@ -22,6 +22,7 @@
 #include <dirent.h>
 #include <sys/stat.h>
 #include "../lib/mt_check.h"
+#include "track/attach.h"
 #include "track/btf_min.h"
 #include "track/rmap_backend.h"
 #include "../lib/mt_tmpdir.h"
@@ -36,6 +37,7 @@ static struct memtrack_bpf *load(const char *btf_path)
 	/* Every program a run of this machine can load: the tracepoint backend's, not fentry's
 	 * (refused where BPF tracing programs are). */
 	rmap_backend__set_autoload(s, MT_RMAP_TRACEPOINT, &none);
+	attach__session_autoload(s->progs.mt_alloc_session);
 	/* Small ring: two of them live at once. */
 	bpf_map__set_max_entries(s->maps.events, 1 << 16);
 	assert_int_equal(memtrack_bpf__load(s), 0);

@@ -21,6 +21,7 @@
 #include <bpf/libbpf.h>
 #include "memtrack.skel.h"
 #include "bpf/proc.h"
+#include "track/attach.h"
 #include "track/map_prep.h"
 #include "track/rmap_backend.h"
 
@@ -42,6 +43,7 @@ static struct memtrack_bpf *open_obj(void)
 	assert_non_null(s);
 	/* the programs a run of this machine loads: not the fentry backend's */
 	rmap_backend__set_autoload(s, MT_RMAP_TRACEPOINT, &none);
+	attach__session_autoload(s->progs.mt_alloc_session);
 	bpf_map__set_max_entries(s->maps.events, 1 << 16);
 	return s;
 }

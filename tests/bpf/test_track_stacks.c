@@ -294,6 +294,107 @@ static void test_stacks_other_user(void **state)
 	stackfile__free(&sf);
 }
 
+/*
+ * Allocations made inside glibc's dlopen, by the constructor of the library it loads
+ * (build/targets/dlopen_ctor: main -> open_lib -> dlopen -> ... -> ctor_alloc, 3 x 7777 bytes),
+ * in preload mode, where libc's dlopen has memtrack's dlopen stop: a return probe. With uprobe
+ * sessions (6.13+, mechanisms.uprobe_returns "session") no return is prepared for a served
+ * process and its whole stack is taken, open_lib included. With separate return probes
+ * (MEMTRACK_UPROBE_SESSION=0, or an older kernel) the kernel replaced open_lib's return
+ * address with its trampoline: the stack ends at dlopen, flagged truncated, the trampoline's
+ * frame left out, and stacks.cut_by_uretprobe counts it (the loader's own allocations during
+ * the dlopen too: at least these 3).
+ */
+static void check_through_dlopen(void **state, bool no_session)
+{
+	const char *const env[] = {"MEMTRACK_UPROBE_SESSION=0", NULL};
+	struct mt_run *r;
+	struct mt_run_opts o = {.track_opts = preload_opts, .env = no_session ? env : NULL};
+	struct expect_fn fns[2] = {{.file = "libctor_alloc.so", .name = "ctor_alloc"},
+				   {.file = "dlopen_ctor", .name = "open_lib"}};
+	struct expect_fn *leaf = &fns[0], *caller = &fns[1];
+	struct stackfile sf;
+	char path[PATH_MAX + 64], dir[PATH_MAX];
+	const char *returns;
+	size_t k = 0, mine = 0;
+	bool session;
+	int rc;
+
+	MT_REQUIRE_ROOT();
+	r = mt_new_run(state);
+	snprintf(dir, sizeof(dir), "%s", mt_target("dlopen_ctor"));
+	dirname(dir);
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, fns[i].file);
+		assert_non_null(realpath(path, fns[i].real));
+		sym_range(fns[i].real, fns[i].name, &fns[i].lo, &fns[i].hi);
+	}
+	mt_track_ok(r, &o, MT_TARGET_ARGV("dlopen_ctor"), 0);
+	returns = json_string_value(mt_json(r, "mechanisms.uprobe_returns"));
+	MT_CHECK(r, returns, "no mechanisms.uprobe_returns: libc's dlopen stop not attached?");
+	session = !strcmp(returns, "session");
+	MT_CHECK(r, !(no_session && session), "sessions used under MEMTRACK_UPROBE_SESSION=0");
+	snprintf(path, sizeof(path), "%s/%d%s", r->out, r->root_pid, STACKFILE_SUFFIX);
+	rc = stackfile__read(path, &sf);
+	MT_CHECK(r, rc == 0, "cannot read %s: %s", path, strerror(-rc));
+	for (size_t i = 0; i < r->nr_ev; i++) {
+		const struct mt_event *ev = &r->ev[i];
+		const struct stack_trace *st;
+		bool in_caller = false, outside = false;
+
+		if (ev->type < MT_EV_MALLOC || ev->type > MT_EV_ALIGNED_ALLOC)
+			continue;
+		st = k < sf.nr_allocs ? stackfile__stack(&sf, sf.allocs[k]) : NULL;
+		k++;
+		if (ev->type != MT_EV_MALLOC || ev->size != 7777 || ev->pid != r->root_pid)
+			continue;
+		mine++;
+		MT_CHECK(r, st && st->nr && frame_in(&sf, &st->frames[0], leaf),
+			 "malloc(7777) %zu: its stack does not start in ctor_alloc", mine);
+		for (uint32_t f = 0; f < st->nr; f++) {
+			in_caller |= frame_in(&sf, &st->frames[f], caller);
+			outside |= !stackfile__module(&sf, st->frames[f].module);
+		}
+		MT_CHECK(r, !outside, "malloc(7777) %zu: a frame outside every module ([uprobes]?)",
+			 mine);
+		if (session)
+			MT_CHECK(r, in_caller && !st->truncated,
+				 "malloc(7777) %zu: %u frames, open_lib %s, truncated %d; want the "
+				 "whole stack",
+				 mine, st->nr, in_caller ? "in" : "not in", st->truncated);
+		else
+			MT_CHECK(
+			    r, !in_caller && st->truncated,
+			    "malloc(7777) %zu: open_lib %s, truncated %d; want it cut at dlopen",
+			    mine, in_caller ? "in" : "not in", st->truncated);
+	}
+	MT_CHECK(r, mine == 3, "%zu Mallocs of 7777 bytes, want 3", mine);
+	if (session)
+		MT_CHECK(r, mt_need_u64(r, "stacks.cut_by_uretprobe") == 0,
+			 "stacks.cut_by_uretprobe %llu with sessions",
+			 (unsigned long long)mt_need_u64(r, "stacks.cut_by_uretprobe"));
+	else
+		MT_CHECK(
+		    r,
+		    mt_need_u64(r, "stacks.cut_by_uretprobe") >= 3 &&
+			mt_need_u64(r, "stacks.truncated") >=
+			    mt_need_u64(r, "stacks.cut_by_uretprobe"),
+		    "stacks.cut_by_uretprobe %llu, truncated %llu; want >= 3, and <= truncated",
+		    (unsigned long long)mt_need_u64(r, "stacks.cut_by_uretprobe"),
+		    (unsigned long long)mt_need_u64(r, "stacks.truncated"));
+	stackfile__free(&sf);
+}
+
+static void test_stacks_through_dlopen(void **state)
+{
+	check_through_dlopen(state, false);
+}
+
+static void test_stacks_through_dlopen_no_session(void **state)
+{
+	check_through_dlopen(state, true);
+}
+
 /* Without --stacks: no stacks file, no stacks keys in the manifest. */
 static void test_no_stacks(void **state)
 {
@@ -318,6 +419,8 @@ int main(void)
 	    cmocka_unit_test_teardown(test_stacks_uprobe, mt_teardown),
 	    cmocka_unit_test_teardown(test_no_stacks, mt_teardown),
 	    cmocka_unit_test_teardown(test_stacks_other_user, mt_teardown),
+	    cmocka_unit_test_teardown(test_stacks_through_dlopen, mt_teardown),
+	    cmocka_unit_test_teardown(test_stacks_through_dlopen_no_session, mt_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

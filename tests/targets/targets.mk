@@ -19,6 +19,14 @@ $(BUILD)/targets/libstacks_dl.so: tests/targets/lib/stacks_lib.c | $(BUILD)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -std=gnu11 $(STACKS_CFLAGS) -DDL -Wall -Wextra -Werror -fno-builtin -fPIC -shared $< -o $@
+# allocations inside dlopen: a constructor's (test_stacks_through_dlopen)
+TARGET_CFLAGS_dlopen_ctor := $(STACKS_CFLAGS)
+TARGET_LDLIBS_dlopen_ctor := -ldl -Wl,-rpath,'$$ORIGIN'
+$(BUILD)/targets/dlopen_ctor: $(BUILD)/targets/libctor_alloc.so
+$(BUILD)/targets/libctor_alloc.so: tests/targets/lib/ctor_alloc.c | $(BUILD)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -std=gnu11 $(STACKS_CFLAGS) -Wall -Wextra -Werror -fno-builtin -fPIC -shared $< -o $@
 # expect.h is included by every target; the Makefile's pattern rules do not know that.
 $(patsubst tests/targets/%.c,$(BUILD)/targets/%,$(wildcard tests/targets/*.c)) \
 $(patsubst tests/targets/%.cc,$(BUILD)/targets/%,$(wildcard tests/targets/*.cc)): \

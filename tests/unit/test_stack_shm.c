@@ -71,7 +71,7 @@ static void test_translate(void **state)
 	struct stackfile sf;
 	struct mt_event ev = {.type = MT_EV_MALLOC};
 	char out[128];
-	uint32_t mod, good, trunc, wrong_len;
+	uint32_t mod, good, trunc, cut, wrong_len;
 	struct stat sb;
 	int fd;
 	(void)state;
@@ -94,6 +94,9 @@ static void test_translate(void **state)
 	mod = add_module(h, "/usr/bin/prog");
 	good = add_stack(h, (struct mt_stk_frame[]){{mod, 0, 0x1234}, {0, 0, 0x7fff0000}}, 2, 0);
 	trunc = add_stack(h, (struct mt_stk_frame[]){{mod, 0, 0x1234}}, 1, MT_STK_TRUNCATED);
+	/* cut at a uretprobe's trampoline (the interposer left that frame out) */
+	cut = add_stack(h, (struct mt_stk_frame[]){{mod, 0, 0x4321}}, 1,
+			MT_STK_TRUNCATED | MT_STK_URETPROBE);
 	wrong_len = add_stack(h, (struct mt_stk_frame[]){{mod, 0, 0x1}}, 1, 0);
 	((struct mt_stk_entry *)((char *)h + h->data_off + (wrong_len - 1) * 8))->nr = 2;
 	h->failed = 3;
@@ -104,6 +107,9 @@ static void test_translate(void **state)
 	assert_int_equal(stack_shm__translate(s, &ev), 1); /* read once: the id is in the entry */
 	ev.aux = trunc;
 	assert_int_equal(stack_shm__translate(s, &ev), 2);
+	ev.aux = cut; /* counted per allocation, the first read and the next */
+	assert_int_equal(stack_shm__translate(s, &ev), 3);
+	assert_int_equal(stack_shm__translate(s, &ev), 3);
 	/* refs that name no stack: a module, a stack whose length lies, past the used area,
 	 * between entries */
 	ev.aux = mod;
@@ -126,8 +132,10 @@ static void test_translate(void **state)
 	assert_int_equal(st.failed, 3);
 	assert_int_equal(st.full, 2);
 	assert_int_equal(st.used, h->used);
+	assert_int_equal(st.truncated, 3);
+	assert_int_equal(st.uretprobe, 2);
 
-	for (uint32_t id = 0; id <= 2; id++)
+	for (uint32_t id = 0; id <= 3; id++)
 		assert_int_equal(stack_sink__alloc(sink, id), 0);
 	assert_int_equal(stack_sink__close(sink), 0);
 	assert_int_equal(stackfile__read(out, &sf), 0);
@@ -137,14 +145,16 @@ static void test_translate(void **state)
 	assert_int_equal(sf.nr_loads, 1);
 	assert_int_equal(sf.loads[0].pid, 42);
 	assert_int_equal(sf.loads[0].bias, 0x555500000000ull);
-	assert_int_equal(sf.nr_stacks, 2);
+	assert_int_equal(sf.nr_stacks, 3);
 	assert_int_equal(sf.stacks[0].nr, 2);
 	assert_int_equal(sf.stacks[0].frames[0].module, 1);
 	assert_int_equal(sf.stacks[0].frames[0].vaddr, 0x1234);
 	assert_int_equal(sf.stacks[0].frames[1].module, 0);
 	assert_false(sf.stacks[0].truncated);
 	assert_true(sf.stacks[1].truncated);
-	assert_int_equal(sf.nr_allocs, 3);
+	assert_true(sf.stacks[2].truncated);
+	assert_int_equal(sf.stacks[2].nr, 1); /* the flags are not frames */
+	assert_int_equal(sf.nr_allocs, 4);
 	stackfile__free(&sf);
 	munmap(h, (size_t)sb.st_size);
 	stack_shm__free(s);
