@@ -21,7 +21,7 @@ endif
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -Wall -Wextra -Werror -D_GNU_SOURCE -DMEMTRACK_VERSION='"$(VERSION)"' \
 	    -Isrc -I$(OUTPUT) -MMD -MP
-LDLIBS   := -lbpf -ldw -lelf -liberty -lz -lzstd -lmsgpackc -ljansson -lpthread -lm
+LDLIBS   := -lbpf -ldw -lelf -liberty -lcapstone -lz -lzstd -lmsgpackc -ljansson -lpthread -lm
 # memtrack itself takes these libraries from their static archives (the -dev packages ship them),
 # libc stays shared: mapping and binding ten shared libraries cost ~1 ms of every run's start-up
 # (`memtrack --version` 2.7 -> 1.8 ms; `track -- /bin/true` 0.90-0.95x the wall time, 40
@@ -34,7 +34,7 @@ MEMTRACK_LDFLAGS := -no-pie
 ifeq ($(DYNAMIC_DEPS),1)
 MEMTRACK_LDLIBS := $(LDLIBS)
 else
-MEMTRACK_LDLIBS := -Wl,-Bstatic -lbpf -ldw -lelf -liberty -lz -lzstd -lmsgpackc -ljansson \
+MEMTRACK_LDLIBS := -Wl,-Bstatic -lbpf -ldw -lelf -liberty -lcapstone -lz -lzstd -lmsgpackc -ljansson \
 		   -llzma -lbz2 -Wl,-Bdynamic -lpthread -lm
 endif
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(OUTPUT) -Isrc -Wall -Werror

@@ -18,6 +18,8 @@ pkgs=(
 	# symbolisation (elfutils libdw/libdwfl), C++ and Rust demangling (libiberty); libdw's own
 	# compression libraries' archives (memtrack links these statically: Makefile)
 	libdw-dev libiberty-dev liblzma-dev libbz2-dev
+	# where a uprobe may sit past instructions the kernel would single-step (probe_place.c)
+	libcapstone-dev
 	# the pprof test reads our profiles back with an independent decoder
 	python3-protobuf protobuf-compiler
 	# --stacks in process: the interposer dlopens libunwind.so.8

@@ -8,8 +8,8 @@
  *   10-11 argument index of the second factor (calloc nmemb) when MT_SPEC_PRODUCT
  *   12-13 argument index of the old pointer (realloc) or out-pointer (posix_memalign)
  *   16-23 flags below
- *   24-28 MT_SPEC_AT: bytes from the function's entry to the entry probe (probe_place.h)
- *   29    MT_SPEC_PL: a family the preload interposer serves (glibc, libstdc++)
+ *   24-29 MT_SPEC_AT: bytes from the function's entry to its probes (probe_place.h)
+ *   30    MT_SPEC_PL: a family the preload interposer serves (glibc, libstdc++)
  */
 #ifndef MEMTRACK_PROBE_SPEC_H
 #define MEMTRACK_PROBE_SPEC_H
@@ -33,11 +33,11 @@
  * executable with a linked-in allocator the program's own calls are direct. Set on frees only
  * (alloc_table.c says why). */
 #define MT_SPEC_SELF	  (1u << 23)
-#define MT_SPEC_AT(s)	  (((s) >> 24) & 31)
-#define MT_SPEC_AT_MAX	  31
+#define MT_SPEC_AT(s)	  (((s) >> 24) & 63)
+#define MT_SPEC_AT_MAX	  63
 /* A site of glibc or libstdc++, whose calls the preload interposer records for the processes
  * it serves (struct mt_proc.served): the programs skip those processes at such a site. */
-#define MT_SPEC_PL	  (1u << 29)
+#define MT_SPEC_PL (1u << 30)
 
 #define MT_SPEC(type, size_arg, nmemb_arg, ptr_arg, flags)                                          \
 	((unsigned)(type) | ((unsigned)(size_arg) << 8) | ((unsigned)(nmemb_arg) << 10) |          \

@@ -174,6 +174,21 @@ static uint32_t alloc_table__cookie(const struct alloc_site *s, bool shared)
 	return MT_SPEC_WITH_AT(s->spec | MT_SPEC_SELF, at);
 }
 
+/* The argument registers the entry program reads for a site (bit i: argument i), which the
+ * instructions its probes skip must leave alone (probe_place.h). */
+static unsigned alloc_table__args(uint32_t spec)
+{
+	unsigned m = 0;
+
+	if (spec & (MT_SPEC_FREE | MT_SPEC_OLD | MT_SPEC_MEMPTR))
+		m |= 1u << MT_SPEC_PTR(spec);
+	if (spec & MT_SPEC_HAS_SIZE)
+		m |= 1u << MT_SPEC_SIZE(spec);
+	if (spec & MT_SPEC_PRODUCT)
+		m |= 1u << MT_SPEC_NMEMB(spec);
+	return m;
+}
+
 static int alloc_table__add(const struct elf_info *info, const struct alloc_entry *t, bool leaf_free,
 			    bool shared, struct alloc_site *sites, int n, int cap)
 {
@@ -196,8 +211,11 @@ static int alloc_table__add(const struct elf_info *info, const struct alloc_entr
 		sites[n].ret = !(spec & MT_SPEC_LEAF);
 		sites[n].entry = !(spec & MT_SPEC_DLOPEN); /* dlopen: a return probe only */
 		sites[n].probe = off;
-		if (sites[n].entry && !sites[n].ret)
-			sites[n].probe = probe_place__entry(info, off, MT_SPEC_PTR(spec));
+		if (sites[n].entry)
+			/* as far as a shared library's free can say in its cookie (MT_SPEC_AT,
+			 * for MT_SPEC_SELF: 6 bits; jemalloc's free moves 48 bytes) */
+			sites[n].probe =
+			    probe_place__site(info, off, alloc_table__args(spec), MT_SPEC_AT_MAX);
 		sites[n].spec = alloc_table__cookie(&sites[n], shared);
 		n++;
 	}

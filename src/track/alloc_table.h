@@ -18,9 +18,9 @@ enum alloc_kind {
 
 struct alloc_site {
 	const char *name;
-	uint64_t offset; /* the function's first instruction: the return probe's place */
-	uint64_t probe; /* the entry probe's place: offset, or later for an entry-only site
-			 * whose first instruction would be single-stepped (probe_place.h) */
+	uint64_t offset; /* the function's first instruction */
+	uint64_t probe;	 /* where its probes sit, entry and return: offset, or later when the
+			  * first instructions would be single-stepped (probe_place.h) */
 	uint32_t spec; /* probe_spec.h cookie, MT_SPEC_AT and MT_SPEC_SELF included */
 	bool ret; /* needs a return probe */
 	bool entry; /* needs an entry probe */

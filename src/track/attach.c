@@ -225,9 +225,9 @@ static int attach_set__grow(struct attach_set *s, unsigned more)
  * first, that one call's return finds no entry: drops.unmatched_return, counted.
  *
  * With a session program (mt_alloc_session) every site with a return is one session link's
- * (its entry, when it has one, is the same place: probe_place.h moves only an entry-only
- * site's), the others one entry link's. A session's return is prepared at its entry: a call
- * that began before the link has neither (no race to order).
+ * (entry and return sit at the same place, sites[i].probe), the others one entry link's. A
+ * session's return is prepared at its entry: a call that began before the link has neither (no race
+ * to order).
  */
 static int attach_set__multi(struct attach_set *s, const char *path, const struct alloc_site *sites,
 			     int n)
@@ -247,7 +247,7 @@ static int attach_set__multi(struct attach_set *s, const char *path, const struc
 			if ((dir && !sites[i].ret) || (!dir && !sites[i].entry) ||
 			    (!dir && session && sites[i].ret))
 				continue;
-			offs[cnt] = dir ? sites[i].offset : sites[i].probe;
+			offs[cnt] = sites[i].probe;
 			cookies[cnt++] = sites[i].spec;
 		}
 		if (!cnt)
@@ -276,8 +276,8 @@ static int attach_set__perf(struct attach_set *s, const char *path, const struct
 
 			if ((dir && !sites[i].ret) || (!dir && !sites[i].entry))
 				continue;
-			l = bpf_program__attach_uprobe_opts(dir ? s->ret.prog : s->entry.prog, -1, path,
-							    dir ? sites[i].offset : sites[i].probe, &o);
+			l = bpf_program__attach_uprobe_opts(dir ? s->ret.prog : s->entry.prog, -1,
+							    path, sites[i].probe, &o);
 			if (!l)
 				return -errno;
 			s->fds[s->nr] = -1;

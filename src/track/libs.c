@@ -163,7 +163,8 @@ static int libs__attach_sites(struct libs *l, struct lib_entry *e, const struct 
 		   e->path);
 	for (int i = 0; i < n; i++)
 		if (sites[i].probe != sites[i].offset)
-			log__debug(LOG_DEBUG, "  %s: entry probe at +%" PRIu64 " (an emulated instruction)",
+			log__debug(LOG_DEBUG,
+				   "  %s: probes at +%" PRIu64 " (an emulated instruction)",
 				   sites[i].name, sites[i].probe - sites[i].offset);
 	return 0;
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Where an entry-only uprobe goes: past a leading instruction the kernel would single-step. */
+/* Where a site's uprobes go: past leading instructions the kernel would single-step. */
 #ifndef MEMTRACK_PROBE_PLACE_H
 #define MEMTRACK_PROBE_PLACE_H
 
@@ -7,13 +7,16 @@
 #include <stdint.h>
 #include "track/elf_syms.h"
 
-/* File offset for the entry probe of the function at file offset off, whose argument arg
- * (0-3: rdi, rsi, rdx, rcx) is read at the probe. off itself unless a later place is
- * provably equivalent and cheaper (probe_place.c). Only for sites without a return probe. */
-uint64_t probe_place__entry(const struct elf_info *info, uint64_t off, unsigned arg);
+/* File offset for the probes (entry and return) of the function at file offset off, which
+ * reads the argument registers in args (bit 0 rdi, 1 rsi, 2 rdx, 3 rcx) at its entry: off
+ * itself unless a later place, at most max_bytes further, is provably equivalent and cheaper
+ * (probe_place.c). */
+uint64_t probe_place__site(const struct elf_info *info, uint64_t off, unsigned args,
+			   size_t max_bytes);
 
 /* The decision on raw bytes: seg is an executable segment, f the function's offset in it.
  * Returns the probe's offset in seg (f when it stays). Exposed for tests. */
-size_t probe_place__in_segment(const uint8_t *seg, size_t len, size_t f, unsigned arg);
+size_t probe_place__in_segment(const uint8_t *seg, size_t len, size_t f, unsigned args,
+			       size_t max_bytes);
 
 #endif

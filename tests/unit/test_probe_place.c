@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * Entry probe placement: on synthetic code (each rule of probe_place.c, one case each) and on
- * this machine's libc, where free must move past its single-stepped `test %rdi,%rdi`.
+ * Probe placement: on synthetic code (each rule of probe_place.c, one case each; allocators'
+ * real first instructions) and on this machine's libc, where free must move past its
+ * single-stepped `test %rdi,%rdi`.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -35,9 +36,9 @@ static void test_moves_past_test(void **state)
 
 	(void)state;
 	seg_with(seg, sizeof(seg), free_start, sizeof(free_start));
-	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 0), F + 3);
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 1u << 0, 16), F + 3);
 	/* the argument read is another register: test writes none, still moves */
-	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 1), F + 3);
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 1u << 1, 16), F + 3);
 }
 
 static void test_emulated_start_stays(void **state)
@@ -47,7 +48,7 @@ static void test_emulated_start_stays(void **state)
 
 	(void)state;
 	seg_with(seg, sizeof(seg), push_r12, sizeof(push_r12));
-	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 0), F);
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 1u << 0, 16), F);
 }
 
 static void test_endbr_then_push(void **state)
@@ -57,7 +58,7 @@ static void test_endbr_then_push(void **state)
 
 	(void)state;
 	seg_with(seg, sizeof(seg), code, sizeof(code));
-	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 0), F + 4);
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 1u << 0, 16), F + 4);
 }
 
 static void test_unknown_stays(void **state)
@@ -70,11 +71,88 @@ static void test_unknown_stays(void **state)
 
 	(void)state;
 	seg_with(seg, sizeof(seg), mov_first, sizeof(mov_first));
-	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 0), F);
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 1u << 0, 16), F);
 	seg_with(seg, sizeof(seg), not_emulated, sizeof(not_emulated));
-	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 0), F);
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 1u << 0, 16), F);
 	/* a function cut short by the segment's end */
-	assert_int_equal(probe_place__in_segment(seg, F + 3, F, 0), F);
+	assert_int_equal(probe_place__in_segment(seg, F + 3, F, 1u << 0, 16), F);
+}
+
+/* jemalloc's malloc (Debian's libjemalloc.so.2, and linked into an executable):
+ * cmp $0x1000,%rdi; ja rel8. The compare only sets flags: both probes go on the ja. */
+static void test_moves_past_compare(void **state)
+{
+	const uint8_t code[] = {0x48, 0x81, 0xff, 0x00, 0x10, 0x00, 0x00, 0x77, 0x7f, 0x55};
+	uint8_t seg[256];
+
+	(void)state;
+	seg_with(seg, sizeof(seg), code, sizeof(code));
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 1u << 0, 64), F + 7);
+}
+
+/* rustc's free (its jemalloc, in the executable): eight instructions that compute into rax,
+ * rdx and rcx and read thread-local memory, then jne. The argument (rdi) untouched, no write
+ * to memory or rsp: the probes go on the jne, 39 bytes on; not within a bound of 31 (a shared
+ * library's free, whose cookie holds the distance in 5 bits). Two of the immediates read as
+ * `loop` rel8 into the skipped bytes (83 e2 0f, and $0xf,%edx): decoded, they are none. */
+static const uint8_t rustc_free[] = {
+    0x48, 0xc7, 0xc0, 0xb8, 0xf5, 0xff, 0xff,		  /* mov $-0xa48,%rax */
+    0x48, 0x89, 0xfa,					  /* mov %rdi,%rdx */
+    0x48, 0xc1, 0xea, 0x1e,				  /* shr $0x1e,%rdx */
+    0x83, 0xe2, 0x0f,					  /* and $0xf,%edx */
+    0x48, 0x89, 0xf9,					  /* mov %rdi,%rcx */
+    0x48, 0x81, 0xe1, 0x00, 0x00, 0x00, 0xc0,		  /* and $-0x40000000,%rcx */
+    0xc1, 0xe2, 0x04,					  /* shl $0x4,%edx */
+    0x64, 0x48, 0x39, 0x8c, 0x10, 0xb0, 0x01, 0x00, 0x00, /* cmp %rcx,%fs:0x1b0(...) */
+    0x0f, 0x85, 0x93, 0x00, 0x00, 0x00,			  /* jne +0x93 */
+};
+
+static void test_moves_past_register_work(void **state)
+{
+	uint8_t seg[512];
+
+	(void)state;
+	seg_with(seg, sizeof(seg), rustc_free, sizeof(rustc_free));
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 1u << 0, 64), F + 39);
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 1u << 0, 31), F);
+	/* a site that reads rdx (e.g. a third argument) must not skip `mov %rdi,%rdx` */
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 1u << 0 | 1u << 2, 64), F);
+}
+
+/* What must not be skipped: a write of an argument register (mimalloc's malloc loads its heap
+ * into rdi, the size's register, before its first branch), of the stack pointer (the return
+ * probe reads the return address at [rsp]), of memory (it could be that slot). */
+static void test_writes_stay(void **state)
+{
+	/* mov 0xb449(%rip),%rax; mov %rdi,%rsi; mov %fs:(%rax),%rdi; jne */
+	const uint8_t mimalloc[] = {0x48, 0x8b, 0x05, 0x49, 0xb4, 0x00, 0x00, 0x48,
+				    0x89, 0xfe, 0x64, 0x48, 0x8b, 0x38, 0x75, 0x10};
+	const uint8_t sub_rsp[] = {0x48, 0x83, 0xec, 0x18, 0x75, 0x10}; /* sub $0x18,%rsp; jne */
+	const uint8_t store[] = {0x48, 0x89, 0x02, 0x75, 0x10};		/* mov %rax,(%rdx); jne */
+	uint8_t seg[256];
+
+	(void)state;
+	seg_with(seg, sizeof(seg), mimalloc, sizeof(mimalloc));
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 1u << 0, 64), F);
+	/* a site reading only rsi stays too: mov %rdi,%rsi writes it */
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 1u << 1, 64), F);
+	seg_with(seg, sizeof(seg), sub_rsp, sizeof(sub_rsp));
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 0, 64), F);
+	seg_with(seg, sizeof(seg), store, sizeof(store));
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 0, 64), F);
+}
+
+/* The branch at the new place may itself loop back into the skipped bytes: then a call would
+ * pass the probe twice. */
+static void test_loop_back_stays(void **state)
+{
+	/* cmp $0x1000,%rdi; ja back to F + 1 (rel8 -8) */
+	const uint8_t code[] = {0x48, 0x81, 0xff, 0x00, 0x10, 0x00, 0x00, 0x77, 0xf8};
+	uint8_t seg[256];
+
+	(void)state;
+	seg_with(seg, sizeof(seg), code, sizeof(code));
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 1u << 0, 64), F);
 }
 
 static void test_branch_into_stays(void **state)
@@ -88,18 +166,18 @@ static void test_branch_into_stays(void **state)
 	seg[200] = 0xe9;
 	rel = (F + 3) - (200 + 5);
 	memcpy(seg + 201, &rel, 4);
-	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 0), F);
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 1u << 0, 16), F);
 	/* jne rel8 from just before the function */
 	seg_with(seg, sizeof(seg), free_start, sizeof(free_start));
 	seg[F - 10] = 0x75;
 	seg[F - 9] = (uint8_t)((F + 3) - (F - 8));
-	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 0), F);
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 1u << 0, 16), F);
 	/* a branch to the start is fine: it passes the probe like any call */
 	seg_with(seg, sizeof(seg), free_start, sizeof(free_start));
 	seg[200] = 0xe9;
 	rel = F - (200 + 5);
 	memcpy(seg + 201, &rel, 4);
-	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 0), F + 3);
+	assert_int_equal(probe_place__in_segment(seg, sizeof(seg), F, 1u << 0, 16), F + 3);
 }
 
 static void test_libc_sites(void **state)
@@ -114,13 +192,13 @@ static void test_libc_sites(void **state)
 	assert_int_equal(elf_info__load(path, &info), 0);
 	n = alloc_table__sites(&info, ALLOC_LIBC, false, sites, 64);
 	for (int i = 0; i < n; i++) {
-		/* only entry-only sites move, and never far */
-		if (sites[i].ret || !sites[i].entry)
+		/* dlopen's stop (a return probe alone) never moves; the others never far */
+		if (!sites[i].entry)
 			assert_int_equal(sites[i].probe, sites[i].offset);
 		assert_true(sites[i].probe >= sites[i].offset &&
-			    sites[i].probe < sites[i].offset + 16);
-		if (!strcmp(sites[i].name, "free"))
-			print_message("free: entry probe at +%d\n",
+			    sites[i].probe <= sites[i].offset + 64);
+		if (sites[i].probe != sites[i].offset)
+			print_message("%s: probes at +%d\n", sites[i].name,
 				      (int)(sites[i].probe - sites[i].offset));
 		/* the cookie says where the entry is from the probe: the BPF side compares a
 		 * direct call's target with it (MT_SPEC_SELF) */
@@ -135,6 +213,36 @@ static void test_libc_sites(void **state)
 	assert_true(n > 0);
 	for (int i = 0; i < n; i++)
 		assert_false(sites[i].spec & MT_SPEC_SELF);
+	elf_info__free(&info);
+}
+
+/* A shared jemalloc (Debian's, which the tests use): its malloc (cmp; ja) and its free (nine
+ * register and thread-local instructions, 48 bytes) move, and the free's cookie holds the
+ * whole distance for the internal-call check (MT_SPEC_AT: 6 bits). */
+static void test_jemalloc_sites(void **state)
+{
+	struct alloc_site sites[64];
+	struct elf_info info;
+	char path[4096];
+	int n, seen = 0;
+
+	(void)state;
+	if (deps__ldcache_lookup("", "libjemalloc.so.2", path, sizeof(path)))
+		fail_msg("no libjemalloc.so.2: apt-get install libjemalloc-dev (scripts/deps.sh)");
+	assert_int_equal(elf_info__load(path, &info), 0);
+	n = alloc_table__sites(&info, ALLOC_JEMALLOC, false, sites, 64);
+	for (int i = 0; i < n; i++) {
+		uint64_t at = sites[i].probe - sites[i].offset;
+
+		if (strcmp(sites[i].name, "malloc") && strcmp(sites[i].name, "free"))
+			continue;
+		print_message("%s: probes at +%d\n", sites[i].name, (int)at);
+		assert_true(at > 0 && at <= MT_SPEC_AT_MAX);
+		if (!strcmp(sites[i].name, "free"))
+			assert_int_equal(MT_SPEC_AT(sites[i].spec), at);
+		seen++;
+	}
+	assert_int_equal(seen, 2);
 	elf_info__free(&info);
 }
 
@@ -235,9 +343,17 @@ static int setup(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_moves_past_test),   cmocka_unit_test(test_emulated_start_stays),
-	    cmocka_unit_test(test_endbr_then_push),   cmocka_unit_test(test_unknown_stays),
-	    cmocka_unit_test(test_branch_into_stays), cmocka_unit_test(test_libc_sites),
+	    cmocka_unit_test(test_moves_past_test),
+	    cmocka_unit_test(test_emulated_start_stays),
+	    cmocka_unit_test(test_endbr_then_push),
+	    cmocka_unit_test(test_unknown_stays),
+	    cmocka_unit_test(test_moves_past_compare),
+	    cmocka_unit_test(test_moves_past_register_work),
+	    cmocka_unit_test(test_writes_stay),
+	    cmocka_unit_test(test_loop_back_stays),
+	    cmocka_unit_test(test_branch_into_stays),
+	    cmocka_unit_test(test_libc_sites),
+	    cmocka_unit_test(test_jemalloc_sites),
 	    cmocka_unit_test(test_placement_cache),
 	};
 
