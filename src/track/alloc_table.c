@@ -189,6 +189,21 @@ static unsigned alloc_table__args(uint32_t spec)
 	return m;
 }
 
+/* The site's argument indices where its probes moved them (probe_place__site's where). */
+static uint32_t alloc_table__moved_args(uint32_t spec, const uint8_t where[4])
+{
+	uint32_t size = MT_SPEC_SIZE(spec), nmemb = MT_SPEC_NMEMB(spec), ptr = MT_SPEC_PTR(spec);
+
+	if (spec & MT_SPEC_HAS_SIZE)
+		size = where[size];
+	if (spec & MT_SPEC_PRODUCT)
+		nmemb = where[nmemb];
+	if (spec & (MT_SPEC_FREE | MT_SPEC_OLD | MT_SPEC_MEMPTR))
+		ptr = where[ptr];
+
+	return MT_SPEC(MT_SPEC_TYPE(spec), size, nmemb, ptr, spec & ~0x3fffu);
+}
+
 static int alloc_table__add(const struct elf_info *info, const struct alloc_entry *t, bool leaf_free,
 			    bool shared, struct alloc_site *sites, int n, int cap)
 {
@@ -211,11 +226,15 @@ static int alloc_table__add(const struct elf_info *info, const struct alloc_entr
 		sites[n].ret = !(spec & MT_SPEC_LEAF);
 		sites[n].entry = !(spec & MT_SPEC_DLOPEN); /* dlopen: a return probe only */
 		sites[n].probe = off;
-		if (sites[n].entry)
+		if (sites[n].entry) {
+			uint8_t where[4];
+
 			/* as far as a shared library's free can say in its cookie (MT_SPEC_AT,
 			 * for MT_SPEC_SELF: 6 bits; jemalloc's free moves 48 bytes) */
-			sites[n].probe =
-			    probe_place__site(info, off, alloc_table__args(spec), MT_SPEC_AT_MAX);
+			sites[n].probe = probe_place__site(info, off, alloc_table__args(spec),
+							   MT_SPEC_AT_MAX, where);
+			sites[n].spec = alloc_table__moved_args(spec, where);
+		}
 		sites[n].spec = alloc_table__cookie(&sites[n], shared);
 		n++;
 	}

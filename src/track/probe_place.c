@@ -35,7 +35,7 @@
 #include "track/probe_place.h"
 
 #define PLACE_MAX_SKIP	   12 /* instructions */
-#define PLACE_CACHE_FORMAT 4  /* bump when the placement rules change */
+#define PLACE_CACHE_FORMAT 6  /* bump when the placement rules change */
 
 /* Length of the instruction at p if the kernel emulates it at a probe, else 0. Only the forms
  * the kernel accepts: no 0x66 operand-size prefix, no other prefix but REX.B on push. */
@@ -54,12 +54,12 @@ static size_t place__emulated(const uint8_t *p, size_t avail)
 	return 0;
 }
 
-/* The argument registers (0 rdi, 1 rsi, 2 rdx, 3 rcx) in every width, and the stack pointer:
- * what a skipped instruction must not write. */
+/* The argument registers (0 rdi, 1 rsi, 2 rdx, 3 rcx) in every width, then the stack
+ * pointer (-1): the registers a skipped instruction's writes are followed in. */
 static const struct {
-	int arg; /* -1: the stack pointer, whatever the site reads */
+	int arg;
 	x86_reg regs[5];
-} place_guarded[] = {
+} place_regs[] = {
     {0, {X86_REG_RDI, X86_REG_EDI, X86_REG_DI, X86_REG_DIL}},
     {1, {X86_REG_RSI, X86_REG_ESI, X86_REG_SI, X86_REG_SIL}},
     {2, {X86_REG_RDX, X86_REG_EDX, X86_REG_DX, X86_REG_DL, X86_REG_DH}},
@@ -67,20 +67,23 @@ static const struct {
     {-1, {X86_REG_RSP, X86_REG_ESP, X86_REG_SP, X86_REG_SPL}},
 };
 
-static bool place__guarded(x86_reg r, unsigned args)
+/* Which of place_regs r is (its arg, or -1 for the stack pointer), or -2: another register. */
+static int place__reg(x86_reg r)
 {
-	for (size_t i = 0; i < sizeof(place_guarded) / sizeof(place_guarded[0]); i++) {
-		if (place_guarded[i].arg >= 0 && !(args >> place_guarded[i].arg & 1))
-			continue;
-		for (int k = 0; k < 5 && place_guarded[i].regs[k]; k++)
-			if (place_guarded[i].regs[k] == r)
-				return true;
-	}
-	return false;
+	for (size_t i = 0; i < sizeof(place_regs) / sizeof(place_regs[0]); i++)
+		for (int k = 0; k < 5 && place_regs[i].regs[k]; k++)
+			if (place_regs[i].regs[k] == r)
+				return place_regs[i].arg;
+	return -2;
 }
 
-/* May insn run before the probe (rule 1)? */
-static bool place__skippable(csh h, const cs_insn *insn, unsigned args)
+/*
+ * May insn run before the probe (rule 1)? Follows where the call's arguments are: holds[r] is
+ * the argument (0-3) argument register r still holds whole, or -1. A 64-bit register move
+ * carries one over (mimalloc's malloc copies the size from %rdi to %rsi, then loads its heap
+ * into %rdi: the size is read from %rsi at its probe); any other write loses it.
+ */
+static bool place__skippable(csh h, const cs_insn *insn, int8_t holds[4])
 {
 	static const uint8_t groups[] = {
 	    CS_GRP_JUMP,      CS_GRP_CALL,	     CS_GRP_RET, CS_GRP_INT, CS_GRP_IRET,
@@ -88,6 +91,7 @@ static bool place__skippable(csh h, const cs_insn *insn, unsigned args)
 	const cs_x86 *x = &insn->detail->x86;
 	cs_regs rd, wr;
 	uint8_t nrd = 0, nwr = 0;
+	int copy = -1, to = -2;
 
 	for (size_t i = 0; i < sizeof(groups); i++)
 		if (cs_insn_group(h, insn, groups[i]))
@@ -105,9 +109,23 @@ static bool place__skippable(csh h, const cs_insn *insn, unsigned args)
 			return false;
 	if (cs_regs_access(h, insn, rd, &nrd, wr, &nwr))
 		return false;
-	for (uint8_t i = 0; i < nwr; i++)
-		if (place__guarded((x86_reg)wr[i], args) || wr[i] == X86_REG_RIP)
-			return false;
+	/* mov %src64,%dst64 (AT&T; capstone's operands: dst, src) */
+	if (insn->id == X86_INS_MOV && x->op_count == 2 && x->operands[0].type == X86_OP_REG &&
+	    x->operands[1].type == X86_OP_REG && x->operands[0].size == 8 &&
+	    x->operands[1].size == 8) {
+		int from = place__reg(x->operands[1].reg);
+
+		to = place__reg(x->operands[0].reg);
+		copy = from >= 0 ? holds[from] : -1;
+	}
+	for (uint8_t i = 0; i < nwr; i++) {
+		int r = place__reg((x86_reg)wr[i]);
+
+		if (r == -1 || wr[i] == X86_REG_RIP)
+			return false; /* the stack pointer: [rsp] is the return address */
+		if (r >= 0)
+			holds[r] = r == to ? (int8_t)copy : -1;
+	}
 	return true;
 }
 
@@ -148,7 +166,6 @@ static bool place__branch_into(const uint8_t *seg, size_t len, size_t lo, size_t
 	}
 	for (size_t j = 0; j + 5 <= len; j++) {
 		uint64_t t = (uint64_t)((int64_t)j + 5 + place__rel32(seg + j + 1));
-
 		bool jcc;
 		size_t at;
 
@@ -164,9 +181,34 @@ static bool place__branch_into(const uint8_t *seg, size_t len, size_t lo, size_t
 	return false;
 }
 
-size_t probe_place__in_segment(const uint8_t *seg, size_t len, size_t f, unsigned args,
-			       size_t max_bytes)
+/* Is every argument in args still whole in some register at the place (holds)? Then where[i]
+ * says which, its own first. */
+static bool place__args_held(const int8_t holds[4], unsigned args, uint8_t where[4])
 {
+	uint8_t w[4] = {0, 1, 2, 3};
+
+	for (int i = 0; i < 4; i++) {
+		if (!(args >> i & 1))
+			continue;
+		if (holds[i] != i) {
+			int r = 0;
+
+			while (r < 4 && holds[r] != i)
+				r++;
+			if (r == 4)
+				return false;
+			w[i] = (uint8_t)r;
+		}
+	}
+	memcpy(where, w, sizeof(w));
+	return true;
+}
+
+size_t probe_place__in_segment(const uint8_t *seg, size_t len, size_t f, unsigned args,
+			       size_t max_bytes, uint8_t where[4])
+{
+	int8_t holds[4] = {0, 1, 2, 3};
+	uint8_t w[4];
 	const uint8_t *code;
 	uint64_t addr;
 	size_t p = f, avail;
@@ -174,6 +216,8 @@ size_t probe_place__in_segment(const uint8_t *seg, size_t len, size_t f, unsigne
 	bool found = false;
 	csh h;
 
+	for (int i = 0; i < 4 && where; i++)
+		where[i] = (uint8_t)i;
 	if (f >= len || place__emulated(seg + f, len - f))
 		return f;
 	if (cs_open(CS_ARCH_X86, CS_MODE_64, &h) != CS_ERR_OK)
@@ -185,22 +229,26 @@ size_t probe_place__in_segment(const uint8_t *seg, size_t len, size_t f, unsigne
 	addr = f;
 	for (int k = 0; insn && k < PLACE_MAX_SKIP; k++) {
 		if (!cs_disasm_iter(h, &code, &avail, &addr, insn) ||
-		    !place__skippable(h, insn, args))
+		    !place__skippable(h, insn, holds))
 			break;
 		p = (size_t)addr;
 		if (p - f > max_bytes)
 			break;
 		if (place__emulated(seg + p, len - p)) {
-			found = true;
+			found = place__args_held(holds, args, w);
 			break;
 		}
 	}
 	if (insn)
 		cs_free(insn, 1);
 	cs_close(&h);
-	if (!found)
+	/* where changes only with the place: a site that stays reads its arguments where they came
+	 */
+	if (!found || place__branch_into(seg, len, f, p, p + place__emulated(seg + p, len - p)))
 		return f;
-	return place__branch_into(seg, len, f, p, p + place__emulated(seg + p, len - p)) ? f : p;
+	if (where)
+		memcpy(where, w, sizeof(w));
+	return p;
 }
 
 /*
@@ -210,7 +258,7 @@ size_t probe_place__in_segment(const uint8_t *seg, size_t len, size_t f, unsigne
  * shows 0xcc at the probe sites. Shared mappings are skipped by uprobes and cost no copy.
  */
 static uint64_t place__scan(const struct elf_info *info, uint64_t off, unsigned args,
-			    size_t max_bytes)
+			    size_t max_bytes, uint8_t where[4])
 {
 	long page = sysconf(_SC_PAGESIZE);
 	uint64_t probe = off;
@@ -234,13 +282,17 @@ static uint64_t place__scan(const struct elf_info *info, uint64_t off, unsigned 
 			break;
 		/* within one segment, file offsets and addresses differ by a constant */
 		probe = ph.p_offset + probe_place__in_segment(map + head, ph.p_filesz,
-							      off - ph.p_offset, args, max_bytes);
+							      off - ph.p_offset, args, max_bytes,
+							      where);
 		munmap(map, maplen);
 		break;
 	}
 	for (size_t i = 0; probe != off && i < info->nr_syms; i++)
-		if (info->syms[i].offset > off && info->syms[i].offset <= probe)
+		if (info->syms[i].offset > off && info->syms[i].offset <= probe) {
+			for (int a = 0; a < 4; a++)
+				where[a] = (uint8_t)a;
 			return off; /* another entry point inside the skipped bytes */
+		}
 	return probe;
 }
 
@@ -251,15 +303,23 @@ static uint64_t place__scan(const struct elf_info *info, uint64_t off, unsigned 
  * function's offset, the argument registers and the bound, next to the minimal BTF (btf_cache.h).
  */
 uint64_t probe_place__site(const struct elf_info *info, uint64_t off, unsigned args,
-			   size_t max_bytes)
+			   size_t max_bytes, uint8_t where[4])
 {
-	uint64_t probe, h = 1469598103934665603ull ^ PLACE_CACHE_FORMAT;
+	uint64_t h = 1469598103934665603ull ^ PLACE_CACHE_FORMAT;
+	struct {
+		uint64_t probe;
+		uint8_t where[4];
+		uint8_t pad[4];
+	} v = {0};
 	uint64_t key[8];
 	char name[128];
 	struct stat st;
+	bool ok = true;
 
+	for (int a = 0; a < 4; a++)
+		where[a] = (uint8_t)a;
 	if (info->fd < 0 || fstat(info->fd, &st))
-		return place__scan(info, off, args, max_bytes);
+		return place__scan(info, off, args, max_bytes, where);
 	key[0] = st.st_dev;
 	key[1] = st.st_ino;
 	key[2] = st.st_size;
@@ -272,10 +332,17 @@ uint64_t probe_place__site(const struct elf_info *info, uint64_t off, unsigned a
 		h = (h ^ ((const uint8_t *)key)[i]) * 1099511628211ull;
 	snprintf(name, sizeof(name), "place-%llx-%llx-%016llx", (unsigned long long)st.st_dev,
 		 (unsigned long long)st.st_ino, (unsigned long long)h);
-	if (btf_cache__get(name, &probe, sizeof(probe)) == 0 && probe >= off &&
-	    probe - off <= max_bytes)
-		return probe;
-	probe = place__scan(info, off, args, max_bytes);
-	btf_cache__put(name, &probe, sizeof(probe));
-	return probe;
+	if (btf_cache__get(name, &v, sizeof(v)) == 0 && v.probe >= off &&
+	    v.probe - off <= max_bytes) {
+		for (int a = 0; a < 4; a++)
+			ok = ok && v.where[a] < 4;
+		if (ok) {
+			memcpy(where, v.where, sizeof(v.where));
+			return v.probe;
+		}
+	}
+	v.probe = place__scan(info, off, args, max_bytes, v.where);
+	memcpy(where, v.where, sizeof(v.where));
+	btf_cache__put(name, &v, sizeof(v));
+	return v.probe;
 }

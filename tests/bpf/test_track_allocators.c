@@ -17,13 +17,14 @@
 static void check_allocator(void **state, const char *target, const char *kind)
 {
 	struct mt_run *r = mt_new_run(state);
+	struct mt_run_opts o = {.track_opts = mt_mode_opts};
 	const struct mt_expect *b;
 	json_t *libs = NULL, *l;
 	bool named = false;
 	size_t k;
 
 	MT_REQUIRE_ROOT();
-	mt_track_ok(r, NULL, MT_TARGET_ARGV(target), 0);
+	mt_track_ok(r, &o, MT_TARGET_ARGV(target), 0);
 	b = mt_need_expect(r, "begin", 0, 0);
 	mt_window_ok(r, b->tid, 0);
 	mt_each_op_once(r);
@@ -83,7 +84,7 @@ static void check_after_exec(void **state, const char *target)
 {
 	struct mt_run *r = mt_new_run(state);
 	char cmd[512];
-	struct mt_run_opts o = {.shell = cmd};
+	struct mt_run_opts o = {.shell = cmd, .track_opts = mt_mode_opts};
 	const struct mt_expect *b;
 
 	MT_REQUIRE_ROOT();
@@ -117,5 +118,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_static_after_exec, mt_teardown),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	/* each in the default mode (a shared family: the interposer), then under uprobes (the
+	 * family's own probes, moved past its first instructions: probe_place.h) */
+	return MT_RUN_IN_BOTH_MODES(tests);
 }
