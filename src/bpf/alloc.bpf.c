@@ -288,7 +288,8 @@ static __always_inline void mt_args_read(struct pt_regs *ctx, struct mt_args *r)
  * entry? Those are the library's internal business (glibc: the tcache flush at thread exit
  * calls __libc_free, the address of free); an LD_PRELOAD interposer never sees them, since it
  * only replaces what goes through symbol lookup: the PLT, the GOT, dlsym. At the entry probe,
- * before or after flag-only instructions (probe_place.h), [rsp] is still the return address;
+ * at the function's start or past instructions that write neither memory nor %rsp
+ * (probe_place.h; MT_SPEC_AT bytes on), [rsp] is still the return address;
  * the five bytes before it are the call. The target must be this very entry: a call to a PLT
  * stub, an indirect call or one into another function that then jumps here never matches, and
  * no other instruction that ends at a return address has a displacement that lands on it.

@@ -160,7 +160,7 @@ bool alloc_table__defines_c(const struct elf_info *info)
 	return false;
 }
 
-/* What a site's cookie says beyond its table row: where the entry probe sits, and whether a
+/* What a site's cookie says beyond its table row: where its probes sit, and whether a
  * direct call from the file's own code is internal (probe_spec.h, MT_SPEC_SELF). Frees only:
  * the check costs ~250 ns per outermost call (two reads of user memory, measured with
  * alloc_storm), and glibc's own direct calls to an allocating entry (realloc -> malloc) are
