@@ -61,6 +61,7 @@ struct libs {
 	bool preload; /* libs__preload */
 	bool defer;   /* auto: glibc's and libstdc++'s sites wait for libs__attach_glibc */
 	bool glibc_on; /* libs__attach_glibc was called */
+	bool dlopen_on; /* libs__attach_glibc_dlopen was called: glibc's dlopen stop is in */
 	bool loading; /* inspecting what an exec maps (not a dlopen) */
 	int (*pl_gate)(void *ctx); /* libs__set_pl_gate; NULL once passed */
 	void *pl_ctx;
@@ -74,6 +75,8 @@ struct libs {
 	bool pre_seen;	   /* the interposer was met in this inspection (lookup order) */
 	bool malloc_first; /* a file defining malloc comes before the interposer: the
 			    * interposer's malloc is not the program's, it serves nothing */
+	bool exe_malloc;   /* the executable defines malloc (libs__exe_malloc) */
+	bool lib_family;   /* a library (not the executable) of a jemalloc/mimalloc/tcmalloc kind */
 };
 
 static uint64_t libs__now(void)
@@ -222,6 +225,8 @@ static void libs__note(struct libs *l, struct lib_entry *e, bool is_exe)
 	if (!l->loading)
 		return;
 	l->nr_fam += libs__family(e->kind);
+	l->exe_malloc |= is_exe && e->malloc_def;
+	l->lib_family |= !is_exe && libs__family(e->kind);
 	if (!is_exe && e->malloc_def && l->first_malloc < 0)
 		l->first_malloc = e - l->v;
 	/* the interposer's own test (pl_malloc_is_ours): its malloc must be the first definition
@@ -248,6 +253,21 @@ static int libs__keep(struct lib_entry *e, struct alloc_site **dst, int have,
 	memcpy(v + have, sites, n * sizeof(*sites));
 	*dst = v;
 	return 0;
+}
+
+/* Moves the dlopen sites (MT_SPEC_DLOPEN) of sites[n] to the front, in order. Their count. */
+static int libs__dlopen_first(struct alloc_site *sites, int n)
+{
+	int k = 0;
+
+	for (int i = 0; i < n; i++)
+		if (sites[i].spec & MT_SPEC_DLOPEN) {
+			struct alloc_site s = sites[i];
+
+			memmove(sites + k + 1, sites + k, (size_t)(i - k) * sizeof(*sites));
+			sites[k++] = s;
+		}
+	return k;
 }
 
 /* Preload mode: what is left to probe in a file (see libs__preload). */
@@ -347,12 +367,17 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 	 * so does an executable with libstdc++ linked in (LIBS_KIND_STATIC_CXX) */
 	if (l->defer && !l->glibc_on &&
 	    (libs__glibc_family(e->kind) || served_family || e->static_cxx)) {
-		err = libs__keep(e, &e->later, 0, sites, n);
+		/* glibc's dlopen stop in already (libs__attach_glibc_dlopen): this file's too */
+		int now = l->dlopen_on ? libs__dlopen_first(sites, n) : 0;
+
+		err = libs__keep(e, &e->later, 0, sites + now, n - now);
 		if (err)
 			return err;
-		e->nr_later = n;
-		e->sites = 0;
-		return 0;
+		e->nr_later = n - now;
+		e->sites = now;
+		if (!now)
+			return 0;
+		n = now;
 	}
 	if (!l->set) {
 		err = libs__keep(e, &e->pending, 0, sites, n);
@@ -407,6 +432,36 @@ int libs__attach_glibc(struct libs *l)
 	return err ? err : added;
 }
 
+int libs__attach_glibc_dlopen(struct libs *l)
+{
+	int err = 0, added = 0;
+
+	if (l->glibc_on || l->dlopen_on)
+		return 0;
+	l->dlopen_on = true;
+	for (size_t i = 0; i < l->nr && !err; i++) {
+		struct lib_entry *e = &l->v[i];
+		int k = e->nr_later ? libs__dlopen_first(e->later, e->nr_later) : 0;
+
+		if (!k)
+			continue;
+		if (!l->set) /* libs__bind attaches them */
+			err = libs__keep(e, &e->pending, e->sites, e->later, k);
+		e->sites += k;
+		if (l->set && !err)
+			err = libs__attach_sites(l, e, e->later, k);
+		memmove(e->later, e->later + k, (size_t)(e->nr_later - k) * sizeof(*e->later));
+		e->nr_later -= k;
+		added += !err;
+	}
+	return err ? err : added;
+}
+
+bool libs__exe_malloc(const struct libs *l)
+{
+	return l->exe_malloc && !l->lib_family;
+}
+
 bool libs__glibc_attached(const struct libs *l)
 {
 	return !l->defer || l->glibc_on;
@@ -432,7 +487,7 @@ static int libs__inspect(struct libs *l, const char *root, const char *exe, cons
 	l->kinds = 0;
 	l->first_malloc = -1;
 	l->nr_fam = 0;
-	l->pre_seen = l->malloc_first = false;
+	l->pre_seen = l->malloc_first = l->exe_malloc = l->lib_family = false;
 	err = deps__resolve(root, exe, ld_path, ld_pre, &deps);
 	if (err)
 		return err;

@@ -24,6 +24,16 @@ void libs__preload(struct libs *l, dev_t dev, ino_t ino, bool defer);
  * every later one at once.
  * Returns the number of libraries attached, or -errno. */
 int libs__attach_glibc(struct libs *l);
+/* Auto mode: attaches only glibc's dlopen stop kept back so far, and every later one at once;
+ * the allocator sites wait on (libs__attach_glibc). For a process whose executable defines
+ * malloc (libs__exe_malloc): the loader binds every malloc, calloc, free... of the process,
+ * glibc's own calls and libstdc++'s operator new included, to the executable's, which has its
+ * own probes; glibc's allocator entry points are never reached there. Returns the number of
+ * libraries attached, or -errno. */
+int libs__attach_glibc_dlopen(struct libs *l);
+/* The last inspection's executable defines malloc, and no library of a jemalloc, mimalloc or
+ * tcmalloc kind comes with it (whose own entry points, mallocx..., wait with glibc's). */
+bool libs__exe_malloc(const struct libs *l);
 /* gate is called (until it returns 0) before the first uprobe sites that skip the processes
  * the interposer serves (MT_SPEC_PL) are attached: their skipping needs its control link. */
 void libs__set_pl_gate(struct libs *l, int (*gate)(void *ctx), void *ctx);

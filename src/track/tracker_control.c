@@ -133,6 +133,20 @@ static void tracker__judge(struct tracker *t, const struct mt_event *ev, int ins
 	preload_setup__mark_probed(&t->pre, pid, kinds, need || (kinds & PRELOAD_OTHER_ALLOCATORS));
 	if (!need || libs__glibc_attached(t->libs))
 		return;
+	/* its executable's malloc is the whole process's: glibc's allocator entry points are
+	 * never reached there, only its dlopen stop is needed (rustc, whose jemalloc is in the
+	 * executable: glibc's probes for it trapped every other process of the tree and of the
+	 * machine); the execs go on stopping to be judged */
+	if (inspected >= 0 && libs__exe_malloc(t->libs)) {
+		err = libs__attach_glibc_dlopen(t->libs);
+		if (err < 0)
+			log__warn("process %d: cannot attach to glibc's dlopen: %s", pid,
+				  strerror(-err));
+		log__debug(LOG_VERBOSE,
+			   "process %d: its executable defines malloc: glibc's dlopen stop only",
+			   pid);
+		return;
+	}
 	err = tracker__glibc_on(t, pid);
 	if (err)
 		log__warn("process %d: cannot attach to glibc: %s", pid, strerror(-err));

@@ -104,7 +104,12 @@ int tracker__attach_root(struct tracker *t)
 			t->root.known = false;
 		} else if (preload_setup__root_needs_probes(&t->pre, t->root.exe, kinds)) {
 			preload_setup__mark_probed(&t->pre, t->sp.pid, kinds, true);
-			libs__attach_glibc(t->libs); /* nothing bound yet: libs__bind attaches */
+			/* nothing bound yet: libs__bind attaches; an executable defining malloc
+			 * needs glibc's dlopen stop only (tracker__judge) */
+			if (libs__exe_malloc(t->libs))
+				libs__attach_glibc_dlopen(t->libs);
+			else
+				libs__attach_glibc(t->libs);
 		}
 	}
 	err = tracker__set_shm_owner(t);

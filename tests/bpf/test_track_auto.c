@@ -21,6 +21,10 @@
 #include "../lib/mt_check.h"
 #include "../lib/mt_modes.h"
 #include "../lib/mt_tmpdir.h"
+#include "bpf/probe_spec.h"
+#include "track/alloc_table.h"
+#include "track/deps.h"
+#include "track/elf_syms.h"
 
 static const char *const uprobe_opts[] = {"--alloc-hooks", "uprobe", NULL};
 static const char *const preload_opts[] = {"--alloc-hooks", "preload", NULL};
@@ -852,6 +856,85 @@ static void test_abi32_served(void **state)
 	}
 }
 
+/* The sites of glibc's libc.so.6 memtrack attached in run r (manifest libraries), 0 if none. */
+static long libc_sites_attached(const struct mt_run *r)
+{
+	json_t *libs = json_object_get(r->manifest, "libraries"), *e;
+	size_t i;
+
+	json_array_foreach(libs, i, e)
+	{
+		const char *path = json_string_value(json_object_get(e, "path"));
+
+		if (path && strstr(path, "/libc.so.6"))
+			return (long)json_integer_value(json_object_get(e, "sites"));
+	}
+	return 0;
+}
+
+/* How many of glibc's sites are its dlopen stop (MT_SPEC_DLOPEN), and all of them. */
+static void libc_site_counts(long *dlopen, long *all)
+{
+	struct alloc_site sites[64];
+	struct elf_info info;
+	char path[PATH_MAX];
+	int n;
+
+	assert_int_equal(deps__ldcache_lookup("", "libc.so.6", path, sizeof(path)), 0);
+	assert_int_equal(elf_info__load(path, &info), 0);
+	n = alloc_table__sites(&info, ALLOC_LIBC, false, sites, 64);
+	elf_info__free(&info);
+	*all = n;
+	*dlopen = 0;
+	for (int i = 0; i < n; i++)
+		*dlopen += (sites[i].spec & MT_SPEC_DLOPEN) != 0;
+}
+
+/*
+ * An executable that defines malloc (alloc_jemalloc_exe: jemalloc linked in) needs uprobes,
+ * its own; the loader binds every malloc of that process to it, so glibc's allocator entry
+ * points are never reached there and only glibc's dlopen stop goes in
+ * (libs__attach_glibc_dlopen): the served process after it traps nowhere. rustc is such a
+ * program: `rustc -O hello.rs` tracked took 0.87 s with glibc's probes on for its linker
+ * (rust-lld, served), 0.46 s without (bare 0.30 s). A process that needs glibc's probes after
+ * it (a cleared environment) gets them all. Events as under uprobes, process by process.
+ */
+static void test_exe_malloc_dlopen_only(void **state)
+{
+	struct mt_run *a = mt_new_run(state), u = {0}, b = {0}, ub = {0};
+	const char *const names[] = {"alloc_jemalloc_", "alloc_each", NULL}; /* comm: 15 chars */
+	char shell[4096];
+	long dlopen, all;
+
+	MT_REQUIRE_ROOT();
+	mt_need_file(mt_target("alloc_jemalloc_exe"));
+	libc_site_counts(&dlopen, &all);
+	assert_true(dlopen > 0 && all > dlopen);
+	snprintf(shell, sizeof(shell), "'%s' && '%s'", mt_target("alloc_jemalloc_exe"),
+		 mt_target("alloc_each"));
+	run_ok(a, auto_opts, shell);
+	run_ok(&u, uprobe_opts, shell);
+	MT_CHECK(a, libc_sites_attached(a) == dlopen,
+		 "%ld of glibc's sites attached, want its %ld dlopen stop sites alone",
+		 libc_sites_attached(a), dlopen);
+	check_split(a, "alloc_each", 1, 0);
+	MT_CHECK(a, count_family(a, "alloc_jemalloc_", "jemalloc", "uprobe") == 1,
+		 "alloc_jemalloc_exe: its jemalloc not labelled uprobe");
+	same_events(&u, a, names, 2);
+	/* then a process that needs glibc's own probes: all of them go in */
+	snprintf(shell, sizeof(shell), "'%s' && env -i '%s'", mt_target("alloc_jemalloc_exe"),
+		 mt_target("alloc_each"));
+	run_ok(&b, auto_opts, shell);
+	run_ok(&ub, uprobe_opts, shell);
+	MT_CHECK(&b, libc_sites_attached(&b) == all, "%ld of glibc's %ld sites attached",
+		 libc_sites_attached(&b), all);
+	check_split(&b, "alloc_each", 0, 1);
+	same_events(&ub, &b, names, 2);
+	mt_run_free(&u);
+	mt_run_free(&b);
+	mt_run_free(&ub);
+}
+
 /*
  * What no interposer can serve is counted, never silent: a static 32-bit program (no loader)
  * in auto mode, and any 32-bit program in uprobe mode (the uprobe programs read x86-64
@@ -898,6 +981,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_children_each_once, mt_teardown),
 	    cmocka_unit_test_teardown(test_allocators_preload_only, mt_teardown),
 	    cmocka_unit_test_teardown(test_allocators_unserved, mt_teardown),
+	    cmocka_unit_test_teardown(test_exe_malloc_dlopen_only, mt_teardown),
 	    cmocka_unit_test_teardown(test_family_preloaded_first, mt_teardown),
 	    cmocka_unit_test_teardown(test_labels_last_image, mt_teardown),
 	    cmocka_unit_test_teardown(test_mode_choice, mt_teardown),
