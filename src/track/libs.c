@@ -370,7 +370,7 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 		/* glibc's dlopen stop in already (libs__attach_glibc_dlopen): this file's too */
 		int now = l->dlopen_on ? libs__dlopen_first(sites, n) : 0;
 
-		err = libs__keep(e, &e->later, 0, sites + now, n - now);
+		err = n > now ? libs__keep(e, &e->later, 0, sites + now, n - now) : 0;
 		if (err)
 			return err;
 		e->nr_later = n - now;
