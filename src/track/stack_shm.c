@@ -144,26 +144,24 @@ uint32_t stack_shm__translate(void *ctx, const struct mt_event *ev)
 	if (!st || !s->sink)
 		goto bad;
 	raw = __atomic_load_n(&st->e.nr, __ATOMIC_RELAXED);
-	if (st->e.sink_id) {
-		s->truncated += !!(raw & MT_STK_TRUNCATED);
-		s->uretprobe += !!(raw & MT_STK_URETPROBE);
-		return st->e.sink_id;
-	}
-	nr = raw & ~MT_STK_FLAGS;
-	if (nr > MT_STK_MAX_FRAMES || len != sizeof(*st) + nr * sizeof(st->f[0]))
-		goto bad;
-	for (uint32_t i = 0; i < nr; i++) {
-		f[i].module = st->f[i].module ? module_id(s, st->f[i].module) : 0;
-		if (st->f[i].module && !f[i].module)
+	if (!st->e.sink_id) { /* the entry's first record: into the sink, once */
+		nr = raw & ~MT_STK_FLAGS;
+		if (nr > MT_STK_MAX_FRAMES || len != sizeof(*st) + nr * sizeof(st->f[0]))
 			goto bad;
-		f[i].vaddr = st->f[i].vaddr;
+		for (uint32_t i = 0; i < nr; i++) {
+			f[i].module = st->f[i].module ? module_id(s, st->f[i].module) : 0;
+			if (st->f[i].module && !f[i].module)
+				goto bad;
+			f[i].vaddr = st->f[i].vaddr;
+		}
+		if (stack_sink__stack(s->sink, f, nr, raw & MT_STK_TRUNCATED, &id))
+			goto bad;
+		st->e.sink_id = id;
 	}
-	if (stack_sink__stack(s->sink, f, nr, raw & MT_STK_TRUNCATED, &id))
-		goto bad;
-	st->e.sink_id = id;
+	/* per allocation, not per stack */
 	s->truncated += !!(raw & MT_STK_TRUNCATED);
 	s->uretprobe += !!(raw & MT_STK_URETPROBE);
-	return id;
+	return st->e.sink_id;
 bad:
 	s->bad++;
 	return 0;

@@ -244,21 +244,40 @@ static void test_libc_sites(void **state)
 	elf_info__free(&info);
 }
 
+/* The sites of the first library of names[] the loader's cache knows, as kind; fails the
+ * test (with the package to install) when none is there. */
+static int lib_sites(const char *const *names, enum alloc_kind kind, struct alloc_site *sites,
+		     int cap)
+{
+	struct elf_info info;
+	char path[4096];
+	int n;
+
+	while (*names && deps__ldcache_lookup("", *names, path, sizeof(path)))
+		names++;
+	if (!*names)
+		fail_msg("a library the tests use is missing: run scripts/deps.sh");
+	assert_int_equal(elf_info__load(path, &info), 0);
+	n = alloc_table__sites(&info, kind, false, sites, cap);
+	elf_info__free(&info);
+	return n;
+}
+
+static int libc_sites(struct alloc_site *sites, int cap)
+{
+	return lib_sites((const char *const[]){"libc.so.6", NULL}, ALLOC_LIBC, sites, cap);
+}
+
 /* A shared jemalloc (Debian's, which the tests use): its malloc (cmp; ja) and its free (nine
  * register and thread-local instructions, 48 bytes) move, and the free's cookie holds the
  * whole distance for the internal-call check (MT_SPEC_AT: 6 bits). */
 static void test_jemalloc_sites(void **state)
 {
 	struct alloc_site sites[64];
-	struct elf_info info;
-	char path[4096];
 	int n, seen = 0;
 
 	(void)state;
-	if (deps__ldcache_lookup("", "libjemalloc.so.2", path, sizeof(path)))
-		fail_msg("no libjemalloc.so.2: apt-get install libjemalloc-dev (scripts/deps.sh)");
-	assert_int_equal(elf_info__load(path, &info), 0);
-	n = alloc_table__sites(&info, ALLOC_JEMALLOC, false, sites, 64);
+	n = lib_sites((const char *const[]){"libjemalloc.so.2", NULL}, ALLOC_JEMALLOC, sites, 64);
 	for (int i = 0; i < n; i++) {
 		uint64_t at = sites[i].probe - sites[i].offset;
 
@@ -271,7 +290,6 @@ static void test_jemalloc_sites(void **state)
 		seen++;
 	}
 	assert_int_equal(seen, 2);
-	elf_info__free(&info);
 }
 
 /* Debian's libmimalloc: its malloc's (mi_malloc's) probes move past the heap load, and the size is
@@ -279,16 +297,11 @@ static void test_jemalloc_sites(void **state)
 static void test_mimalloc_sites(void **state)
 {
 	struct alloc_site sites[64];
-	struct elf_info info;
-	char path[4096];
 	int n, seen = 0;
 
 	(void)state;
-	if (deps__ldcache_lookup("", "libmimalloc.so", path, sizeof(path)) &&
-	    deps__ldcache_lookup("", "libmimalloc.so.2", path, sizeof(path)))
-		fail_msg("no libmimalloc: apt-get install libmimalloc-dev (scripts/deps.sh)");
-	assert_int_equal(elf_info__load(path, &info), 0);
-	n = alloc_table__sites(&info, ALLOC_MIMALLOC, false, sites, 64);
+	n = lib_sites((const char *const[]){"libmimalloc.so", "libmimalloc.so.2", NULL},
+		      ALLOC_MIMALLOC, sites, 64);
 	for (int i = 0; i < n; i++) {
 		/* mi_malloc, malloc: one address, one site (named after the first) */
 		if (strcmp(sites[i].name, "malloc") && strcmp(sites[i].name, "mi_malloc"))
@@ -300,7 +313,6 @@ static void test_mimalloc_sites(void **state)
 		seen++;
 	}
 	assert_int_equal(seen, 1);
-	elf_info__free(&info);
 }
 
 /* Every place-* file of dir gets its value changed by delta. Returns how many there were. */
@@ -328,19 +340,6 @@ static int tamper(const char *dir, int64_t delta)
 		n++;
 	}
 	pclose(ls);
-	return n;
-}
-
-static int libc_sites(struct alloc_site *sites, int cap)
-{
-	struct elf_info info;
-	char path[4096];
-	int n;
-
-	assert_int_equal(deps__ldcache_lookup("", "libc.so.6", path, sizeof(path)), 0);
-	assert_int_equal(elf_info__load(path, &info), 0);
-	n = alloc_table__sites(&info, ALLOC_LIBC, false, sites, cap);
-	elf_info__free(&info);
 	return n;
 }
 
