@@ -147,6 +147,9 @@ struct manifest {
 	/* shared files memtrack handed to processes of the tree that could not open them by
 	 * their path (another user's, another /dev/shm: src/track/handoff.h) */
 	uint64_t handoffs;
+	/* auto: times glibc's uprobes were taken out, no process of the tree needing them any
+	 * more (src/track/tracker_glibc.c) */
+	uint64_t glibc_detaches;
 	struct manifest_library *libraries;
 	uint32_t nr_libraries;
 	/* --stacks (stacks_file NULL: off, and neither key is written): outputs.stacks names the

@@ -377,6 +377,7 @@ static const struct field manifest_rows[] = {
     {"mechanisms", "stops", F_U64, M(stops)},
     {"mechanisms", "not_stopped", F_U64, M(not_stopped)},
     {"mechanisms", "handoffs", F_U64, M(handoffs)},
+    {"mechanisms", "glibc_detaches", F_U64, M(glibc_detaches)},
     {NULL, "libraries", F_SUB, .put = put_libraries, .get = get_libraries},
     {NULL, "stacks", F_SUB, .put = put_stacks, .get = get_stacks},
     {"events", "total", F_U64, M(events_total)},

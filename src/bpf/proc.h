@@ -55,6 +55,11 @@ struct mt_proc {
 	/* 1: the next exec of a known executable does not stop even when every exec stops
 	 * (stop_ctl[1]): the root's, judged by user space before it ran. Cleared at exec. */
 	mt_u32 no_stop;
+	/* Auto mode: 1 while this process needs glibc's and libstdc++'s uprobes (judged so at its
+	 * exec stop, or the root before it ran; mt_mark_proc MT_MARK_GLIBC). Inherited at fork,
+	 * kept through exec until user space judges the new image (MT_MARK_GLIBC_OFF): memtrack
+	 * takes those uprobes out once no process of the tree has it (tracker_glibc.c). */
+	mt_u32 glibc_need;
 	/* CLOCK_MONOTONIC ns when this image began (its exec, or its fork: a fork child runs a
 	 * copy); 0 for the root until its exec. A registration the interposer wrote before the
 	 * control link was live is this image's only if stamped later (mt_mark_proc). */
@@ -118,6 +123,8 @@ enum mt_preload_ctl {
 enum mt_mark {
 	MT_MARK_SERVED = 0,	/* a registration the control link did not see: mt_proc.served */
 	MT_MARK_SHM_DENIED = 1, /* its /dev/shm lacks the shared memory: mt_proc.shm_denied */
+	MT_MARK_GLIBC = 2,	/* it needs glibc's uprobes: mt_proc.glibc_need */
+	MT_MARK_GLIBC_OFF = 3,	/* its new image does not: mt_proc.glibc_need cleared */
 };
 
 #endif

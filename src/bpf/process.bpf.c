@@ -246,6 +246,7 @@ int BPF_PROG(mt_on_fork, struct task_struct *parent, struct task_struct *child)
 	init.ppid = ptgid;
 	init.served = pp->served; /* the interposer's state is copied with the memory */
 	init.shm_denied = pp->shm_denied; /* and the credentials */
+	init.glibc_need = pp->glibc_need; /* the same image, its needs */
 	init.image_ts = bpf_ktime_get_ns();
 	init.maps_stop = pp->maps_stop; /* so are the maps user space read (--stacks) */
 	if (bpf_map_update_elem(&procs, &ctgid, &init, BPF_NOEXIST)) {

@@ -68,22 +68,39 @@ int mt_preload_ctl_perf(struct pt_regs *ctx)
  * - MT_MARK_SHM_DENIED, at the exec stop of an image in another mount namespace whose /dev/shm
  *   does not hold the shared memory (MT_EXEC_OTHER_MNTNS): uprobes record it, and its
  *   interposer's refusal is no loss (mt_preload_ctl); stamped with the stop's record.
+ * - MT_MARK_GLIBC / MT_MARK_GLIBC_OFF, at the exec stop of an image that needs glibc's uprobes
+ *   (or not), auto mode: mt_proc.glibc_need, which memtrack reads to take those uprobes out
+ *   once no process of the tree needs them (tracker_glibc.c).
  * Marks the process unless it has exec'd since, or is another process reusing the pid: its
  * image began after the stamp. Against an exec on another CPU: the mark is set first, then
  * image_ts read by an atomic (a full barrier), while the exec sets image_ts by an exchange
  * before clearing both marks (process.bpf.c): either this sees the exec's stamp and undoes the
  * mark, or the exec's clearing comes after the mark. Returns 1 when marked.
+ * MT_MARK_GLIBC is set even on a later image: the exec keeps glibc_need until that image is
+ * judged, and a need kept too long only keeps the uprobes in longer.
  */
 SEC("raw_tp")
 int mt_mark_proc(struct bpf_raw_tracepoint_args *ctx)
 {
 	__u32 pid = (__u32)ctx->args[0];
-	__u64 ts = ctx->args[1];
-	bool denied = ctx->args[2] == MT_MARK_SHM_DENIED;
+	__u64 ts = ctx->args[1], what = ctx->args[2];
+	bool denied = what == MT_MARK_SHM_DENIED;
 	struct mt_proc *p = bpf_map_lookup_elem(&procs, &pid);
 
+	if (p && what == MT_MARK_GLIBC) {
+		p->glibc_need = 1;
+		return 1;
+	}
 	if (!p || p->image_ts > ts)
 		return 0;
+	if (what == MT_MARK_GLIBC_OFF) {
+		p->glibc_need = 0;
+		if (__sync_fetch_and_add(&p->image_ts, 0) > ts) {
+			p->glibc_need = 1; /* a later image, not judged yet: kept */
+			return 0;
+		}
+		return 1;
+	}
 	if (denied)
 		p->shm_denied = 1;
 	else

@@ -64,7 +64,16 @@ struct attach_set {
 	void *marker_ctx;
 	int *fds; /* uprobe_multi link fds */
 	struct bpf_link **links; /* perf uprobes */
+	uint8_t *group;		 /* each link's (attach_set__group): 0 for good */
+	uint8_t cur_group;
 	unsigned nr, cap;
+};
+
+/* Links taken out of a set (attach_set__take_group), to close off the caller's thread. */
+struct attach_taken {
+	int *fds;
+	struct bpf_link **links;
+	unsigned nr;
 };
 
 int attach__uprobe_multi_type(void)
@@ -212,8 +221,70 @@ static int attach_set__grow(struct attach_set *s, unsigned more)
 	if (!p)
 		return -ENOMEM;
 	s->links = p;
+	p = realloc(s->group, ncap * sizeof(*s->group));
+	if (!p)
+		return -ENOMEM;
+	s->group = p;
 	s->cap = ncap;
 	return 0;
+}
+
+/* Records link i's fd (or perf link) in the set's current group. */
+static void attach_set__push(struct attach_set *s, int fd, struct bpf_link *l)
+{
+	s->fds[s->nr] = fd;
+	s->links[s->nr] = l;
+	s->group[s->nr++] = s->cur_group;
+}
+
+void attach_set__group(struct attach_set *s, uint8_t group)
+{
+	s->cur_group = group;
+}
+
+int attach_set__take_group(struct attach_set *s, uint8_t group, struct attach_taken **out)
+{
+	struct attach_taken *t;
+	unsigned kept = 0;
+
+	*out = NULL;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->fds = calloc(s->nr ? s->nr : 1, sizeof(*t->fds));
+	t->links = calloc(s->nr ? s->nr : 1, sizeof(*t->links));
+	if (!t->fds || !t->links) {
+		attach_taken__close(t);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < s->nr; i++) {
+		if (s->group[i] == group) {
+			t->fds[t->nr] = s->fds[i];
+			t->links[t->nr++] = s->links[i];
+			continue;
+		}
+		s->fds[kept] = s->fds[i];
+		s->links[kept] = s->links[i];
+		s->group[kept++] = s->group[i];
+	}
+	s->nr = kept;
+	*out = t;
+	return (int)t->nr;
+}
+
+void attach_taken__close(struct attach_taken *t)
+{
+	if (!t)
+		return;
+	for (unsigned i = 0; i < t->nr; i++) {
+		if (t->links && t->links[i])
+			bpf_link__destroy(t->links[i]);
+		else if (t->fds && t->fds[i] >= 0)
+			close(t->fds[i]);
+	}
+	free(t->fds);
+	free(t->links);
+	free(t);
 }
 
 /*
@@ -257,8 +328,7 @@ static int attach_set__multi(struct attach_set *s, const char *path, const struc
 			err = fd;
 			break;
 		}
-		s->fds[s->nr] = fd;
-		s->links[s->nr++] = NULL;
+		attach_set__push(s, fd, NULL);
 	}
 	return err;
 }
@@ -280,8 +350,7 @@ static int attach_set__perf(struct attach_set *s, const char *path, const struct
 							    path, sites[i].probe, &o);
 			if (!l)
 				return -errno;
-			s->fds[s->nr] = -1;
-			s->links[s->nr++] = l;
+			attach_set__push(s, -1, l);
 		}
 	}
 	return 0;
@@ -336,8 +405,7 @@ int attach_set__usdt(struct attach_set *s, const char *path, const struct usdt_s
 					     false);
 		if (fd < 0)
 			return fd;
-		s->fds[s->nr] = fd;
-		s->links[s->nr++] = NULL;
+		attach_set__push(s, fd, NULL);
 		return 0;
 	}
 	if (!s->marker.prog)
@@ -350,8 +418,7 @@ int attach_set__usdt(struct attach_set *s, const char *path, const struct usdt_s
 
 		if (!l)
 			return -errno;
-		s->fds[s->nr] = -1;
-		s->links[s->nr++] = l;
+		attach_set__push(s, -1, l);
 	}
 	return 0;
 }
@@ -373,5 +440,6 @@ void attach_set__free(struct attach_set *s)
 	}
 	free(s->fds);
 	free(s->links);
+	free(s->group);
 	free(s);
 }

@@ -64,6 +64,15 @@ void attach_set__set_marker(struct attach_set *s, attach_marker_fn marker, void 
 /* Attaches the marker program to n USDT sites of path, with their semaphores. 0 or -errno. */
 int attach_set__usdt(struct attach_set *s, const char *path, const struct usdt_site *sites, int n);
 unsigned attach_set__links(const struct attach_set *s);
+/* The links made from now on belong to group (0, the default: until attach_set__free). */
+void attach_set__group(struct attach_set *s, uint8_t group);
+struct attach_taken;
+/* Takes the links of group out of the set into *out (NULL on failure), for
+ * attach_taken__close. Their count, or -errno. */
+int attach_set__take_group(struct attach_set *s, uint8_t group, struct attach_taken **out);
+/* Closes the taken links (each waits for the kernel's grace period: call it off the event
+ * loop) and frees them; NULL-safe. */
+void attach_taken__close(struct attach_taken *t);
 /* Detaches everything; NULL-safe. */
 void attach_set__free(struct attach_set *s);
 

@@ -16,6 +16,9 @@
 #include "track/usdt.h"
 
 #define LIBS_MAX_SITES 96
+/* The attach set's group of glibc's probes in auto mode (libs__attach_glibc): taken out again
+ * by libs__detach_glibc */
+#define LIBS_GROUP_GLIBC 1
 
 struct lib_entry {
 	dev_t dev;
@@ -25,11 +28,12 @@ struct lib_entry {
 	char *name; /* what the manifest shows, when path does not say it: NULL otherwise */
 	enum alloc_kind kind;
 	int sites;
+	int sites_max; /* the most attached at once: what the manifest lists (libs__fill) */
 	struct alloc_site *pending; /* sites found before libs__bind: attached there */
 	struct usdt_site *usdt; /* include/memtrack.h probes not attached yet (usdt.h) */
 	int nr_usdt;
 	/* auto: the allocator sites of glibc, libstdc++ or a family library an exec maps, kept
-	 * for libs__attach_glibc */
+	 * for libs__attach_glibc (and kept while attached, for the next one after a detach) */
 	struct alloc_site *later;
 	int nr_later;
 	int fd; /* once sites were kept back: the file (O_PATH) until libs__free, else -1 */
@@ -60,7 +64,8 @@ struct libs {
 	uint64_t attaches; /* attaches of sites to a file tried (libs__attaches) */
 	bool preload; /* libs__preload */
 	bool defer;   /* auto: glibc's and libstdc++'s sites wait for libs__attach_glibc */
-	bool glibc_on; /* libs__attach_glibc was called */
+	bool glibc_on;	 /* libs__attach_glibc was called, and no libs__detach_glibc since */
+	bool glibc_used; /* libs__attach_glibc was called */
 	bool dlopen_on; /* libs__attach_glibc_dlopen was called: glibc's dlopen stop is in */
 	bool loading; /* inspecting what an exec maps (not a dlopen) */
 	int (*pl_gate)(void *ctx); /* libs__set_pl_gate; NULL once passed */
@@ -162,6 +167,8 @@ static int libs__attach_sites(struct libs *l, struct lib_entry *e, const struct 
 		log__error("cannot attach uprobes to '%s': %s", e->path, strerror(-err));
 		return err;
 	}
+	if (e->sites > e->sites_max)
+		e->sites_max = e->sites;
 	log__debug(LOG_VERBOSE, "attached %d %s sites in %s", n, alloc_kind__name(e->kind),
 		   e->path);
 	for (int i = 0; i < n; i++)
@@ -283,6 +290,20 @@ static int libs__preload_filter(const struct lib_entry *e, struct alloc_site *si
 	return kept;
 }
 
+/* Attaches e's kept-back sites (e->sites counts them already) in glibc's group, which
+ * libs__detach_glibc takes out; before libs__bind, libs__bind does. */
+static int libs__attach_later(struct libs *l, struct lib_entry *e)
+{
+	int err;
+
+	if (!l->set || !e->nr_later)
+		return 0;
+	attach_set__group(l->set, LIBS_GROUP_GLIBC);
+	err = libs__attach_sites(l, e, e->later, e->nr_later);
+	attach_set__group(l->set, 0);
+	return err;
+}
+
 /* name: the path to show for it, NULL when path says it (see libs__fill). */
 static int libs__attach_file(struct libs *l, const char *path, const char *name, bool is_exe)
 {
@@ -365,8 +386,7 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 	 * family library an exec maps waits too: a process whose malloc it is is served
 	 * (libs__inspect), any other one needs the probes, and has them attached before it runs;
 	 * so does an executable with libstdc++ linked in (LIBS_KIND_STATIC_CXX) */
-	if (l->defer && !l->glibc_on &&
-	    (libs__glibc_family(e->kind) || served_family || e->static_cxx)) {
+	if (l->defer && (libs__glibc_family(e->kind) || served_family || e->static_cxx)) {
 		/* glibc's dlopen stop in already (libs__attach_glibc_dlopen): this file's too */
 		int now = l->dlopen_on ? libs__dlopen_first(sites, n) : 0;
 
@@ -375,8 +395,14 @@ static int libs__attach_file(struct libs *l, const char *path, const char *name,
 			return err;
 		e->nr_later = n - now;
 		e->sites = now;
+		if (l->glibc_on && e->nr_later) { /* glibc's probes are in: so are this file's */
+			e->sites += e->nr_later;
+			err = libs__attach_later(l, e);
+			if (err)
+				return err;
+		}
 		if (!now)
-			return 0;
+			return l->glibc_on && e->nr_later ? 1 : 0;
 		n = now;
 	}
 	if (!l->set) {
@@ -394,11 +420,15 @@ int libs__bind(struct libs *l, struct attach_set *set)
 	l->set = set;
 	for (size_t i = 0; i < l->nr && !err; i++) {
 		err = libs__attach_usdt(l, &l->v[i]);
-		if (err || !l->v[i].pending)
-			continue;
-		err = libs__attach_sites(l, &l->v[i], l->v[i].pending, l->v[i].sites);
-		free(l->v[i].pending);
-		l->v[i].pending = NULL;
+		if (!err && l->v[i].pending) {
+			err = libs__attach_sites(l, &l->v[i], l->v[i].pending,
+						 l->v[i].sites -
+						     (l->glibc_on ? l->v[i].nr_later : 0));
+			free(l->v[i].pending);
+			l->v[i].pending = NULL;
+		}
+		if (!err && l->glibc_on)
+			err = libs__attach_later(l, &l->v[i]);
 	}
 	return err;
 }
@@ -413,23 +443,31 @@ int libs__attach_glibc(struct libs *l)
 {
 	int err = 0, added = 0;
 
+	if (l->glibc_on)
+		return 0;
 	l->glibc_on = true;
+	l->glibc_used = true;
 	for (size_t i = 0; i < l->nr && !err; i++) {
 		struct lib_entry *e = &l->v[i];
 
 		if (!e->nr_later)
 			continue;
-		if (!l->set) /* libs__bind attaches them */
-			err = libs__keep(e, &e->pending, e->sites, e->later, e->nr_later);
 		e->sites += e->nr_later;
-		if (l->set)
-			err = libs__attach_sites(l, e, e->later, e->nr_later);
-		free(e->later);
-		e->later = NULL;
-		e->nr_later = 0;
+		err = libs__attach_later(l, e);
 		added += !err;
 	}
 	return err ? err : added;
+}
+
+int libs__detach_glibc(struct libs *l, struct attach_taken **out)
+{
+	*out = NULL;
+	if (!l->glibc_on || !l->set)
+		return 0;
+	l->glibc_on = false;
+	for (size_t i = 0; i < l->nr; i++)
+		l->v[i].sites -= l->v[i].nr_later;
+	return attach_set__take_group(l->set, LIBS_GROUP_GLIBC, out);
 }
 
 int libs__attach_glibc_dlopen(struct libs *l)
@@ -465,6 +503,11 @@ bool libs__exe_malloc(const struct libs *l)
 bool libs__glibc_attached(const struct libs *l)
 {
 	return !l->defer || l->glibc_on;
+}
+
+bool libs__glibc_used(const struct libs *l)
+{
+	return !l->defer || l->glibc_used;
 }
 
 uint64_t libs__attaches(const struct libs *l)
@@ -634,7 +677,7 @@ int libs__fill(const struct libs *l, struct manifest *m)
 	size_t n = 0;
 
 	for (size_t i = 0; i < l->nr; i++)
-		n += l->v[i].sites > 0;
+		n += l->v[i].sites_max > 0;
 	m->libraries = calloc(n ? n : 1, sizeof(*m->libraries));
 	if (!m->libraries)
 		return -ENOMEM;
@@ -642,7 +685,7 @@ int libs__fill(const struct libs *l, struct manifest *m)
 		struct manifest_library *ml;
 		const char *p = l->v[i].path;
 
-		if (!l->v[i].sites)
+		if (!l->v[i].sites_max)
 			continue;
 		ml = &m->libraries[m->nr_libraries++];
 		/* "/proc/PID/root/usr/lib/x" is "/usr/lib/x" seen from that process */
@@ -652,7 +695,7 @@ int libs__fill(const struct libs *l, struct manifest *m)
 			p = strstr(p, "/root/") + 5;
 		ml->path = strdup(p);
 		ml->kind = strdup(alloc_kind__name(l->v[i].kind));
-		ml->sites = l->v[i].sites;
+		ml->sites = l->v[i].sites_max;
 		if (!ml->path || !ml->kind)
 			return -ENOMEM;
 	}

@@ -21,9 +21,13 @@ int libs__new(struct libs **l, struct attach_set *set);
  * (src/preload/preload_dl.c). */
 void libs__preload(struct libs *l, dev_t dev, ino_t ino, bool defer);
 /* Attaches the sites kept back so far (auto: glibc's, libstdc++'s, the shared families'), and
- * every later one at once.
+ * every later one at once, until libs__detach_glibc.
  * Returns the number of libraries attached, or -errno. */
 int libs__attach_glibc(struct libs *l);
+struct attach_taken;
+/* Auto mode: takes out what libs__attach_glibc attached (the sites are kept back again, for
+ * its next call) into *out, for attach_taken__close. The number of links, or -errno. */
+int libs__detach_glibc(struct libs *l, struct attach_taken **out);
 /* Auto mode: attaches only glibc's dlopen stop kept back so far, and every later one at once;
  * the allocator sites wait on (libs__attach_glibc). For a process whose executable defines
  * malloc (libs__exe_malloc): the loader binds every malloc, calloc, free... of the process,
@@ -38,6 +42,8 @@ bool libs__exe_malloc(const struct libs *l);
  * the interposer serves (MT_SPEC_PL) are attached: their skipping needs its control link. */
 void libs__set_pl_gate(struct libs *l, int (*gate)(void *ctx), void *ctx);
 bool libs__glibc_attached(const struct libs *l);
+/* Were glibc's probes attached at any time of the run? */
+bool libs__glibc_used(const struct libs *l);
 /* A library other than glibc's libc.so that defines malloc as glibc does (another interposer,
  * such as a counting LD_PRELOAD library): the interposer forwards to it (libs__kinds). */
 #define LIBS_KIND_MALLOC_SHIM (1u << 31)

@@ -78,8 +78,9 @@ int tracker__mark_proc(struct tracker *t, int32_t pid, uint64_t ts, enum mt_mark
 	return (int)o.retval;
 }
 
-/* Auto mode: glibc's and libstdc++'s probes go in for good (a process the interposer cannot
- * serve); the processes it serves are skipped by the BPF side (mt_proc.served). */
+/* Auto mode: glibc's and libstdc++'s probes go in (a process the interposer cannot serve),
+ * until no process of the tree needs them (tracker_glibc.c); the processes it serves are
+ * skipped by the BPF side (mt_proc.served). The execs go on stopping to be judged. */
 static int tracker__glibc_on(struct tracker *t, pid_t pid)
 {
 	int err = libs__attach_glibc(t->libs);
@@ -88,9 +89,9 @@ static int tracker__glibc_on(struct tracker *t, pid_t pid)
 		return err;
 	log__debug(LOG_VERBOSE,
 		   "process %d is not served by the interposer: uprobes on glibc and libstdc++ "
-		   "(every process calling them on this machine traps from now on)",
+		   "(every process calling them on this machine traps while they are in)",
 		   pid);
-	return tracker__set_stop_all(t, false);
+	return 0;
 }
 
 /* Is pid's image still the one its exec record names (ev->addr, the executable's key)? A task
@@ -131,6 +132,8 @@ static void tracker__judge(struct tracker *t, const struct mt_event *ev, int ins
 	log__debug(LOG_DEBUG, "process %d: allocator kinds %#x, %s", pid, kinds,
 		   need ? "needs uprobes" : "the interposer's");
 	preload_setup__mark_probed(&t->pre, pid, kinds, need || (kinds & PRELOAD_OTHER_ALLOCATORS));
+	/* its executable's malloc is the process's (below): glibc's probes are not its need */
+	tracker__glibc_mark(t, pid, ev->ts, need && !(inspected >= 0 && libs__exe_malloc(t->libs)));
 	if (!need || libs__glibc_attached(t->libs))
 		return;
 	/* its executable's malloc is the whole process's: glibc's allocator entry points are

@@ -208,7 +208,7 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 	bpf_map_lookup_elem(t->fd.global, &zero, &g);
 	heap_acct__fill(t->acct, &t->m);
 	preload_setup__fill(&t->pre, &t->m,
-			    !t->pre.on || (t->pre.autom && libs__glibc_attached(t->libs)));
+			    !t->pre.on || (t->pre.autom && libs__glibc_used(t->libs)));
 	/* The kernel-side tree peak is exact (every page); the artifact's Rss records are
 	 * decimated, so prefer the larger of the two. */
 	if ((uint64_t)g.tree_peak > t->m.peak_rss)

@@ -113,6 +113,13 @@ struct tracker {
 	uint64_t abi_unrecorded;  /* execs of 32-bit programs (drops.abi, control_inspect_exe) */
 	uint64_t late_probes;	  /* images run on while probed (drops.late_probes) */
 	bool inspect_gone;	  /* the last exec inspection found its process gone */
+	/* auto: processes marked as needing glibc's uprobes (tracker_glibc.c), the last look at
+	 * the tree for them (CLOCK_MONOTONIC ns), and whether the root is one */
+	uint64_t glibc_marks;
+	uint64_t glibc_scan_ns;
+	uint64_t glibc_exits; /* Exit records at that look */
+	bool glibc_rescan;    /* an image judged not to need them since */
+	bool root_glibc;
 	uint64_t drops_total; /* drops of every reason (BPF side, preload), by tracker__finish */
 	bool handed_off; /* a detacher holds every BPF fd and our address space (detach below) */
 	struct root_prep root;	  /* the root executable, inspected while the programs load */
@@ -182,6 +189,10 @@ int tracker__alloc_ensure(struct tracker *t);
 int tracker__control_record(void *ctx, const struct mt_event *ev);
 int tracker__set_stops(struct tracker *t, bool on);
 int tracker__set_stop_all(struct tracker *t, bool on);
+/* tracker_glibc.c: marks pid (its image stamped ts) as needing glibc's uprobes or not */
+void tracker__glibc_mark(struct tracker *t, pid_t pid, uint64_t ts, bool need);
+/* From the loop: takes glibc's uprobes out once no process of the tree needs them. */
+void tracker__glibc_tick(struct tracker *t);
 int tracker__set_shm_owner(struct tracker *t);
 int tracker__mark_proc(struct tracker *t, int32_t pid, uint64_t ts, enum mt_mark what);
 

@@ -109,7 +109,7 @@ int tracker__attach_root(struct tracker *t)
 			if (libs__exe_malloc(t->libs))
 				libs__attach_glibc_dlopen(t->libs);
 			else
-				libs__attach_glibc(t->libs);
+				t->root_glibc = libs__attach_glibc(t->libs) >= 0;
 		}
 	}
 	err = tracker__set_shm_owner(t);
@@ -121,7 +121,7 @@ int tracker__attach_root(struct tracker *t)
 		if (t->root.known && elf__native_abi(t->root.exe) != 0)
 			bpf_map_update_elem(t->fd.known_exe, &t->root.key, &one, BPF_ANY);
 		if (t->pre.autom)
-			err = tracker__set_stop_all(t, !libs__glibc_attached(t->libs));
+			err = tracker__set_stop_all(t, true); /* each exec judged */
 	}
 	if (err)
 		log__error("cannot set the exec stops' controls (BPF map stop_ctl): %s",
@@ -232,7 +232,7 @@ int tracker__pl_gate(void *ctx)
 
 int tracker__register_root(struct tracker *t)
 {
-	struct mt_proc zero = {.no_stop = t->root.known};
+	struct mt_proc zero = {.no_stop = t->root.known, .glibc_need = t->root_glibc};
 	__u32 pid = t->sp.pid;
 	int err = 0;
 
@@ -244,6 +244,7 @@ int tracker__register_root(struct tracker *t)
 	 * judged here (tracker__attach_root) */
 	if (bpf_map_update_elem(t->fd.procs, &pid, &zero, BPF_ANY))
 		err = -errno;
+	t->glibc_marks += t->root_glibc;
 	if (err)
 		log__error("cannot register process %d: %s", pid, strerror(-err));
 	return err;
@@ -413,6 +414,7 @@ int tracker__loop(struct tracker *t)
 			return -errno;
 		consumer__drain(&t->cons);
 		stop_relay__tick(&t->relay);
+		tracker__glibc_tick(t);
 		/* the control link made (or failed) on its thread: scan, or attach it otherwise */
 		if (!t->ctl_ready && t->pre.on && !early_links__ctl_pending(&t->early))
 			tracker__ctl_ready(t);

@@ -5,8 +5,11 @@
  * child that start before memtrack's control link is live (MEMTRACK_TEST_CTL_DELAY_MS) and
  * allocate after something else in the tree made memtrack attach glibc's uprobes. The child
  * makes no call between the fork and its sleep.
+ * `late_work MS orphan`: the parent exits at once after the fork (no second round, no wait):
+ * its child allocates MS milliseconds after its parent is gone (tests/bpf/test_track_glibc.c).
  */
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +38,8 @@ int main(int argc, char **argv)
 		_exit(0);
 	}
 	mt_say_fact("fork", (uint64_t)pid);
+	if (argc > 2 && !strcmp(argv[2], "orphan"))
+		return 0;
 	nap(ms);
 	mt_alloc_round(3333);
 	waitpid(pid, NULL, 0);

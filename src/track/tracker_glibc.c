@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Auto mode: glibc's and libstdc++'s uprobes only while a process of the tree needs them.
+ *
+ * A process the interposer cannot serve (a cleared environment, sudo's or su's child, a secure
+ * exec, another pid namespace) needs them. While they are in, every call of glibc's malloc by
+ * any process of the machine traps, the tree's served processes included (the program skips
+ * them, the trap is paid): `sh -c 'env -i true; storm'` ran its storm 5x slower than without
+ * the `env -i true` before it, for the rest of the run. So each process judged to need them is
+ * marked (mt_proc.glibc_need: set at its exec stop, inherited by its fork children, cleared
+ * when a later image of it is judged not to need them), and once no process of the tree has
+ * the mark, the probes come out. The next process that needs them is stopped at its exec (the
+ * execs go on stopping to be judged while the probes are in) and gets them back before it
+ * runs.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <bpf/bpf.h>
+#include "bpf/proc.h"
+#include "common/log.h"
+#include "track/attach.h"
+#include "track/tracker_priv.h"
+
+/* While the probes are in, the tree is looked at (two system calls a process, until one that
+ * needs them) after a process exited or an image was judged not to need them, at most every
+ * GLIBC_SCAN_NS, and every GLIBC_IDLE_SCAN_NS anyway (an Exit record lost to a full ring) */
+#define GLIBC_SCAN_NS	   10000000ull
+#define GLIBC_IDLE_SCAN_NS 200000000ull
+
+void tracker__glibc_mark(struct tracker *t, pid_t pid, uint64_t ts, bool need)
+{
+	int m;
+
+	if (!t->pre.autom || (!need && !t->glibc_marks))
+		return; /* nothing marked yet: nothing to clear */
+	m = tracker__mark_proc(t, pid, ts, need ? MT_MARK_GLIBC : MT_MARK_GLIBC_OFF);
+	if (m < 0)
+		log__warn("process %d: cannot mark whether it needs glibc's uprobes: %s", pid,
+			  strerror(-m));
+	t->glibc_marks += need && m > 0;
+	t->glibc_rescan |= !need && m > 0;
+}
+
+/* Does a process of the tree need glibc's probes? Errs on their side. */
+static bool glibc__needed(struct tracker *t)
+{
+	struct mt_proc p;
+	__u32 key, next;
+	int err;
+
+	for (err = bpf_map_get_next_key(t->fd.procs, NULL, &key); !err;
+	     err = bpf_map_get_next_key(t->fd.procs, &key, &next), key = next)
+		if (!bpf_map_lookup_elem(t->fd.procs, &key, &p) && p.glibc_need)
+			return true;
+	return errno != ENOENT;
+}
+
+/* The links' closing waits for the kernel's grace period (~25-40 ms here): not on the loop.
+ * The probes are out of every process before that wait begins. */
+static void *glibc__closer(void *arg)
+{
+	attach_taken__close(arg);
+	return NULL;
+}
+
+void tracker__glibc_tick(struct tracker *t)
+{
+	struct attach_taken *taken;
+	pthread_attr_t attr;
+	pthread_t th;
+	uint64_t now;
+	int n;
+
+	if (!t->pre.autom || !libs__glibc_attached(t->libs))
+		return;
+	now = now_ns(CLOCK_MONOTONIC);
+	if (now - t->glibc_scan_ns < GLIBC_SCAN_NS ||
+	    (t->sinks.counts[MT_EV_EXIT] == t->glibc_exits && !t->glibc_rescan &&
+	     now - t->glibc_scan_ns < GLIBC_IDLE_SCAN_NS))
+		return;
+	t->glibc_scan_ns = now;
+	t->glibc_exits = t->sinks.counts[MT_EV_EXIT];
+	t->glibc_rescan = false;
+	if (glibc__needed(t))
+		return;
+	n = libs__detach_glibc(t->libs, &taken);
+	if (n < 0) {
+		log__warn("cannot take glibc's uprobes out: %s", strerror(-n));
+		return;
+	}
+	t->m.glibc_detaches++;
+	log__debug(LOG_VERBOSE,
+		   "%7.2f ms no process of the tree needs glibc's uprobes: %d links taken out",
+		   ((double)now - (double)t->t_start) / 1e6, n);
+	if (pthread_attr_init(&attr)) {
+		attach_taken__close(taken);
+		return;
+	}
+	if (pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) ||
+	    pthread_create(&th, &attr, glibc__closer, taken))
+		attach_taken__close(taken); /* here, then */
+	pthread_attr_destroy(&attr);
+}

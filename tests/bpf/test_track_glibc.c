@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Root tests, auto mode: glibc's uprobes are in only while a process of the tree needs them
+ * (src/track/tracker_glibc.c). Until 7 December 2026 the first process the interposer could not
+ * serve (`env -i`, sudo's child) put them in for the rest of the run: every later malloc of
+ * the tree's served processes, and of every other process of the machine, trapped.
+ * build/targets/libc_patched tells from inside a process whether glibc's entry points carry a
+ * breakpoint (the same on every kernel); `libc_patched clean MS` waits for them to be clean.
+ * Each wait is bounded (5 s) far above what the mechanism takes: the tree is looked at every
+ * 10 ms, and the breakpoints are removed before the links' grace period.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <limits.h>
+#include <cmocka.h>
+#include "../lib/mt_check.h"
+#include "../lib/mt_tmpdir.h"
+
+static const char *const auto_opts[] = {"--alloc-hooks", "auto", NULL};
+
+/* The first line of dir/name, or "" */
+static const char *line_of(const char *dir, const char *name, char *buf, size_t cap)
+{
+	char path[PATH_MAX];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	buf[0] = 0;
+	f = fopen(path, "r");
+	if (f && fgets(buf, (int)cap, f))
+		buf[strcspn(buf, "\n")] = 0;
+	if (f)
+		fclose(f);
+	return buf;
+}
+
+static uint64_t detaches(struct mt_run *r)
+{
+	return mt_need_u64(r, "mechanisms.glibc_detaches");
+}
+
+/*
+ * In, out, in, out: a cleared environment's process sees glibc patched; once it is gone, a
+ * served process sees it clean, and its calls are the interposer's; a second cleared one gets
+ * the probes back before it runs (each of its calls recorded once), and they go out again.
+ */
+static void test_glibc_out_and_in(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	char dir[128], cmd[4096], b1[64], b2[64], b3[64];
+	struct mt_run_opts o = {.track_opts = auto_opts, .shell = cmd};
+	const char *lp = mt_target("libc_patched"), *ae = mt_target("alloc_each");
+
+	MT_REQUIRE_ROOT();
+	mt_need_file(lp);
+	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "glibc"), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "env -i '%s' > '%s/in'; '%s' clean 5000 > '%s/out1'; '%s' && "
+		 "env -i MT_EXPECT_FD=$MT_EXPECT_FD '%s' && { '%s' clean 5000 > '%s/out2'; true; }",
+		 lp, dir, lp, dir, ae, ae, lp, dir);
+	mt_track_ok(r, &o, NULL, 0);
+	line_of(dir, "in", b1, sizeof(b1));
+	line_of(dir, "out1", b2, sizeof(b2));
+	line_of(dir, "out2", b3, sizeof(b3));
+	mt_tmpdir_remove(dir);
+	MT_CHECK(r, !strcmp(b1, "patched"), "the cleared environment's process saw glibc %s", b1);
+	MT_CHECK(r, !strcmp(b2, "clean") && !strcmp(b3, "clean"),
+		 "after it, glibc %s; after the second, %s (want clean both times)", b2, b3);
+	MT_CHECK(r, detaches(r) == 2, "mechanisms.glibc_detaches %llu, want 2",
+		 (unsigned long long)detaches(r));
+	MT_CHECK(r, mt_need_u64(r, "drops.total") == 0, "records were dropped");
+	mt_each_op_once(r);
+}
+
+/*
+ * A fork child of a process that needs the probes needs them too: its parent exits at once,
+ * the child allocates 300 ms later (late_work orphan), each call recorded once. Without the
+ * need inherited at fork the probes went out ~10 ms after the parent and the calls were lost.
+ */
+static void test_glibc_kept_for_fork_child(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	char cmd[1024];
+	struct mt_run_opts o = {.track_opts = auto_opts, .shell = cmd};
+	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 2222};
+
+	MT_REQUIRE_ROOT();
+	snprintf(cmd, sizeof(cmd), "env -i MT_EXPECT_FD=$MT_EXPECT_FD '%s' 300 orphan",
+		 mt_target("late_work"));
+	mt_track_ok(r, &o, NULL, 0);
+	MT_CHECK(r, mt_count(r, &f) >= 1, "the orphan's Malloc of 2222 bytes is missing");
+	MT_CHECK(r, detaches(r) <= 1, "mechanisms.glibc_detaches %llu, want at most 1",
+		 (unsigned long long)detaches(r));
+	MT_CHECK(r, mt_need_u64(r, "drops.total") == 0, "records were dropped");
+	mt_each_op_once(r);
+}
+
+/*
+ * A process that needed them execs an image the interposer serves (its environment names it
+ * again): that image's judgement clears the need, and the probes go out while it runs.
+ */
+static void test_glibc_out_at_served_exec(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	char dir[128], cmd[4096], b[64];
+	struct mt_run_opts o = {.track_opts = auto_opts, .shell = cmd};
+
+	MT_REQUIRE_ROOT();
+	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "glibc"), 0);
+	/* sh and env run without the interposer's variables, libc_patched with them again */
+	snprintf(cmd, sizeof(cmd),
+		 "env -i P=\"$LD_PRELOAD\" S=\"$MEMTRACK_PRELOAD_SHM\" /bin/sh -c "
+		 "'exec /usr/bin/env LD_PRELOAD=\"$P\" MEMTRACK_PRELOAD_SHM=\"$S\" \"$0\" clean "
+		 "5000' '%s' > '%s/out'; true",
+		 mt_target("libc_patched"), dir);
+	mt_track_ok(r, &o, NULL, 0);
+	line_of(dir, "out", b, sizeof(b));
+	mt_tmpdir_remove(dir);
+	MT_CHECK(r, !strcmp(b, "clean"), "the served image saw glibc %s, want clean", b);
+	MT_CHECK(r, detaches(r) == 1, "mechanisms.glibc_detaches %llu, want 1",
+		 (unsigned long long)detaches(r));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_teardown(test_glibc_out_and_in, mt_teardown),
+	    cmocka_unit_test_teardown(test_glibc_kept_for_fork_child, mt_teardown),
+	    cmocka_unit_test_teardown(test_glibc_out_at_served_exec, mt_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
