@@ -276,6 +276,7 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct mt_proc *p = bpf_map_lookup_elem(&procs, &tgid);
 	struct mm_struct *mm;
+	struct mt_thread *t;
 	bool locked, no_stop, denied;
 	__u64 judge;
 
@@ -300,6 +301,14 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	p->maps_stop = 0; /* the new image's maps are read at its first stack (alloc.bpf.c) */
 	no_stop = p->no_stop;
 	p->no_stop = 0;
+	/* the old image's calls are over: a depth one of them left (its return never seen: a
+	 * probe taken out during the call, tracker_glibc.c; a longjmp) would make every call of
+	 * the new image nested, unrecorded */
+	t = mt_thread_get();
+	if (t) {
+		t->depth = 0;
+		t->internal = 0;
+	}
 	mt_own_mm((__u64)mm, tgid);
 	/* before the re-base (the tail call does not return): the stop is taken on the way back
 	 * to user space, after all of this */

@@ -276,7 +276,9 @@ void attach_taken__close(struct attach_taken *t)
 {
 	if (!t)
 		return;
-	for (unsigned i = 0; i < t->nr; i++) {
+	/* the reverse of their making: a file's entry link before its return (or session) link,
+	 * so that a call whose entry ran keeps its return while the entry's link closes */
+	for (unsigned i = t->nr; i-- > 0;) {
 		if (t->links && t->links[i])
 			bpf_link__destroy(t->links[i]);
 		else if (t->fds && t->fds[i] >= 0)

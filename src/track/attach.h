@@ -70,8 +70,8 @@ struct attach_taken;
 /* Takes the links of group out of the set into *out (NULL on failure), for
  * attach_taken__close. Their count, or -errno. */
 int attach_set__take_group(struct attach_set *s, uint8_t group, struct attach_taken **out);
-/* Closes the taken links (each waits for the kernel's grace period: call it off the event
- * loop) and frees them; NULL-safe. */
+/* Closes the taken links, the last made first (each waits for the kernel's grace period: call
+ * it off the event loop) and frees them; NULL-safe. */
 void attach_taken__close(struct attach_taken *t);
 /* Detaches everything; NULL-safe. */
 void attach_set__free(struct attach_set *s);

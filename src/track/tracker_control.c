@@ -83,7 +83,10 @@ int tracker__mark_proc(struct tracker *t, int32_t pid, uint64_t ts, enum mt_mark
  * skipped by the BPF side (mt_proc.served). The execs go on stopping to be judged. */
 static int tracker__glibc_on(struct tracker *t, pid_t pid)
 {
-	int err = libs__attach_glibc(t->libs);
+	int err;
+
+	tracker__glibc_wait(t);
+	err = libs__attach_glibc(t->libs);
 
 	if (err < 0)
 		return err;
@@ -141,6 +144,7 @@ static void tracker__judge(struct tracker *t, const struct mt_event *ev, int ins
 	 * executable: glibc's probes for it trapped every other process of the tree and of the
 	 * machine); the execs go on stopping to be judged */
 	if (inspected >= 0 && libs__exe_malloc(t->libs)) {
+		tracker__glibc_wait(t); /* glibc's dlopen sites may be among the links closing */
 		err = libs__attach_glibc_dlopen(t->libs);
 		if (err < 0)
 			log__warn("process %d: cannot attach to glibc's dlopen: %s", pid,

@@ -277,6 +277,7 @@ static void tracker__detach(struct tracker *t)
 {
 	uint64_t t0 = now_ns(CLOCK_MONOTONIC);
 
+	tracker__glibc_wait(t); /* glibc's links taken out during the run, closed */
 	if (!t->loaded) {
 		/* the load failed or never ran: the early links' threads (started before it) still
 		 * write into t->early, which lives in tracker__run's frame: join them */
@@ -360,6 +361,7 @@ static void tracker__detach_background(struct tracker *t)
 	if (plan.linger_fd < 0 ||
 	    bpf_map_lookup_elem(plan.linger_fd, &(uint32_t){0}, &plan.linger_gen))
 		plan.linger_gen = ~0ull; /* unknown: no lingering */
+	tracker__glibc_end(t); /* a close under way ends on its own (the detacher holds a copy) */
 	pid = detacher__start(&plan);
 
 	if (pid < 0) {

@@ -56,23 +56,45 @@ static bool glibc__needed(struct tracker *t)
 	return errno != ENOENT;
 }
 
-/* The links' closing waits for the kernel's grace period (~25-40 ms here): not on the loop.
- * The probes are out of every process before that wait begins. */
+/* The links' closing waits for the kernel's grace period (~25-40 ms a link here): not on the
+ * loop. A link's breakpoints leave every process as its close begins. */
 static void *glibc__closer(void *arg)
 {
 	attach_taken__close(arg);
 	return NULL;
 }
 
+void tracker__glibc_wait(struct tracker *t)
+{
+	/* The old links and new ones on the same sites would both run for a call: two entries,
+	 * one return (its depth never back to 0: every later call of the thread nested, lost),
+	 * a free written twice. Rare (a process needing them within ~0.1 s of their going out):
+	 * that process waits, stopped at its exec. */
+	if (t->glibc_closing) {
+		pthread_join(t->glibc_closer, NULL);
+		t->glibc_closing = false;
+	}
+}
+
+void tracker__glibc_end(struct tracker *t)
+{
+	if (t->glibc_closing)
+		pthread_detach(t->glibc_closer);
+	t->glibc_closing = false;
+}
+
+/*
+ * Perf uprobes (kernels before 6.6, no uprobe_multi) are not taken out: each takes ~90 ms to
+ * close, so glibc's ~22 took seconds, and a process needing them again meanwhile would wait
+ * that long; they stay in for the rest of the run, as before.
+ */
 void tracker__glibc_tick(struct tracker *t)
 {
 	struct attach_taken *taken;
-	pthread_attr_t attr;
-	pthread_t th;
 	uint64_t now;
 	int n;
 
-	if (!t->pre.autom || !libs__glibc_attached(t->libs))
+	if (!t->pre.autom || !t->multi || !libs__glibc_attached(t->libs))
 		return;
 	now = now_ns(CLOCK_MONOTONIC);
 	if (now - t->glibc_scan_ns < GLIBC_SCAN_NS ||
@@ -84,6 +106,7 @@ void tracker__glibc_tick(struct tracker *t)
 	t->glibc_rescan = false;
 	if (glibc__needed(t))
 		return;
+	tracker__glibc_wait(t); /* one close at a time (the last one is long done by now) */
 	n = libs__detach_glibc(t->libs, &taken);
 	if (n < 0) {
 		log__warn("cannot take glibc's uprobes out: %s", strerror(-n));
@@ -93,12 +116,8 @@ void tracker__glibc_tick(struct tracker *t)
 	log__debug(LOG_VERBOSE,
 		   "%7.2f ms no process of the tree needs glibc's uprobes: %d links taken out",
 		   ((double)now - (double)t->t_start) / 1e6, n);
-	if (pthread_attr_init(&attr)) {
-		attach_taken__close(taken);
-		return;
-	}
-	if (pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) ||
-	    pthread_create(&th, &attr, glibc__closer, taken))
+	if (pthread_create(&t->glibc_closer, NULL, glibc__closer, taken))
 		attach_taken__close(taken); /* here, then */
-	pthread_attr_destroy(&attr);
+	else
+		t->glibc_closing = true;
 }

@@ -119,6 +119,8 @@ struct tracker {
 	uint64_t glibc_scan_ns;
 	uint64_t glibc_exits; /* Exit records at that look */
 	bool glibc_rescan;    /* an image judged not to need them since */
+	bool glibc_closing;   /* glibc_closer runs: closing the links taken out */
+	pthread_t glibc_closer;
 	bool root_glibc;
 	uint64_t drops_total; /* drops of every reason (BPF side, preload), by tracker__finish */
 	bool handed_off; /* a detacher holds every BPF fd and our address space (detach below) */
@@ -193,6 +195,10 @@ int tracker__set_stop_all(struct tracker *t, bool on);
 void tracker__glibc_mark(struct tracker *t, pid_t pid, uint64_t ts, bool need);
 /* From the loop: takes glibc's uprobes out once no process of the tree needs them. */
 void tracker__glibc_tick(struct tracker *t);
+/* Before glibc's uprobes go in again: waits for the links taken out to be closed. */
+void tracker__glibc_wait(struct tracker *t);
+/* At the end: leaves a close still running to finish on its own. */
+void tracker__glibc_end(struct tracker *t);
 int tracker__set_shm_owner(struct tracker *t);
 int tracker__mark_proc(struct tracker *t, int32_t pid, uint64_t ts, enum mt_mark what);
 
