@@ -143,6 +143,31 @@ static void test_glibc_out_at_served_exec(void **state)
 		 (unsigned long long)detaches(r));
 }
 
+/*
+ * Ten rounds of a process that needs them and a served one: out and in as fast as the tree
+ * goes, a new need often arriving while the last links close (it waits for them: the old and
+ * new links would both run for a call). Every call once, nothing dropped.
+ */
+static void test_glibc_rounds(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	char cmd[4096];
+	struct mt_run_opts o = {.track_opts = auto_opts, .shell = cmd};
+	const char *ae = mt_target("alloc_each");
+
+	MT_REQUIRE_ROOT();
+	NEED_MULTI();
+	snprintf(cmd, sizeof(cmd),
+		 "for i in 1 2 3 4 5 6 7 8 9 10; do env -i MT_EXPECT_FD=$MT_EXPECT_FD '%s' && "
+		 "'%s' || exit 1; done",
+		 ae, ae);
+	mt_track_ok(r, &o, NULL, 0);
+	MT_CHECK(r, detaches(r) >= 1 && detaches(r) <= 10,
+		 "mechanisms.glibc_detaches %llu, want 1 to 10", (unsigned long long)detaches(r));
+	MT_CHECK(r, mt_need_u64(r, "drops.total") == 0, "records were dropped");
+	mt_each_op_once(r);
+}
+
 /* Perf uprobes: in for the rest of the run once a process needed them (a served process after
  * it sees glibc patched), never taken out. */
 static void test_glibc_stays_perf(void **state)
@@ -174,6 +199,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_glibc_out_and_in, mt_teardown),
 	    cmocka_unit_test_teardown(test_glibc_kept_for_fork_child, mt_teardown),
 	    cmocka_unit_test_teardown(test_glibc_out_at_served_exec, mt_teardown),
+	    cmocka_unit_test_teardown(test_glibc_rounds, mt_teardown),
 	    cmocka_unit_test_teardown(test_glibc_stays_perf, mt_teardown),
 	};
 
