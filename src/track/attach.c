@@ -272,6 +272,25 @@ int attach_set__take_group(struct attach_set *s, uint8_t group, struct attach_ta
 	return (int)t->nr;
 }
 
+void attach_taken__close_fds(const struct attach_taken *t)
+{
+	for (unsigned i = t->nr; i-- > 0;)
+		if (t->fds[i] >= 0 && !t->links[i])
+			syscall(SYS_close, t->fds[i]);
+}
+
+void attach_taken__free(struct attach_taken *t)
+{
+	if (!t)
+		return;
+	for (unsigned i = 0; i < t->nr; i++) /* perf links, which close_fds leaves */
+		if (t->links[i])
+			bpf_link__destroy(t->links[i]);
+	free(t->fds);
+	free(t->links);
+	free(t);
+}
+
 void attach_taken__close(struct attach_taken *t)
 {
 	if (!t)

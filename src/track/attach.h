@@ -73,6 +73,10 @@ int attach_set__take_group(struct attach_set *s, uint8_t group, struct attach_ta
 /* Closes the taken links, the last made first (each waits for the kernel's grace period: call
  * it off the event loop) and frees them; NULL-safe. */
 void attach_taken__close(struct attach_taken *t);
+/* The same for uprobe_multi links, with close(2) alone (no allocation, no errno: callable from
+ * a child sharing our memory, tracker_glibc.c); then attach_taken__free. */
+void attach_taken__close_fds(const struct attach_taken *t);
+void attach_taken__free(struct attach_taken *t);
 /* Detaches everything; NULL-safe. */
 void attach_set__free(struct attach_set *s);
 

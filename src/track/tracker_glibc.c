@@ -15,7 +15,11 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <bpf/bpf.h>
 #include "bpf/proc.h"
 #include "common/log.h"
@@ -56,12 +60,66 @@ static bool glibc__needed(struct tracker *t)
 	return errno != ENOENT;
 }
 
-/* The links' closing waits for the kernel's grace period (~25-40 ms a link here): not on the
- * loop. A link's breakpoints leave every process as its close begins. */
-static void *glibc__closer(void *arg)
+/*
+ * The links' closing waits for the kernel's grace period (~25-40 ms a link here): not on the
+ * loop. A link's breakpoints leave every process as its close begins. Closed by a child
+ * sharing our memory and file table (clone CLONE_VM | CLONE_FILES), not a thread: a thread
+ * closing while memtrack exits is killed with it, and the kernel, its removal of the
+ * breakpoints cut short by the fatal signal, leaves them in ("failed to unregister, leaking
+ * uprobe", seen on 6.12). The child outlives us if need be; it only calls close(2) (it shares
+ * our thread's TLS: no errno, no allocation) and has every signal blocked.
+ */
+#define GLIBC_CLOSER_STACK (64 << 10)
+
+static int glibc__closer(void *arg)
 {
-	attach_taken__close(arg);
-	return NULL;
+	attach_taken__close_fds(arg);
+	return 0;
+}
+
+/* Starts the closing of taken; closes it here when no child can be made. */
+static void glibc__close_off(struct tracker *t, struct attach_taken *taken)
+{
+	char *stack = malloc(GLIBC_CLOSER_STACK);
+	sigset_t all, old;
+	pid_t pid = -1;
+
+	if (stack) {
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		/* exit signal 0: waited for with __WCLONE; SIGCHLD once reparented */
+		pid =
+		    clone(glibc__closer, stack + GLIBC_CLOSER_STACK, CLONE_VM | CLONE_FILES, taken);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	if (pid < 0) {
+		free(stack);
+		attach_taken__close(taken);
+		return;
+	}
+	t->glibc_closer = pid;
+	t->glibc_stack = stack;
+	t->glibc_taken = taken;
+}
+
+/* Reaps the closer if it is done (or, with block, once it is): true when none is left. */
+static bool glibc__reap(struct tracker *t, bool block)
+{
+	pid_t r;
+
+	if (t->glibc_closer <= 0)
+		return true;
+	do
+		r = waitpid(t->glibc_closer, NULL, __WCLONE | (block ? 0 : WNOHANG));
+	while (r < 0 && errno == EINTR);
+	if (r == 0)
+		return false;
+	free(t->glibc_stack);
+	attach_taken__free(t->glibc_taken);
+	t->glibc_closer = 0;
+	t->glibc_stack = NULL;
+	t->glibc_taken = NULL;
+	return true;
 }
 
 void tracker__glibc_wait(struct tracker *t)
@@ -70,17 +128,14 @@ void tracker__glibc_wait(struct tracker *t)
 	 * one return (its depth never back to 0: every later call of the thread nested, lost),
 	 * a free written twice. Rare (a process needing them within ~0.1 s of their going out):
 	 * that process waits, stopped at its exec. */
-	if (t->glibc_closing) {
-		pthread_join(t->glibc_closer, NULL);
-		t->glibc_closing = false;
-	}
+	glibc__reap(t, true);
 }
 
 void tracker__glibc_end(struct tracker *t)
 {
-	if (t->glibc_closing)
-		pthread_detach(t->glibc_closer);
-	t->glibc_closing = false;
+	/* a closer still running goes on alone: its stack and list are in memory it shares */
+	glibc__reap(t, false);
+	t->glibc_closer = 0;
 }
 
 /*
@@ -94,7 +149,7 @@ void tracker__glibc_tick(struct tracker *t)
 	uint64_t now;
 	int n;
 
-	if (!t->pre.autom || !t->multi || !libs__glibc_attached(t->libs))
+	if (!glibc__reap(t, false) || !t->pre.autom || !t->multi || !libs__glibc_attached(t->libs))
 		return;
 	now = now_ns(CLOCK_MONOTONIC);
 	if (now - t->glibc_scan_ns < GLIBC_SCAN_NS ||
@@ -116,8 +171,5 @@ void tracker__glibc_tick(struct tracker *t)
 	log__debug(LOG_VERBOSE,
 		   "%7.2f ms no process of the tree needs glibc's uprobes: %d links taken out",
 		   ((double)now - (double)t->t_start) / 1e6, n);
-	if (pthread_create(&t->glibc_closer, NULL, glibc__closer, taken))
-		attach_taken__close(taken); /* here, then */
-	else
-		t->glibc_closing = true;
+	glibc__close_off(t, taken);
 }

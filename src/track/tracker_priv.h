@@ -119,8 +119,9 @@ struct tracker {
 	uint64_t glibc_scan_ns;
 	uint64_t glibc_exits; /* Exit records at that look */
 	bool glibc_rescan;    /* an image judged not to need them since */
-	bool glibc_closing;   /* glibc_closer runs: closing the links taken out */
-	pthread_t glibc_closer;
+	pid_t glibc_closer;   /* the child closing the links taken out (tracker_glibc.c), 0 */
+	void *glibc_stack;    /* its stack */
+	struct attach_taken *glibc_taken; /* and its links */
 	bool root_glibc;
 	uint64_t drops_total; /* drops of every reason (BPF side, preload), by tracker__finish */
 	bool handed_off; /* a detacher holds every BPF fd and our address space (detach below) */
