@@ -414,8 +414,7 @@ int tracker__loop(struct tracker *t)
 			return -errno;
 		consumer__drain(&t->cons);
 		stop_relay__tick(&t->relay);
-		if (root_status < 0) /* after it, the tree is ending: no detach on the way out */
-			tracker__glibc_tick(t);
+		tracker__glibc_tick(t);
 		/* the control link made (or failed) on its thread: scan, or attach it otherwise */
 		if (!t->ctl_ready && t->pre.on && !early_links__ctl_pending(&t->early))
 			tracker__ctl_ready(t);
