@@ -15,8 +15,10 @@
 # instead of the storm: under uprobe mode glibc's dlopen has memtrack's return probe.
 # TRACK=TARGET runs BUILD/targets/TARGET once in the tracked tree before its `sleep` (e.g.
 # alloc_jemalloc: a program linked with a shared jemalloc, which auto mode serves too).
+# UNSERVED=1 runs `env -i ... alloc_fixed 1 1` there first: a process auto mode cannot serve,
+# which needs glibc's uprobes while it runs (src/track/tracker_glibc.c).
 # Needs root and a built tree.
-# Usage: [MODE=auto|preload|uprobe] [NEIGHBOUR=storm|dlopen] [TRACK=TARGET]
+# Usage: [MODE=auto|preload|uprobe] [NEIGHBOUR=storm|dlopen] [TRACK=TARGET] [UNSERVED=1]
 #        scripts/neighbour-cost.sh [BUILD] [ROUNDS] [PAIRS]
 set -euo pipefail
 build=${1:-build}
@@ -50,7 +52,7 @@ median() {
 for ((i = 0; i < rounds; i++)); do
 	a=$(storm_us)
 	LD_LIBRARY_PATH= "$build/memtrack" track -q --alloc-hooks "$mode" -o "$out/o" -- \
-		env LD_LIBRARY_PATH="$out/lib" sh -c "${TRACK:+$build/targets/$TRACK > /dev/null; }exec sleep 3600" &
+		env LD_LIBRARY_PATH="$out/lib" sh -c "${UNSERVED:+env -i LD_LIBRARY_PATH=$out/lib $build/targets/alloc_fixed 1 1; }${TRACK:+$build/targets/$TRACK > /dev/null; }exec sleep 3600" &
 	mt=$!
 	sleep 1 # loaded and attached
 	d=$(storm_us)
