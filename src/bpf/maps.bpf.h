@@ -165,8 +165,10 @@ struct mt_stop_ctl_map {
 	 * (the root's; user space resets it to 0 before); [4]: auto mode, 1 + the inode of
 	 * memtrack's mount namespace (0: not checked, mt_other_mntns); [5]: 1 + the inode of the
 	 * network namespace whose processes can ask memtrack for the shared memory (0: none,
-	 * mt_shm_denied; src/track/handoff.h) */
-	__uint(max_entries, 6);
+	 * mt_shm_denied; src/track/handoff.h); [6]: 1 while glibc's uprobes are in (auto mode,
+	 * src/track/tracker_glibc.c): a process that needs them execs a known executable
+	 * unstopped, keeping its need (mt_proc.glibc_need) unjudged */
+	__uint(max_entries, 7);
 	__type(key, __u32);
 	__type(value, __u64); /* 64 bits: the only width of atomic fetch-add before -mcpu=v3 */
 };
@@ -178,6 +180,15 @@ static __always_inline bool mt_stop_all(void)
 	__u64 *all = bpf_map_lookup_elem(&stop_ctl, &key);
 
 	return all && *all;
+}
+
+/* stop_ctl[6] (above) */
+static __always_inline bool mt_glibc_in(void)
+{
+	__u32 key = 6;
+	__u64 *in = bpf_map_lookup_elem(&stop_ctl, &key);
+
+	return in && *in;
 }
 
 static __always_inline __u64 mt_seccomp_filter(struct task_struct *task)

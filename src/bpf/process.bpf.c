@@ -205,10 +205,11 @@ __noinline int mt_exec_stop(__u32 tgid, __u32 tid, __u64 bprm, bool no_stop, __u
 		return 0;
 	ino = BPF_CORE_READ((struct linux_binprm *)bprm, file, f_inode);
 	key = mt_exe_key(BPF_CORE_READ(ino, i_sb, s_dev), BPF_CORE_READ(ino, i_ino));
-	/* stop_ctl[1]: every exec stops, known executables too (--alloc-hooks auto while glibc's
-	 * probes are not attached: tracker_run.c judges whether the process needs them); no_stop:
-	 * the root's, judged before it ran; judge (MT_EXEC_SHM_DENIED, MT_EXEC_OTHER_MNTNS): stops,
-	 * known or not, so that user space attaches glibc's probes before the new image runs */
+	/* stop_ctl[1]: every exec stops, known executables too (--alloc-hooks auto: tracker_run.c
+	 * judges whether the process needs glibc's probes); no_stop: the root's, judged before it
+	 * ran, or one that keeps its need (mt_on_exec); judge (MT_EXEC_SHM_DENIED,
+	 * MT_EXEC_OTHER_MNTNS): stops, known or not, so that user space attaches glibc's probes
+	 * before the new image runs */
 	if (bpf_map_lookup_elem(&known_exe, &key) && (no_stop || !mt_stop_all()) && !judge)
 		return 0;
 	e = mt_reserve(MT_EV_CTL_EXEC_STOPPED, tgid, tid);
@@ -299,7 +300,10 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	p->served = 0; /* the new image registers again if the interposer serves it */
 	p->shm_denied = denied;
 	p->maps_stop = 0; /* the new image's maps are read at its first stack (alloc.bpf.c) */
-	no_stop = p->no_stop;
+	/* the root's, judged before it ran; or a process that needs glibc's uprobes while they
+	 * are in: its new image is recorded by them whatever it needs, and its need, kept, keeps
+	 * them in while it runs (judging it could only take them out sooner: 0.3 ms an exec) */
+	no_stop = p->no_stop || (p->glibc_need && mt_glibc_in());
 	p->no_stop = 0;
 	/* the old image's calls are over: a depth one of them left (its return never seen: a
 	 * probe taken out during the call, tracker_glibc.c; a longjmp) would make every call of

@@ -45,7 +45,18 @@ int tracker__set_stops(struct tracker *t, bool on)
  * execs, even a known one, gets the 64-bit name back before its loader runs (abi32.h). */
 int tracker__set_stop_all(struct tracker *t, bool on)
 {
-	return stop_ctl__set(t, 1, on || t->abi32.rewrote);
+	int err = stop_ctl__set(t, 1, on || t->abi32.rewrote);
+
+	return err ? err : tracker__set_glibc_in(t);
+}
+
+/* stop_ctl[6]: 1 while glibc's uprobes are in (auto mode): the execs of a process that needs
+ * them do not stop (maps.bpf.h); never once a 32-bit program's environment was rewritten (every
+ * exec stops then, tracker__set_stop_all). */
+int tracker__set_glibc_in(struct tracker *t)
+{
+	return stop_ctl__set(t, 6,
+			     t->pre.autom && !t->abi32.rewrote && libs__glibc_attached(t->libs));
 }
 
 /* Auto mode: the uid owning the interposer's shared memory, so that the exec of a process
@@ -63,6 +74,8 @@ int tracker__set_shm_owner(struct tracker *t)
 		err = stop_ctl__set(t, 3, 0); /* the root's seccomp filter: noted at its exec */
 	if (!err)
 		err = stop_ctl__set(t, 5, net); /* who can ask for the file (handoff.h) */
+	if (!err)
+		err = stop_ctl__set(t, 6, 0); /* glibc's uprobes not in yet */
 	return err ? err : stop_ctl__set(t, 4, mnt);
 }
 
@@ -80,15 +93,18 @@ int tracker__mark_proc(struct tracker *t, int32_t pid, uint64_t ts, enum mt_mark
 
 /* Auto mode: glibc's and libstdc++'s probes go in (a process the interposer cannot serve),
  * until no process of the tree needs them (tracker_glibc.c); the processes it serves are
- * skipped by the BPF side (mt_proc.served). The execs go on stopping to be judged. */
+ * skipped by the BPF side (mt_proc.served). The execs go on stopping to be judged, but those of
+ * a process that needs them (stop_ctl[6]). */
 static int tracker__glibc_on(struct tracker *t, pid_t pid)
 {
 	int err;
 
 	tracker__glibc_wait(t);
 	err = libs__attach_glibc(t->libs);
-
 	if (err < 0)
+		return err;
+	err = tracker__set_glibc_in(t);
+	if (err)
 		return err;
 	log__debug(LOG_VERBOSE,
 		   "process %d is not served by the interposer: uprobes on glibc and libstdc++ "

@@ -9,9 +9,10 @@
  * the `env -i true` before it, for the rest of the run. So each process judged to need them is
  * marked (mt_proc.glibc_need: set at its exec stop, inherited by its fork children, cleared
  * when a later image of it is judged not to need them), and once no process of the tree has
- * the mark, the probes come out. The next process that needs them is stopped at its exec (the
- * execs go on stopping to be judged while the probes are in) and gets them back before it
- * runs.
+ * the mark, the probes come out. The next process that needs them is stopped at its exec and
+ * gets them back before it runs: the execs go on stopping to be judged while the probes are in
+ * (a fork child of a served process may exec an image that needs them), but those of a marked
+ * process (stop_ctl[6]: its new image keeps the mark unjudged, and the probes record it).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -167,6 +168,9 @@ void tracker__glibc_tick(struct tracker *t)
 		log__warn("cannot take glibc's uprobes out: %s", strerror(-n));
 		return;
 	}
+	/* no process needs them: none can exec unstopped on that account meanwhile */
+	if (tracker__set_glibc_in(t))
+		log__warn("cannot tell the exec stops that glibc's uprobes are out");
 	t->m.glibc_detaches++;
 	log__debug(LOG_VERBOSE,
 		   "%7.2f ms no process of the tree needs glibc's uprobes: %d links taken out",

@@ -192,6 +192,7 @@ int tracker__alloc_ensure(struct tracker *t);
 int tracker__control_record(void *ctx, const struct mt_event *ev);
 int tracker__set_stops(struct tracker *t, bool on);
 int tracker__set_stop_all(struct tracker *t, bool on);
+int tracker__set_glibc_in(struct tracker *t);
 /* tracker_glibc.c: marks pid (its image stamped ts) as needing glibc's uprobes or not */
 void tracker__glibc_mark(struct tracker *t, pid_t pid, uint64_t ts, bool need);
 /* From the loop: takes glibc's uprobes out once no process of the tree needs them. */
