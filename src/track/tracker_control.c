@@ -153,13 +153,18 @@ static void tracker__judge(struct tracker *t, const struct mt_event *ev, int ins
 	preload_setup__mark_probed(&t->pre, pid, kinds, need || (kinds & PRELOAD_OTHER_ALLOCATORS));
 	/* its executable's malloc is the process's (below): glibc's probes are not its need */
 	tracker__glibc_mark(t, pid, ev->ts, need && !(inspected >= 0 && libs__exe_malloc(t->libs)));
-	if (!need || libs__glibc_attached(t->libs))
+	if (!need)
 		return;
 	/* its executable's malloc is the whole process's: glibc's allocator entry points are
 	 * never reached there, only its dlopen stop is needed (rustc, whose jemalloc is in the
 	 * executable: glibc's probes for it trapped every other process of the tree and of the
-	 * machine); the execs go on stopping to be judged */
+	 * machine); the execs go on stopping to be judged. With glibc's probes in, their dlopen
+	 * sites serve it until they go out, and stay in for it then (tracker__glibc_tick). */
 	if (inspected >= 0 && libs__exe_malloc(t->libs)) {
+		if (libs__glibc_attached(t->libs)) {
+			t->glibc_dlopen_kept = true;
+			return;
+		}
 		tracker__glibc_wait(t); /* glibc's dlopen sites may be among the links closing */
 		err = libs__attach_glibc_dlopen(t->libs);
 		if (err < 0)
@@ -170,6 +175,8 @@ static void tracker__judge(struct tracker *t, const struct mt_event *ev, int ins
 			   pid);
 		return;
 	}
+	if (libs__glibc_attached(t->libs))
+		return;
 	err = tracker__glibc_on(t, pid);
 	if (err)
 		log__warn("process %d: cannot attach to glibc: %s", pid, strerror(-err));

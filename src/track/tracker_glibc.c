@@ -171,6 +171,11 @@ void tracker__glibc_tick(struct tracker *t)
 	/* no process needs them: none can exec unstopped on that account meanwhile */
 	if (tracker__set_glibc_in(t))
 		log__warn("cannot tell the exec stops that glibc's uprobes are out");
+	/* a process whose executable defines malloc came while they were in: glibc's dlopen stop
+	 * stays in for it (for a moment beside the closing one: a dlopen may stop twice) */
+	if (t->glibc_dlopen_kept && libs__attach_glibc_dlopen(t->libs) < 0)
+		log__warn("cannot keep glibc's dlopen stop in");
+	t->glibc_dlopen_kept = false;
 	t->m.glibc_detaches++;
 	log__debug(LOG_VERBOSE,
 		   "%7.2f ms no process of the tree needs glibc's uprobes: %d links taken out",

@@ -123,6 +123,7 @@ struct tracker {
 	void *glibc_stack;    /* its stack */
 	struct attach_taken *glibc_taken; /* and its links */
 	bool root_glibc;
+	bool glibc_dlopen_kept; /* an executable defining malloc judged while they were in */
 	uint64_t drops_total; /* drops of every reason (BPF side, preload), by tracker__finish */
 	bool handed_off; /* a detacher holds every BPF fd and our address space (detach below) */
 	struct root_prep root;	  /* the root executable, inspected while the programs load */
