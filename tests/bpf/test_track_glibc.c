@@ -193,6 +193,33 @@ static void test_glibc_need_execs_unstopped(void **state)
 	mt_each_op_once(r);
 }
 
+/*
+ * A process whose executable defines malloc needs glibc's dlopen stop only (without the
+ * interposer, `env -i`: with it, the interposer announces its dlopens at its next dlsym).
+ * Judged while glibc's probes are in (an `env -i` late_work runs for a second), it has that
+ * stop through them; when they go out, the stop stays for it: its dlopen of libmimalloc 1.5 s
+ * later stops, memtrack attaches to the library, and its mi_malloc and mi_free are recorded
+ * once.
+ */
+static void test_glibc_dlopen_kept(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	char cmd[4096];
+	struct mt_run_opts o = {.track_opts = auto_opts, .shell = cmd};
+
+	MT_REQUIRE_ROOT();
+	NEED_MULTI();
+	snprintf(cmd, sizeof(cmd),
+		 "env -i MT_EXPECT_FD=$MT_EXPECT_FD '%s' 1000 & sleep 0.3; "
+		 "env -i MT_EXPECT_FD=$MT_EXPECT_FD '%s' 1500; wait",
+		 mt_target("late_work"), mt_target("dlopen_mimalloc_exe"));
+	mt_track_ok(r, &o, NULL, 0);
+	MT_CHECK(r, detaches(r) == 1, "mechanisms.glibc_detaches %llu, want 1",
+		 (unsigned long long)detaches(r));
+	MT_CHECK(r, mt_need_u64(r, "drops.total") == 0, "records were dropped");
+	mt_each_op_once(r);
+}
+
 /* Perf uprobes: in for the rest of the run once a process needed them (a served process after
  * it sees glibc patched), never taken out. */
 static void test_glibc_stays_perf(void **state)
@@ -226,6 +253,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_glibc_out_at_served_exec, mt_teardown),
 	    cmocka_unit_test_teardown(test_glibc_rounds, mt_teardown),
 	    cmocka_unit_test_teardown(test_glibc_need_execs_unstopped, mt_teardown),
+	    cmocka_unit_test_teardown(test_glibc_dlopen_kept, mt_teardown),
 	    cmocka_unit_test_teardown(test_glibc_stays_perf, mt_teardown),
 	};
 

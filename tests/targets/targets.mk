@@ -5,6 +5,7 @@ TARGET_LDLIBS_alloc_tcmalloc := -ltcmalloc
 TARGET_LDLIBS_alloc_static   := -static
 TARGET_LDLIBS_preload_edges := -Isrc # the shared memory's layout (ring_pages)
 TARGET_LDLIBS_alloc_jemalloc_exe := -Wl,-Bstatic -ljemalloc -Wl,-Bdynamic -lstdc++ -lm -ldl
+TARGET_LDLIBS_dlopen_mimalloc_exe := -Wl,-Bstatic -ljemalloc -Wl,-Bdynamic -lstdc++ -lm -ldl
 # --stacks (stacks.c): no frame pointers, a linked and a dlopen'ed library caller beside it
 STACKS_CFLAGS := -O2 -g -fomit-frame-pointer
 TARGET_CFLAGS_stacks := $(STACKS_CFLAGS)
