@@ -229,7 +229,7 @@ static int attach_set__grow(struct attach_set *s, unsigned more)
 	return 0;
 }
 
-/* Records link i's fd (or perf link) in the set's current group. */
+/* Records a link (its fd, or its perf link) in the set's current group. */
 static void attach_set__push(struct attach_set *s, int fd, struct bpf_link *l)
 {
 	s->fds[s->nr] = fd;
