@@ -47,6 +47,17 @@ static uint64_t detaches(struct mt_run *r)
 	return mt_need_u64(r, "mechanisms.glibc_detaches");
 }
 
+/* Runs shell cmd in auto mode: exit 0, nothing dropped, every call a target reported recorded
+ * once (the checks every test here makes); the test checks the rest. */
+static void track_each_once(struct mt_run *r, const char *cmd)
+{
+	struct mt_run_opts o = {.track_opts = auto_opts, .shell = cmd};
+
+	mt_track_ok(r, &o, NULL, 0);
+	MT_CHECK(r, mt_need_u64(r, "drops.total") == 0, "records were dropped");
+	mt_each_op_once(r);
+}
+
 /* The tests of taking them out need uprobe_multi links (6.6+). */
 #define NEED_MULTI()                                                                               \
 	do {                                                                                       \
@@ -66,7 +77,6 @@ static void test_glibc_out_and_in(void **state)
 {
 	struct mt_run *r = mt_new_run(state);
 	char dir[128], cmd[4096], b1[64], b2[64], b3[64];
-	struct mt_run_opts o = {.track_opts = auto_opts, .shell = cmd};
 	const char *lp = mt_target("libc_patched"), *ae = mt_target("alloc_each");
 
 	MT_REQUIRE_ROOT();
@@ -77,7 +87,7 @@ static void test_glibc_out_and_in(void **state)
 		 "env -i '%s' > '%s/in'; '%s' clean 5000 > '%s/out1'; '%s' && "
 		 "env -i MT_EXPECT_FD=$MT_EXPECT_FD '%s' && { '%s' clean 5000 > '%s/out2'; true; }",
 		 lp, dir, lp, dir, ae, ae, lp, dir);
-	mt_track_ok(r, &o, NULL, 0);
+	track_each_once(r, cmd);
 	line_of(dir, "in", b1, sizeof(b1));
 	line_of(dir, "out1", b2, sizeof(b2));
 	line_of(dir, "out2", b3, sizeof(b3));
@@ -87,8 +97,6 @@ static void test_glibc_out_and_in(void **state)
 		 "after it, glibc %s; after the second, %s (want clean both times)", b2, b3);
 	MT_CHECK(r, detaches(r) == 2, "mechanisms.glibc_detaches %llu, want 2",
 		 (unsigned long long)detaches(r));
-	MT_CHECK(r, mt_need_u64(r, "drops.total") == 0, "records were dropped");
-	mt_each_op_once(r);
 }
 
 /*
@@ -100,19 +108,16 @@ static void test_glibc_kept_for_fork_child(void **state)
 {
 	struct mt_run *r = mt_new_run(state);
 	char cmd[1024];
-	struct mt_run_opts o = {.track_opts = auto_opts, .shell = cmd};
 	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 2222};
 
 	MT_REQUIRE_ROOT();
 	NEED_MULTI();
 	snprintf(cmd, sizeof(cmd), "env -i MT_EXPECT_FD=$MT_EXPECT_FD '%s' 300 orphan",
 		 mt_target("late_work"));
-	mt_track_ok(r, &o, NULL, 0);
+	track_each_once(r, cmd);
 	MT_CHECK(r, mt_count(r, &f) >= 1, "the orphan's Malloc of 2222 bytes is missing");
 	MT_CHECK(r, detaches(r) <= 1, "mechanisms.glibc_detaches %llu, want at most 1",
 		 (unsigned long long)detaches(r));
-	MT_CHECK(r, mt_need_u64(r, "drops.total") == 0, "records were dropped");
-	mt_each_op_once(r);
 }
 
 /*
@@ -152,7 +157,6 @@ static void test_glibc_rounds(void **state)
 {
 	struct mt_run *r = mt_new_run(state);
 	char cmd[4096];
-	struct mt_run_opts o = {.track_opts = auto_opts, .shell = cmd};
 	const char *ae = mt_target("alloc_each");
 
 	MT_REQUIRE_ROOT();
@@ -161,11 +165,9 @@ static void test_glibc_rounds(void **state)
 		 "for i in 1 2 3 4 5 6 7 8 9 10; do env -i MT_EXPECT_FD=$MT_EXPECT_FD '%s' && "
 		 "'%s' || exit 1; done",
 		 ae, ae);
-	mt_track_ok(r, &o, NULL, 0);
+	track_each_once(r, cmd);
 	MT_CHECK(r, detaches(r) >= 1 && detaches(r) <= 10,
 		 "mechanisms.glibc_detaches %llu, want 1 to 10", (unsigned long long)detaches(r));
-	MT_CHECK(r, mt_need_u64(r, "drops.total") == 0, "records were dropped");
-	mt_each_op_once(r);
 }
 
 /*
@@ -178,19 +180,16 @@ static void test_glibc_need_execs_unstopped(void **state)
 {
 	struct mt_run *r = mt_new_run(state);
 	char cmd[4096];
-	struct mt_run_opts o = {.track_opts = auto_opts, .shell = cmd};
 
 	MT_REQUIRE_ROOT();
 	snprintf(cmd, sizeof(cmd),
 		 "env -i MT_EXPECT_FD=$MT_EXPECT_FD \"$BASH\" -c "
 		 "'for i in 1 2 3 4 5; do \"$0\" || exit 1; done' '%s'",
 		 mt_target("alloc_each"));
-	mt_track_ok(r, &o, NULL, 0);
+	track_each_once(r, cmd);
 	MT_CHECK(r, mt_need_u64(r, "mechanisms.stops") == 3,
 		 "%llu stops, want 3 (env's, bash's, the first alloc_each's)",
 		 (unsigned long long)mt_need_u64(r, "mechanisms.stops"));
-	MT_CHECK(r, mt_need_u64(r, "drops.total") == 0, "records were dropped");
-	mt_each_op_once(r);
 }
 
 /*
@@ -205,7 +204,6 @@ static void test_glibc_dlopen_kept(void **state)
 {
 	struct mt_run *r = mt_new_run(state);
 	char cmd[4096];
-	struct mt_run_opts o = {.track_opts = auto_opts, .shell = cmd};
 
 	MT_REQUIRE_ROOT();
 	NEED_MULTI();
@@ -213,11 +211,9 @@ static void test_glibc_dlopen_kept(void **state)
 		 "env -i MT_EXPECT_FD=$MT_EXPECT_FD '%s' 1000 & sleep 0.3; "
 		 "env -i MT_EXPECT_FD=$MT_EXPECT_FD '%s' 1500; wait",
 		 mt_target("late_work"), mt_target("dlopen_mimalloc_exe"));
-	mt_track_ok(r, &o, NULL, 0);
+	track_each_once(r, cmd);
 	MT_CHECK(r, detaches(r) == 1, "mechanisms.glibc_detaches %llu, want 1",
 		 (unsigned long long)detaches(r));
-	MT_CHECK(r, mt_need_u64(r, "drops.total") == 0, "records were dropped");
-	mt_each_op_once(r);
 }
 
 /* Perf uprobes: in for the rest of the run once a process needed them (a served process after
