@@ -335,30 +335,79 @@ static __always_inline struct mt_event *mt_reserve(__u32 type, __u32 pid, __u32 
 
 #define MT_SIGCHLD      17 /* x86-64's numbers; vmlinux.h has no macros */
 #define MT_SA_NOCLDSTOP 1
+#define MT_WNOHANG	1
+#define MT_WUNTRACED	2
+#define MT_STOP_CHAIN	4 /* parents looked at, the stop passed on from one to the next */
 
 /*
- * Whether the current task's parent is of the tree and takes SIGCHLD from a queue: blocked, with
- * the default action and without SA_NOCLDSTOP (a signalfd or sigwaitinfo, as script(1) does).
- * Our stop would queue a CLD_STOPPED there and our SIGCONT a CLD_CONTINUED, and a standard
- * signal already pending absorbs the next one: a child that exits before its parent reads the
- * queue loses its CLD_EXITED, and script, which reaps on that code alone, waited for ever. Such
- * a task is not stopped (MT_CTL_NOT_STOPPED_PARENT). memtrack itself (the root's parent) takes
- * SIGCHLD from a signalfd too, but reaps at every one: the root's stops stay.
+ * The flags of a blocking wait for a child (wait4 or waitid without WNOHANG) a thread of par
+ * sleeps in, or -1: do_wait queues a wait_opts, whose child_wait entry is on the group's
+ * wait_chldexit, for the whole call. The list is read without its lock: an entry leaving
+ * meanwhile reads as another's flags at worst, and the first four are enough (one waiting
+ * thread is the rule). -1 on a kernel whose BTF lacks wait_opts.
  */
-static __always_inline bool mt_parent_queues_sigchld(void)
+static __always_inline int mt_task_wait(struct task_struct *par)
+{
+	struct signal_struct *sig = BPF_CORE_READ(par, signal);
+	struct list_head *head, *pos;
+
+	if (!bpf_core_type_exists(struct wait_opts) || !sig)
+		return -1;
+	head = __builtin_preserve_access_index(&sig->wait_chldexit.head);
+	pos = BPF_CORE_READ(head, next);
+	for (int i = 0; i < 4 && pos && pos != head; i++) {
+		struct wait_queue_entry *we =
+		    (void *)((char *)pos - bpf_core_field_offset(struct wait_queue_entry, entry));
+		struct wait_opts *wo =
+		    (void *)((char *)we - bpf_core_field_offset(struct wait_opts, child_wait));
+		int flags = BPF_CORE_READ(wo, wo_flags);
+
+		if (!(flags & MT_WNOHANG))
+			return flags;
+		pos = BPF_CORE_READ(pos, next);
+	}
+	return -1;
+}
+
+/*
+ * Whether a stop of the current task would reach a parent of the tree that takes SIGCHLD from
+ * a queue: blocked, with the default action and without SA_NOCLDSTOP (a signalfd or
+ * sigwaitinfo, as script(1) does), and not asleep in a wait. Our stop would queue a
+ * CLD_STOPPED there and our SIGCONT a CLD_CONTINUED, and a standard signal already pending
+ * absorbs the next one: a child that exits before its parent reads the queue loses its
+ * CLD_EXITED, and script, which reaps on that code alone, waited for ever. Such a task is not
+ * stopped (MT_CTL_NOT_STOPPED_PARENT).
+ * A parent asleep in a blocking wait reaps with wait, whatever its mask (su and runuser block
+ * every signal, then waitpid). With WUNTRACED it may pass the stop on, stopping itself (su,
+ * runuser, sudo), which its own parent sees in turn: looked at the same way, up to
+ * MT_STOP_CHAIN parents (`script -qc "su - user -c prog"`: script would take su's stop from
+ * its queue). A parent not yet in its wait when its child execs is judged by its mask alone.
+ * memtrack itself (the root's parent) takes SIGCHLD from a signalfd too, but reaps at every
+ * notice: it ends the walk, as any task outside the tree.
+ */
+static __noinline bool mt_stop_reaches_queue(void)
 {
 	struct task_struct *par =
 	    BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), real_parent);
-	unsigned long blocked = BPF_CORE_READ(par, blocked.sig[0]);
-	__u32 ptgid;
 
-	if (!(blocked & 1ul << (MT_SIGCHLD - 1)))
-		return false;
-	if (BPF_CORE_READ(par, sighand, action[MT_SIGCHLD - 1].sa.sa_handler) ||
-	    BPF_CORE_READ(par, sighand, action[MT_SIGCHLD - 1].sa.sa_flags) & MT_SA_NOCLDSTOP)
-		return false; /* a handler (reaps at delivery), SIG_IGN, or no stop notices */
-	ptgid = mt_task_ids(par) >> 32;
-	return ptgid && bpf_map_lookup_elem(&procs, &ptgid);
+	for (int i = 0; i < MT_STOP_CHAIN; i++) {
+		unsigned long blocked = BPF_CORE_READ(par, blocked.sig[0]);
+		__u32 ptgid = mt_task_ids(par) >> 32;
+		int wait;
+
+		if (!ptgid || !bpf_map_lookup_elem(&procs, &ptgid))
+			return false;
+		wait = mt_task_wait(par);
+		if (wait < 0)
+			return (blocked & 1ul << (MT_SIGCHLD - 1)) &&
+			       !BPF_CORE_READ(par, sighand, action[MT_SIGCHLD - 1].sa.sa_handler) &&
+			       !(BPF_CORE_READ(par, sighand, action[MT_SIGCHLD - 1].sa.sa_flags) &
+				 MT_SA_NOCLDSTOP);
+		if (!(wait & MT_WUNTRACED))
+			return false; /* it never sees the stop */
+		par = BPF_CORE_READ(par, real_parent);
+	}
+	return true; /* wrappers beyond the walk: left running, and said */
 }
 
 /*
@@ -385,7 +434,7 @@ static __always_inline void mt_stop_submit(struct mt_event *e)
 		mt_submit(e, true);
 		return;
 	}
-	if (mt_parent_queues_sigchld()) {
+	if (mt_stop_reaches_queue()) {
 		e->aux = MT_CTL_NOT_STOPPED_PARENT;
 		mt_submit(e, true);
 		return;

@@ -79,7 +79,7 @@ const struct drop_reason records__drops[DROP_NR] = {
 		  "auto."},
     [DROP_LATE_PROBES] = {"late_probes", "images that ran before their uprobes were attached",
 			  "Those processes were not stopped at their exec or dlopen (traced, or "
-			  "their parent reads SIGCHLD from a queue: script, su, runuser): their "
+			  "their parent reads SIGCHLD from a queue, as script does): their "
 			  "first allocator calls may be missing. With --alloc-hooks uprobe "
 			  "glibc's probes are in before the command starts."},
 };

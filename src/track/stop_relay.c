@@ -48,12 +48,14 @@ static char relay__state(pid_t pid)
 
 /* Resumes parent when it is stopped (job control, 'T'; not a tracer's 't') while child is not:
  * it stopped itself after the child's stop. Returns 1 when the watch is over; *state: the
- * parent's state letter. */
-static int relay__look(struct stop_relay *r, pid_t parent, pid_t child, char *state)
+ * parent's state letter; *up: the parent's own parent of the tree when it was resumed (its
+ * stop may have been passed on in turn), else 0. */
+static int relay__look(struct stop_relay *r, pid_t parent, pid_t child, char *state, pid_t *up)
 {
 	char ps = relay__state(parent), cs;
 
 	*state = ps;
+	*up = 0;
 	if (!ps)
 		return 1; /* gone */
 	if (ps != 'T')
@@ -62,6 +64,9 @@ static int relay__look(struct stop_relay *r, pid_t parent, pid_t child, char *st
 	/* stopped again (another stop of ours, or the user's): not ours to judge */
 	if (cs == 'T')
 		return 0;
+	/* looked up while it is stopped: once resumed it may exit, and its entry with it */
+	if (r->tree_parent)
+		*up = r->tree_parent(r->ctx, parent);
 	kill(parent, SIGCONT);
 	r->resumed++;
 	log__debug(
@@ -71,14 +76,10 @@ static int relay__look(struct stop_relay *r, pid_t parent, pid_t child, char *st
 	return 1;
 }
 
-void stop_relay__answered(struct stop_relay *r, pid_t child, pid_t parent)
+static void relay__watch(struct stop_relay *r, pid_t child, pid_t parent)
 {
 	uint64_t now;
 	unsigned i;
-	char state;
-
-	if (parent <= 0 || relay__look(r, parent, child, &state))
-		return;
 	now = relay__now();
 	if (r->n == STOP_RELAY_MAX) { /* the oldest gives way */
 		memmove(&r->v[0], &r->v[1], sizeof(r->v[0]) * (STOP_RELAY_MAX - 1));
@@ -93,6 +94,23 @@ void stop_relay__answered(struct stop_relay *r, pid_t child, pid_t parent)
 	r->v[i].max_ns = now + WATCH_MAX_NS;
 }
 
+void stop_relay__answered(struct stop_relay *r, pid_t child, pid_t parent)
+{
+	/* a parent found stopped and resumed has its own parent looked at: the depth of the tree
+	 * bounds it, each parent resumed once */
+	for (unsigned depth = 0; parent > 0 && depth < STOP_RELAY_MAX; depth++) {
+		char state;
+		pid_t up;
+
+		if (!relay__look(r, parent, child, &state, &up)) {
+			relay__watch(r, child, parent);
+			return;
+		}
+		child = parent;
+		parent = up;
+	}
+}
+
 /* Past its watch: over unless it has not run yet (its state 'R' or 'D') and not for too long */
 static bool relay__over(const struct stop_relay *r, unsigned i, uint64_t now, char state)
 {
@@ -103,6 +121,10 @@ static bool relay__over(const struct stop_relay *r, unsigned i, uint64_t now, ch
 
 void stop_relay__tick(struct stop_relay *r)
 {
+	struct {
+		pid_t child, parent;
+	} up[STOP_RELAY_MAX]; /* resumed parents and theirs: watched once the loop is over */
+	unsigned nup = 0;
 	uint64_t now;
 
 	if (!r->n)
@@ -110,10 +132,16 @@ void stop_relay__tick(struct stop_relay *r)
 	now = relay__now();
 	for (unsigned i = 0; i < r->n;) {
 		char state;
+		pid_t gp;
 
 		if (r->v[i].due_ns <= now) {
-			if (relay__look(r, r->v[i].parent, r->v[i].child, &state) ||
-			    relay__over(r, i, now, state)) {
+			int over = relay__look(r, r->v[i].parent, r->v[i].child, &state, &gp);
+
+			if (gp > 0) {
+				up[nup].child = r->v[i].parent;
+				up[nup++].parent = gp;
+			}
+			if (over || relay__over(r, i, now, state)) {
 				r->v[i] = r->v[--r->n];
 				continue;
 			}
@@ -123,4 +151,6 @@ void stop_relay__tick(struct stop_relay *r)
 		}
 		i++;
 	}
+	for (unsigned i = 0; i < nup; i++)
+		stop_relay__answered(r, up[i].child, up[i].parent);
 }

@@ -11,7 +11,8 @@
  * child, which runs already: nothing). The parent is looked at when the child is answered
  * (it has usually stopped itself by then, within microseconds of the child's stop, while the
  * inspection takes milliseconds), and again at growing intervals for a second, and longer
- * while it has not run since (stop_relay.c).
+ * while it has not run since (stop_relay.c). A parent resumed so has its own parent watched
+ * in turn: wrappers nest (`sudo su - user -c prog`), and each passes the stop up.
  */
 #ifndef MEMTRACK_STOP_RELAY_H
 #define MEMTRACK_STOP_RELAY_H
@@ -28,6 +29,9 @@ struct stop_relay {
 	} v[STOP_RELAY_MAX];
 	unsigned n;
 	uint64_t resumed; /* parents sent SIGCONT (the manifest's mechanisms.parents_resumed) */
+	/* the parent of pid if it is a process of the tree, else 0 (NULL: none is watched) */
+	pid_t (*tree_parent)(void *ctx, pid_t pid);
+	void *ctx;
 };
 
 /* child was just sent SIGCONT after a stop; parent is its parent, a process of the tree. */

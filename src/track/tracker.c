@@ -71,6 +71,8 @@ int tracker__run(const struct tracker_opts *o)
 	t.pc.dir_fd = t.pc.owner_fd = t.pc.linger_fd = -1;
 	t.ring.fd = -EBADF;
 	t.wd.sock = -1;
+	t.relay.tree_parent = tracker__tree_parent;
+	t.relay.ctx = &t;
 	t.m.start_unix_ns = now_ns(CLOCK_REALTIME);
 	t.m.start_mono_ns = t.t_start = t_start;
 	/* Creating the ring map takes ~3 ms of kernel time, on a thread the load waits for: started

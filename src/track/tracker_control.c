@@ -359,7 +359,8 @@ static void (*const control_actions[RA_NR])(struct tracker *t, const struct mt_e
 
 /* MEMTRACK_TEST_STOP_DELAY_MS: the tests' slow answer to a stop, so that a parent watching its
  * child (child_wrapper propagate) sees the stop before memtrack's SIGCONT, as it does when the
- * inspection is long, on any machine. */
+ * inspection is long, on any machine; and a slow look at a task left running, so that a short
+ * one is gone by then, as on a loaded machine. */
 static void control_test_delay(void)
 {
 	static long ms = -1;
@@ -377,8 +378,9 @@ static void control_test_delay(void)
 
 /* The parent of pid if it is a process of the tree (memtrack itself is the root's parent), else
  * 0. Asked while pid is stopped: once resumed it may exit at once, and its entry with it. */
-static pid_t tracker__tree_parent(struct tracker *t, pid_t pid)
+pid_t tracker__tree_parent(void *ctx, pid_t pid)
 {
+	struct tracker *t = ctx;
 	struct mt_proc p, pp;
 	__u32 key = (__u32)pid, pkey;
 
@@ -396,6 +398,8 @@ int tracker__control_record(void *ctx, const struct mt_event *ev)
 	pid_t ppid;
 
 	t->inspect_gone = false;
+	if (!records__stopped(ev) && records__has(ev->type, REC_STOPS))
+		control_test_delay();
 	if (action < RA_NR && control_actions[action])
 		control_actions[action](t, ev);
 	if (!records__stopped(ev)) {

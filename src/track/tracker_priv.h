@@ -191,6 +191,8 @@ int tracker__alloc_ensure(struct tracker *t);
  * what the BPF side judges them by); a mark in pid's procs entry unless its image began after
  * ts (enum mt_mark: 1 when marked, 0 when not, -errno) */
 int tracker__control_record(void *ctx, const struct mt_event *ev);
+/* The parent of pid if it is a process of the tree, else 0 (ctx: the tracker; stop_relay.h). */
+pid_t tracker__tree_parent(void *ctx, pid_t pid);
 int tracker__set_stops(struct tracker *t, bool on);
 int tracker__set_stop_all(struct tracker *t, bool on);
 int tracker__set_glibc_in(struct tracker *t);

@@ -23,6 +23,11 @@
  *              waits plainly.
  *   mntns      the child enters a mount namespace of its own, the same mounts (`unshare -m`):
  *              the shared memory is still there; the parent waits plainly.
+ *   login      as `su -` does: every signal blocked, job control passed on as in propagate
+ *              (waitpid with WUNTRACED); the child execs with an empty environment (no
+ *              LD_PRELOAD: the interposer is not loaded) once the parent sleeps in that wait
+ *              (/proc/PPID/syscall says wait4), as su's child, slowed by its groups and PAM,
+ *              finds it.
  *   netns      the child enters a network namespace of its own (memtrack's handoff socket,
  *              src/track/handoff.h, is not there); the parent waits plainly.
  * Modes combine with '+' (sigfd+nobody: a parent reading SIGCHLD from a queue, a child of
@@ -31,6 +36,8 @@
  */
 #define _GNU_SOURCE /* unshare */
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <stdbool.h>
 #include <string.h>
 #include <grp.h>
@@ -48,9 +55,20 @@
 #include <sys/wait.h>
 #include "expect.h"
 
-enum { M_PTRACE, M_PROPAGATE, M_NOBODY, M_SIGFD, M_SECCOMP, M_SHMNS, M_MNTNS, M_NETNS, NR_MODES };
+enum {
+	M_PTRACE,
+	M_PROPAGATE,
+	M_NOBODY,
+	M_SIGFD,
+	M_SECCOMP,
+	M_SHMNS,
+	M_MNTNS,
+	M_NETNS,
+	M_LOGIN,
+	NR_MODES
+};
 static const char *const mode_names[NR_MODES] = {
-    "ptrace", "propagate", "nobody", "sigfd", "seccomp", "shmns", "mntns", "netns",
+    "ptrace", "propagate", "nobody", "sigfd", "seccomp", "shmns", "mntns", "netns", "login",
 };
 
 static int status_of(int st)
@@ -130,6 +148,29 @@ static int sigfd_loop(int fd, pid_t pid)
 	return 2;
 }
 
+/* Waits (10 s at most) until the parent sleeps in wait4: /proc/PPID/syscall starts with its
+ * number while it is blocked in it. 0, or -1 when it never does. */
+static int parent_waits(void)
+{
+	char path[64], line[32];
+
+	snprintf(path, sizeof(path), "/proc/%d/syscall", (int)getppid());
+	for (int i = 0; i < 10000; i++) {
+		FILE *f = fopen(path, "re");
+		bool in = false;
+
+		if (f) {
+			in = fgets(line, sizeof(line), f) && atoi(line) == SYS_wait4 &&
+			     line[strspn(line, "0123456789")] == ' ';
+			fclose(f);
+		}
+		if (in)
+			return 0;
+		usleep(1000);
+	}
+	return -1;
+}
+
 /* openat(..., flags with O_WRONLY or O_RDWR) fails with EPERM; all else is allowed */
 static int no_writes(void)
 {
@@ -165,7 +206,7 @@ static bool parse_mode(char *mode, bool *on)
 
 int main(int argc, char **argv)
 {
-	bool on[NR_MODES] = {0}, trace, nobody, sigfd, filtered, shmns, mntns, netns;
+	bool on[NR_MODES] = {0}, trace, nobody, sigfd, filtered, shmns, mntns, netns, login;
 	sigset_t all;
 	pid_t pid;
 	int fd = -1;
@@ -179,7 +220,12 @@ int main(int argc, char **argv)
 	shmns = on[M_SHMNS];
 	mntns = on[M_MNTNS];
 	netns = on[M_NETNS];
+	login = on[M_LOGIN];
 	mt_expect_init();
+	if (login) {
+		sigfillset(&all);
+		sigprocmask(SIG_BLOCK, &all, NULL);
+	}
 	if (sigfd) {
 		sigfillset(&all);
 		sigprocmask(SIG_BLOCK, &all, NULL);
@@ -209,10 +255,14 @@ int main(int argc, char **argv)
 		if (mntns &&
 		    (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)))
 			_exit(126);
-		if (sigfd) {
+		if (sigfd || login) {
 			sigemptyset(&all);
 			sigprocmask(SIG_SETMASK, &all, NULL);
 		}
+		if (login && parent_waits())
+			_exit(126);
+		if (login)
+			execve(argv[2], argv + 2, (char *[]){NULL});
 		execv(argv[2], argv + 2);
 		_exit(127);
 	}
