@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "common/test_delay.h"
 #include "track/deps.h"
 #include "track/elf_syms.h"
 
@@ -199,6 +200,12 @@ static bool deps__find(const char *root, const char *name, const struct elf_info
 	return false;
 }
 
+/* MEMTRACK_TEST_INSPECT_DELAY_MS: the tests' slow look at an image without LD_PRELOAD (one the
+ * interposer cannot serve, whose judgement attaches glibc's probes), its executable read and its
+ * libraries not yet, so that a short one left running exits in between, as on a loaded machine
+ * (test_login_under_queue_auto). */
+static long deps_test_ms = -1;
+
 int deps__resolve(const char *root, const char *exe, const char *ld_path, const char *ld_preload,
 		  struct dep_list *out)
 {
@@ -225,6 +232,8 @@ int deps__resolve(const char *root, const char *exe, const char *ld_path, const 
 		if (elf_info__load_dynamic(out->paths[i], &info))
 			continue; /* not ELF (a script): its interpreter is resolved at its own exec
 				   */
+		if (i == 0 && !ld_preload)
+			test_delay__sleep("MEMTRACK_TEST_INSPECT_DELAY_MS", &deps_test_ms);
 		if (i == 0 && info.interp &&
 		    deps__exists(root, info.interp, found, sizeof(found)) &&
 		    (err = deps__add(out, found)) < 0) {

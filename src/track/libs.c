@@ -609,7 +609,7 @@ int libs__inspect_pid(struct libs *l, pid_t pid)
 {
 	char root[64], exe[64], name[PATH_MAX], ldp[PATH_MAX], pre[PATH_MAX], *ld_path, *ld_pre;
 	struct libs_memo key = {0}, *hit;
-	struct stat xs, rs;
+	struct stat xs, rs, xs2, rs2;
 	ssize_t n;
 	int err;
 
@@ -631,6 +631,14 @@ int libs__inspect_pid(struct libs *l, pid_t pid)
 		return 0;
 	}
 	err = libs__inspect(l, root, exe, n > 0 ? name : NULL, ld_path, ld_pre);
+	/* still there, the same image: a process that exited meanwhile left its libraries
+	 * unreachable through its root, and the inspection found none (kinds 0, "no glibc"): a
+	 * task left running at its exec was judged not to need glibc's probes, its calls lost
+	 * and the run called complete (1 run in ~25 of test_login_under_queue_auto without its
+	 * delay), and the memo would have said so of every later exec of that file */
+	if (err >= 0 && (stat(exe, &xs2) || stat(root, &rs2) || xs2.st_dev != xs.st_dev ||
+			 xs2.st_ino != xs.st_ino || rs2.st_ino != rs.st_ino))
+		return -ESRCH;
 	if (err >= 0) {
 		key.kinds = l->kinds;
 		libs__memo_add(l, &key);

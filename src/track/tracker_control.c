@@ -21,6 +21,7 @@
 #include "bpf/proc.h"
 #include "common/log.h"
 #include "common/records.h"
+#include "common/test_delay.h"
 #include "track/elf_syms.h"
 #include "track/handoff.h"
 #include "track/tracker_priv.h"
@@ -365,15 +366,7 @@ static void control_test_delay(void)
 {
 	static long ms = -1;
 
-	if (ms < 0) {
-		const char *e = getenv("MEMTRACK_TEST_STOP_DELAY_MS");
-
-		ms = e ? strtol(e, NULL, 10) : 0;
-		if (ms < 0)
-			ms = 0;
-	}
-	if (ms)
-		nanosleep(&(struct timespec){ms / 1000, ms % 1000 * 1000000}, NULL);
+	test_delay__sleep("MEMTRACK_TEST_STOP_DELAY_MS", &ms);
 }
 
 /* The parent of pid if it is a process of the tree (memtrack itself is the root's parent), else

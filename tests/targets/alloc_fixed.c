@@ -5,9 +5,12 @@
  * deterministic program memtrack-bench's memory-mode test measures.
  * `alloc_fixed COUNT BYTES exec PROGRAM ARGS...`: then execs PROGRAM (exit 127 if it cannot):
  * chains of 32- and 64-bit builds (alloc_fixed32, test_foreign_abi).
+ * `alloc_fixed COUNT BYTES hold MS`: then sleeps MS milliseconds before it exits (a process
+ * that lives a little, test_login_under_queue_auto).
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_BLOCKS 4096
@@ -32,6 +35,11 @@ int main(int argc, char **argv)
 	if (argc > 4 && !strcmp(argv[3], "exec")) {
 		execv(argv[4], argv + 4);
 		return 127;
+	}
+	if (argc > 4 && !strcmp(argv[3], "hold")) {
+		long ms = strtol(argv[4], NULL, 10);
+
+		nanosleep(&(struct timespec){ms / 1000, ms % 1000 * 1000000L}, NULL);
 	}
 	return 0;
 }
