@@ -190,6 +190,32 @@ __noinline int mt_emit_comm(__u32 pid, __u32 tid, __u64 task)
 	return 0;
 }
 
+/* maps.bpf.h says what and why */
+__noinline int mt_stop_reaches_queue(void)
+{
+	struct task_struct *par =
+	    BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), real_parent);
+
+	for (int i = 0; i < MT_STOP_CHAIN; i++) {
+		unsigned long blocked = BPF_CORE_READ(par, blocked.sig[0]);
+		__u32 ptgid = mt_task_ids(par) >> 32;
+		int wait;
+
+		if (!ptgid || !bpf_map_lookup_elem(&procs, &ptgid))
+			return false;
+		wait = mt_task_wait(par);
+		if (wait < 0)
+			return (blocked & 1ul << (MT_SIGCHLD - 1)) &&
+			       !BPF_CORE_READ(par, sighand, action[MT_SIGCHLD - 1].sa.sa_handler) &&
+			       !(BPF_CORE_READ(par, sighand, action[MT_SIGCHLD - 1].sa.sa_flags) &
+				 MT_SA_NOCLDSTOP);
+		if (!(wait & MT_WUNTRACED))
+			return false; /* it never sees the stop */
+		par = BPF_CORE_READ(par, real_parent);
+	}
+	return true; /* wrappers beyond the walk: left running, and said */
+}
+
 /*
  * Stops the task if the new executable was not inspected yet (mt_stop_on_exec). Returns 0.
  * A global function: checked once, not once per path of mt_on_exec that reaches it (the
