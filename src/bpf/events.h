@@ -123,9 +123,8 @@ _Static_assert(sizeof(struct mt_event) == 48, "struct mt_event is the 48-byte re
  * at the SIGCONT). It is inspected while it runs, and never sent SIGCONT. */
 #define MT_CTL_NOT_STOPPED 1
 /* ... or its parent, or a parent the stop would be passed on to (su under script), takes
- * SIGCHLD from a queue (signalfd: script(1)), where our stop's notices
- * would absorb the child's exit notice (mt_stop_reaches_queue, maps.bpf.h). Handled the same
- * way. */
+ * SIGCHLD from a queue (signalfd: script(1)), where our stop's notices would absorb the child's
+ * exit notice (mt_stop_reaches_queue, maps.bpf.h). Handled the same way. */
 #define MT_CTL_NOT_STOPPED_PARENT 2
 
 /*

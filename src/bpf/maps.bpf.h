@@ -384,7 +384,7 @@ static __always_inline int mt_task_wait(struct task_struct *par)
  * its queue). A parent not yet in its wait when its child execs is judged by its mask alone.
  * memtrack itself (the root's parent) takes SIGCHLD from a signalfd too, but reaps at every
  * notice: it ends the walk, as any task outside the tree. A global function (process.bpf.c):
- * verified once, not at each caller (~3 ms of a cold load).
+ * verified once, not at each caller (~1.4 ms of a cold load).
  */
 int mt_stop_reaches_queue(void); /* process.bpf.c */
 

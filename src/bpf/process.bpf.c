@@ -202,7 +202,7 @@ __noinline int mt_stop_reaches_queue(void)
 		int wait;
 
 		if (!ptgid || !bpf_map_lookup_elem(&procs, &ptgid))
-			return false;
+			return 0;
 		wait = mt_task_wait(par);
 		if (wait < 0)
 			return (blocked & 1ul << (MT_SIGCHLD - 1)) &&
@@ -210,10 +210,10 @@ __noinline int mt_stop_reaches_queue(void)
 			       !(BPF_CORE_READ(par, sighand, action[MT_SIGCHLD - 1].sa.sa_flags) &
 				 MT_SA_NOCLDSTOP);
 		if (!(wait & MT_WUNTRACED))
-			return false; /* it never sees the stop */
+			return 0; /* it never sees the stop */
 		par = BPF_CORE_READ(par, real_parent);
 	}
-	return true; /* wrappers beyond the walk: left running, and said */
+	return 1; /* wrappers beyond the walk: left running, and said */
 }
 
 /*

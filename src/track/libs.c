@@ -634,8 +634,8 @@ int libs__inspect_pid(struct libs *l, pid_t pid)
 	/* still there, the same image: a process that exited meanwhile left its libraries
 	 * unreachable through its root, and the inspection found none (kinds 0, "no glibc"): a
 	 * task left running at its exec was judged not to need glibc's probes, its calls lost
-	 * and the run called complete (1 run in ~25 of test_login_under_queue_auto without its
-	 * delay), and the memo would have said so of every later exec of that file */
+	 * and the run called complete (script over su -: 3 runs in 100 just after an uprobe-mode
+	 * run), and the memo would have said so of every later exec of that file */
 	if (err >= 0 && (stat(exe, &xs2) || stat(root, &rs2) || xs2.st_dev != xs.st_dev ||
 			 xs2.st_ino != xs.st_ino || rs2.st_ino != rs.st_ino))
 		return -ESRCH;
