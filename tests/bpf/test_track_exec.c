@@ -22,6 +22,16 @@
 
 #define STAGES 3
 
+/* The targets' alloc_fixed 64 12345: its 64 Mallocs of 12345 bytes recorded (mode: for the
+ * message, or NULL) */
+static void check_64_mallocs(struct mt_run *r, const char *mode)
+{
+	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 12345};
+
+	MT_CHECK(r, mt_count(r, &f) == 64, "%zu Mallocs of 12345 bytes, want 64%s%s%s",
+		 mt_count(r, &f), mode ? " (" : "", mode ? mode : "", mode ? " mode)" : "");
+}
+
 static void check_exec_chain(void **state, bool threaded)
 {
 	struct mt_run *r = mt_new_run(state);
@@ -93,7 +103,6 @@ static void check_traced(void **state, const char *mode)
 	struct mt_run *r = mt_new_run(state);
 	const char *const opts[] = {"--alloc-hooks", mode, NULL};
 	struct mt_run_opts o = {.track_opts = opts};
-	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 12345};
 	const struct mt_expect *sig;
 
 	MT_REQUIRE_ROOT();
@@ -104,8 +113,7 @@ static void check_traced(void **state, const char *mode)
 	sig = mt_expect_find(r->exp, r->nr_exp, "signal", 0, 0);
 	MT_CHECK(r, !sig, "the traced program received signal %llu (%s mode)",
 		 sig ? (unsigned long long)sig->size : 0ull, mode);
-	MT_CHECK(r, mt_count(r, &f) == 64, "%zu Mallocs of 12345 bytes, want 64 (%s mode)",
-		 mt_count(r, &f), mode);
+	check_64_mallocs(r, mode);
 }
 
 static void test_traced_not_stopped_auto(void **state)
@@ -132,7 +140,6 @@ static void check_propagated(void **state, const char *mode)
 	 * stop, sees it first even on a loaded machine */
 	const char *const env[] = {"MEMTRACK_TEST_STOP_DELAY_MS=100", NULL};
 	struct mt_run_opts o = {.track_opts = opts, .timeout_s = 30, .env = env};
-	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 12345};
 
 	MT_REQUIRE_ROOT();
 	/* The wrapper sees the stop only when its wait looks before memtrack's answer: without
@@ -150,8 +157,7 @@ static void check_propagated(void **state, const char *mode)
 		MT_CHECK(r, !r->timed_out && r->status == 0,
 			 "memtrack status %d%s (%s mode), want 0", r->status,
 			 r->timed_out ? ", timed out: the wrapper stayed stopped" : "", mode);
-		MT_CHECK(r, mt_count(r, &f) == 64, "%zu Mallocs of 12345 bytes, want 64 (%s mode)",
-			 mt_count(r, &f), mode);
+		check_64_mallocs(r, mode);
 		p = mt_need_expect(r, "propagated", 0, 0);
 		if (!p->size)
 			continue;
@@ -184,7 +190,6 @@ static void test_stop_propagated_nested(void **state)
 {
 	const char *const env[] = {"MEMTRACK_TEST_STOP_DELAY_MS=100", NULL};
 	struct mt_run_opts o = {.timeout_s = 30, .env = env};
-	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 12345};
 
 	MT_REQUIRE_ROOT();
 	for (int run = 0; run < 5; run++) {
@@ -200,8 +205,7 @@ static void test_stop_propagated_nested(void **state)
 		MT_CHECK(r, !r->timed_out && r->status == 0, "memtrack status %d%s, want 0",
 			 r->status,
 			 r->timed_out ? ", timed out: the outer wrapper stayed stopped" : "");
-		MT_CHECK(r, mt_count(r, &f) == 64, "%zu Mallocs of 12345 bytes, want 64",
-			 mt_count(r, &f));
+		check_64_mallocs(r, NULL);
 		p = mt_need_expect(r, "propagated", 0, 1);
 		if (!p->size)
 			continue;
@@ -227,7 +231,6 @@ static void check_sigfd_parent(void **state, const char *mode)
 	struct mt_run *r = mt_new_run(state);
 	const char *const opts[] = {"--alloc-hooks", mode, NULL};
 	struct mt_run_opts o = {.track_opts = opts, .timeout_s = 30};
-	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 12345};
 	const struct mt_expect *s;
 
 	MT_REQUIRE_ROOT();
@@ -244,8 +247,7 @@ static void check_sigfd_parent(void **state, const char *mode)
 		 (unsigned long long)s->size, mode);
 	MT_CHECK(r, mt_need_u64(r, "mechanisms.not_stopped") >= 1,
 		 "mechanisms.not_stopped 0 (%s mode): the child's exec did not ask to stop", mode);
-	MT_CHECK(r, mt_count(r, &f) == 64, "%zu Mallocs of 12345 bytes, want 64 (%s mode)",
-		 mt_count(r, &f), mode);
+	check_64_mallocs(r, mode);
 }
 
 static void test_sigfd_parent_auto(void **state)
@@ -273,7 +275,6 @@ static void check_login_parent(void **state, const char *mode)
 	struct mt_run *r = mt_new_run(state);
 	const char *const opts[] = {"--alloc-hooks", mode, NULL};
 	struct mt_run_opts o = {.track_opts = opts, .timeout_s = 30};
-	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 12345};
 
 	MT_REQUIRE_ROOT();
 	assert_int_equal(
@@ -289,8 +290,7 @@ static void check_login_parent(void **state, const char *mode)
 	    (unsigned long long)mt_need_u64(r, "drops.total"),
 	    (unsigned long long)mt_need_u64(r, "drops.late_probes"),
 	    (unsigned long long)mt_need_u64(r, "mechanisms.not_stopped"), mode);
-	MT_CHECK(r, mt_count(r, &f) == 64, "%zu Mallocs of 12345 bytes, want 64 (%s mode)",
-		 mt_count(r, &f), mode);
+	check_64_mallocs(r, mode);
 }
 
 static void test_login_parent_auto(void **state)
@@ -326,7 +326,6 @@ static void check_login_under_queue(void **state, const char *mode, int want_sta
 	const char *const opts[] = {"--alloc-hooks", mode, NULL};
 	const char *const env[] = {delay, NULL};
 	struct mt_run_opts o = {.track_opts = opts, .timeout_s = 30, .env = env};
-	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 12345};
 	const struct mt_expect *s;
 
 	MT_REQUIRE_ROOT();
@@ -346,8 +345,7 @@ static void check_login_under_queue(void **state, const char *mode, int want_sta
 	MT_CHECK(r, mt_need_u64(r, "mechanisms.not_stopped") >= 1,
 		 "mechanisms.not_stopped 0 (%s mode): the child was stopped", mode);
 	if (!want_status)
-		MT_CHECK(r, mt_count(r, &f) == 64, "%zu Mallocs of 12345 bytes, want 64 (%s mode)",
-			 mt_count(r, &f), mode);
+		check_64_mallocs(r, mode);
 	else
 		MT_CHECK(r, mt_need_u64(r, "drops.late_probes") == 1,
 			 "drops.late_probes %llu (%s mode), want 1",
@@ -425,7 +423,6 @@ static void test_other_user_not_stopped(void **state)
 	struct mt_run *r = mt_new_run(state);
 	const char *const opts[] = {"--alloc-hooks", "auto", NULL};
 	struct mt_run_opts o = {.track_opts = opts, .timeout_s = 30};
-	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 12345};
 	char dir[128], exe[192];
 
 	MT_REQUIRE_ROOT();
@@ -445,7 +442,7 @@ static void test_other_user_not_stopped(void **state)
 		 (unsigned long long)mt_need_u64(r, "mechanisms.handoffs"));
 	MT_CHECK(r, mt_need_u64(r, "mechanisms.not_stopped") >= 1,
 		 "mechanisms.not_stopped 0: the child's exec did not ask to stop");
-	MT_CHECK(r, mt_count(r, &f) == 64, "%zu Mallocs of 12345 bytes, want 64", mt_count(r, &f));
+	check_64_mallocs(r, NULL);
 }
 
 int main(void)
