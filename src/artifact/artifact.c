@@ -317,6 +317,8 @@ struct artifact_writer {
 	unsigned frame_events; /* events per zstd frame */
 	unsigned in_frame; /* events in buf */
 	int level; /* zstd level, kept for artifact_writer__set_workers */
+	unsigned workers; /* compressing threads asked for (set_workers); 0: the caller's thread */
+	size_t cut_bytes; /* artifact_writer__cut's threshold: doubles at each cut */
 	uint64_t frames; /* frames submitted to the pipe */
 	uint64_t events; /* events accepted */
 	struct head_cache head; /* the last record's pid and tid, encoded */
@@ -369,6 +371,7 @@ int artifact_writer__open_fd(struct artifact_writer **wp, int fd, int level,
 	}
 	w->fd = fd;
 	w->frame_events = frame_events;
+	w->cut_bytes = ARTIFACT_CUT_BYTES;
 	w->level = level;
 	w->cap = (size_t)frame_events * ARTIFACT_MAX_EVENT;
 	rc = frame_pipe__new(&w->pipe, level, w->cap, 0);
@@ -468,6 +471,11 @@ size_t artifact_writer__write_many(struct artifact_writer *w, const struct mt_ev
 	return i;
 }
 
+uint64_t artifact_writer__frames(const struct artifact_writer *w)
+{
+	return w ? w->frames : 0;
+}
+
 uint64_t artifact_writer__events(const struct artifact_writer *w)
 {
 	return w ? w->events : 0;
@@ -499,6 +507,7 @@ int artifact_writer__set_workers(struct artifact_writer *w, unsigned workers)
 		return rc;
 	frame_pipe__free(w->pipe);
 	w->pipe = p;
+	w->workers = workers;
 	w->buf = frame_pipe__buf(p);
 	return 0;
 }
@@ -541,6 +550,14 @@ int artifact_writer__flush(struct artifact_writer *w)
 			w->err = rc;
 	}
 	return w->err;
+}
+
+int artifact_writer__cut(struct artifact_writer *w)
+{
+	if (!w || !w->workers || w->err || w->len < w->cut_bytes || !frame_pipe__idle(w->pipe))
+		return w ? w->err : 0;
+	w->cut_bytes *= 2;
+	return flush_frame(w, false);
 }
 
 int artifact_writer__close(struct artifact_writer *w)

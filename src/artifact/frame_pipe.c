@@ -478,6 +478,18 @@ int frame_pipe__finish(struct frame_pipe *p)
 	return rc;
 }
 
+bool frame_pipe__idle(struct frame_pipe *p)
+{
+	bool idle;
+
+	if (!p->nworkers)
+		return true;
+	pthread_mutex_lock(&p->mu);
+	idle = p->write_seq == p->next_seq;
+	pthread_mutex_unlock(&p->mu);
+	return idle;
+}
+
 void frame_pipe__stats(struct frame_pipe *p, struct frame_pipe_stats *st)
 {
 	if (p->nworkers)

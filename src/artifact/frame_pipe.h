@@ -16,6 +16,7 @@
 #ifndef MEMTRACK_FRAME_PIPE_H
 #define MEMTRACK_FRAME_PIPE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -67,6 +68,8 @@ int frame_pipe__sync(struct frame_pipe *p);
 /* frame_pipe__sync, then stops the workers. Returns 0 or the first error. Submitting after
  * this is not allowed. */
 int frame_pipe__finish(struct frame_pipe *p);
+/* Every frame submitted is written: none waits for a worker or is being compressed. */
+bool frame_pipe__idle(struct frame_pipe *p);
 /* A consistent snapshot; safe while workers run. */
 void frame_pipe__stats(struct frame_pipe *p, struct frame_pipe_stats *st);
 /* Bytes written so far, without taking the lock (may lag a frame behind). */

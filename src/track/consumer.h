@@ -106,7 +106,8 @@ static inline void consumer__dispatch_fast(struct consumer *c, const struct mt_e
 		consumer__flush(c);
 }
 
-/* Drains every source once; returns the records delivered. A source's failure is kept in
+/* Drains every source once; returns the records delivered, those the ordering hook delivered
+ * included (at most INT_MAX). A source's failure is kept in
  * read_err and the other sources are still drained. Every record delivered has reached the
  * sinks when it returns. */
 int consumer__drain(struct consumer *c);

@@ -40,8 +40,7 @@ struct shm_source {
 	uint32_t nr_slots, nrec, mask;
 	bool closed;		   /* shm_source__close ran */
 	const char *clock_refusal; /* stamp_clock__anchor: why no TSC stamps, NULL if they may */
-	uint64_t safe_ns; /* every BPF record older than this has been dispatched */
-	uint64_t last_delivered; /* by the last drain */
+	uint64_t safe_ns;	   /* every BPF record older than this has been dispatched */
 	struct shm_heap_ent *heap; /* the k-way merge by timestamp, nr_slots entries */
 	struct {
 		uint32_t (*fn)(void *ctx, const struct mt_event *ev);
@@ -258,7 +257,6 @@ static int shm__drain(struct event_source *src, struct consumer *c)
 	n = shm__deliver(s, c, 0, s->safe_ns);
 	for (uint32_t i = 0; i < hwm && i < s->nr_slots; i++)
 		shm__reclaim(&s->slots[i]);
-	s->last_delivered = (uint64_t)n;
 	return n;
 }
 
@@ -318,13 +316,6 @@ void shm_source__order(struct shm_source *s, struct consumer *c)
 {
 	c->order.fn = shm__order;
 	c->order.ctx = s;
-}
-
-int shm_source__poll_ms(const struct shm_source *s)
-{
-	if (s->last_delivered >= 4096)
-		return 0;
-	return s->last_delivered ? 1 : 10;
 }
 
 static void shm__destroy(struct event_source *src)

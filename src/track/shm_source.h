@@ -46,8 +46,6 @@ void shm_source__set_stacks(struct shm_source *s, uint32_t (*fn)(void *ctx, cons
 void shm_source__order(struct shm_source *s, struct consumer *c);
 /* Starts the doorbell thread (once the command exists); 0 or -errno. */
 int shm_source__start(struct shm_source *s);
-/* How long the event loop may sleep before the next drain, ms: 0 while records pour in. */
-int shm_source__poll_ms(const struct shm_source *s);
 /* Delivers every record left, whatever its time (the tree has exited). */
 int shm_source__drain_all(struct shm_source *s, struct consumer *c);
 /* Tells the producers nobody reads any more (they pass through from then on), wakes any that

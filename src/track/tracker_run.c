@@ -394,25 +394,44 @@ static void tracker__reap(struct tracker *t)
 }
 
 /*
+ * How long the loop sleeps before the next drain, ms, from what the last one delivered: 0 while
+ * records pour in (4096 and more: the rings fill), 1 while they come, and after rounds with
+ * none 1, 2, 4, 8, then 10 ms. 10 is the bound on how long a record waits: BPF records are
+ * submitted without a wakeup below 256 KiB pending, and the interposer rings its doorbell only
+ * from half a ring. Starting at 1 rather than 10: a short program's records (ls -la of a big
+ * folder, ~6,000 in ~11 ms) were all drained after its exit, then encoded and compressed on
+ * the path from its exit to memtrack's.
+ */
+static int tracker__poll_ms(int delivered, unsigned *idle_rounds)
+{
+	if (delivered >= 4096)
+		return 0;
+	if (delivered > 0)
+		*idle_rounds = 0;
+	if (*idle_rounds >= 4)
+		return 10;
+	return 1 << (*idle_rounds)++;
+}
+
+/*
  * Runs until the root process has exited and, like strace -f, until every process of the tree
  * has: a child the root left behind is still part of the run. A signal received after the root
  * exited stops the wait (the descendants run on untracked). Returns the root's wait status.
  */
 int tracker__loop(struct tracker *t)
 {
-	int root_status = -1;
+	int root_status = -1, delivered = 0;
+	unsigned idle_rounds = 0;
 
 	for (;;) {
 		struct epoll_event evs[4];
-		/* Records are submitted without wakeup below 256 KiB pending (a quarter of a
-		 * smaller ring): poll every 10 ms so the ring never holds more than that long's
-		 * worth. */
-		int n = epoll_wait(t->epfd, evs, 4,
-				   t->pre_added ? shm_source__poll_ms(t->pre.shm) : 10);
+		int n = epoll_wait(t->epfd, evs, 4, tracker__poll_ms(delivered, &idle_rounds));
 
 		if (n < 0 && errno != EINTR)
 			return -errno;
-		consumer__drain(&t->cons);
+		delivered = consumer__drain(&t->cons);
+		/* a worker compresses what the tree wrote so far while it runs on */
+		artifact_writer__cut(t->writer);
 		stop_relay__tick(&t->relay);
 		tracker__glibc_tick(t);
 		/* the control link made (or failed) on its thread: scan, or attach it otherwise */

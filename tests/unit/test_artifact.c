@@ -374,6 +374,29 @@ static void write_n(const char *path, uint32_t n, unsigned frame_events)
 	assert_int_equal(artifact_writer__close(w), 0);
 }
 
+/* Reads path back: exactly n events, synth(0..n) in order, then a clean end; returns the frames
+ * read. */
+static uint64_t read_synth(const char *path, uint32_t n)
+{
+	struct artifact_reader *r;
+	struct mt_event ev, want;
+	uint64_t frames;
+	uint32_t i = 0;
+	int rc;
+
+	assert_int_equal(artifact_reader__open(&r, path), 0);
+	while ((rc = artifact_reader__next(r, &ev)) == 1) {
+		want = synth(i++);
+		assert_event_equal(&ev, &want);
+	}
+	assert_int_equal(rc, 0);
+	assert_int_equal(i, n);
+	frames = artifact_reader__frames(r);
+	assert_int_equal(artifact_reader__next(r, &ev), 0); /* end stays end */
+	artifact_reader__free(r);
+	return frames;
+}
+
 /* Counts the frames of a file and checks each one decompresses on its own. */
 static unsigned count_frames(const uint8_t *buf, size_t len)
 {
@@ -400,29 +423,15 @@ static unsigned count_frames(const uint8_t *buf, size_t len)
 static void test_roundtrip_frames(void **state)
 {
 	const char *path = tpath("rt" ARTIFACT_SUFFIX);
-	struct artifact_reader *r;
-	struct mt_event ev, want;
-	uint32_t i = 0;
 	uint8_t *buf;
 	size_t len;
-	int rc;
 
 	(void)state;
 	write_n(path, 1000, 64);
 	buf = slurp(path, &len);
 	assert_int_equal(count_frames(buf, len), 16); /* ceil(1000 / 64) */
 	free(buf);
-
-	assert_int_equal(artifact_reader__open(&r, path), 0);
-	while ((rc = artifact_reader__next(r, &ev)) == 1) {
-		want = synth(i++);
-		assert_event_equal(&ev, &want);
-	}
-	assert_int_equal(rc, 0);
-	assert_int_equal(i, 1000);
-	assert_int_equal(artifact_reader__frames(r), 16);
-	assert_int_equal(artifact_reader__next(r, &ev), 0); /* end stays end */
-	artifact_reader__free(r);
+	assert_int_equal(read_synth(path, 1000), 16);
 
 	/* an exact multiple of frame_events adds no trailing empty frame */
 	write_n(path, 128, 64);
@@ -435,23 +444,13 @@ static void test_roundtrip_large(void **state)
 {
 	const char *path = tpath("big" ARTIFACT_SUFFIX);
 	struct artifact_writer *w;
-	struct artifact_reader *r;
-	struct mt_event ev, want;
-	uint32_t i = 0, n = 200000;
-	int rc;
+	struct mt_event ev;
+	uint32_t n = 200000;
 
 	(void)state;
 	/* default frame size: several frames, and many read(2) refills of the input buffer */
 	write_n(path, n, 0);
-	assert_int_equal(artifact_reader__open(&r, path), 0);
-	while ((rc = artifact_reader__next(r, &ev)) == 1) {
-		want = synth(i++);
-		assert_event_equal(&ev, &want);
-	}
-	assert_int_equal(rc, 0);
-	assert_int_equal(i, n);
-	assert_int_equal(artifact_reader__frames(r), 4); /* 3 full + 1 partial */
-	artifact_reader__free(r);
+	assert_int_equal(read_synth(path, n), 4); /* 3 full + 1 partial */
 
 	assert_int_equal(artifact_writer__open(&w, path, 3, 0), 0);
 	ev = synth(1);
@@ -564,6 +563,71 @@ static void test_writer_cut_at_frame(void **state)
 	assert_int_equal(rc, 0);
 	assert_int_equal(n, written);
 	artifact_reader__free(r);
+}
+
+/* Writes n synth() events, offering a cut after each as memtrack's loop does after a drain,
+ * and after a cut waits until the worker has written it (so the next cut is not put off by a
+ * busy worker); returns the file's frames' decompressed sizes in sizes[] (at most max), their
+ * count. */
+static unsigned write_cut(const char *path, uint32_t n, unsigned workers, uint64_t *sizes,
+			  unsigned max)
+{
+	struct artifact_writer *w;
+	unsigned frames = 0;
+	uint8_t *buf, *p;
+	size_t len;
+
+	assert_int_equal(artifact_writer__open(&w, path, ARTIFACT_DEFAULT_LEVEL, 0), 0);
+	if (workers)
+		assert_int_equal(artifact_writer__set_workers(w, workers), 0);
+	for (uint32_t i = 0; i < n; i++) {
+		struct mt_event ev = synth(i);
+
+		uint64_t before = artifact_writer__frames(w);
+
+		assert_int_equal(artifact_writer__write(w, &ev), 0);
+		assert_int_equal(artifact_writer__cut(w), 0);
+		/* a cut leaves nothing in the frame being filled: written, all are */
+		while (artifact_writer__frames(w) != before &&
+		       artifact_writer__events_written(w) < artifact_writer__events(w))
+			usleep(100);
+	}
+	assert_int_equal(artifact_writer__close(w), 0);
+	p = buf = slurp(path, &len);
+	for (; len && frames < max; frames++) {
+		size_t fs = ZSTD_findFrameCompressedSize(p, len);
+
+		assert_false(ZSTD_isError(fs));
+		sizes[frames] = ZSTD_getFrameContentSize(p, fs);
+		p += fs;
+		len -= fs;
+	}
+	assert_int_equal(len, 0);
+	free(buf);
+	return frames;
+}
+
+/* A cut gives the workers the frame so far once it holds ARTIFACT_CUT_BYTES, then twice that,
+ * and so on; the events are the same, in order; without workers there is no cut. */
+static void test_writer_cut_early(void **state)
+{
+	const char *path = tpath("early" ARTIFACT_SUFFIX);
+	uint64_t sizes[64], need = ARTIFACT_CUT_BYTES;
+	unsigned frames;
+
+	(void)state;
+	assert_int_equal(artifact_writer__cut(NULL), 0);
+	/* ~1.1 MiB of msgpack: under one default frame (65536 events) */
+	frames = write_cut(path, 20000, 0, sizes, 64);
+	assert_int_equal(frames, 1);
+	frames = write_cut(path, 20000, 1, sizes, 64);
+	/* 128 KiB, 256 KiB, 512 KiB, the rest (~230 KiB): each cut at its threshold, the event
+	 * that crossed it the frame's last (an event is at most 128 bytes) */
+	assert_int_equal(frames, 4);
+	for (unsigned f = 0; f + 1 < frames; f++, need *= 2)
+		assert_true(sizes[f] >= need && sizes[f] < need + 128);
+	assert_true(sizes[3] < 1024u << 10);
+	assert_int_equal(read_synth(path, 20000), frames);
 }
 
 /* Compresses raw msgpack bytes into one frame appended to out. */
@@ -899,23 +963,24 @@ static void test_writer_runs_vs_msgpack_c(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_golden_variants),
-		cmocka_unit_test(test_golden_rmap_delta),
-		cmocka_unit_test(test_golden_common_fields),
-		cmocka_unit_test(test_encode_limits),
-		cmocka_unit_test(test_encode_matches_msgpack_c),
-		cmocka_unit_test(test_type_names),
-		cmocka_unit_test(test_roundtrip_frames),
-		cmocka_unit_test(test_roundtrip_large),
-		cmocka_unit_test(test_empty_artifact),
-		cmocka_unit_test(test_writer_errors),
-		cmocka_unit_test(test_writer_io_error),
-		cmocka_unit_test(test_writer_cut_at_frame),
-		cmocka_unit_test(test_truncated),
-		cmocka_unit_test(test_foreign_maps),
-		cmocka_unit_test(test_fixture),
-		cmocka_unit_test(test_random_vs_msgpack_c),
-		cmocka_unit_test(test_writer_runs_vs_msgpack_c),
+	    cmocka_unit_test(test_golden_variants),
+	    cmocka_unit_test(test_golden_rmap_delta),
+	    cmocka_unit_test(test_golden_common_fields),
+	    cmocka_unit_test(test_encode_limits),
+	    cmocka_unit_test(test_encode_matches_msgpack_c),
+	    cmocka_unit_test(test_type_names),
+	    cmocka_unit_test(test_roundtrip_frames),
+	    cmocka_unit_test(test_roundtrip_large),
+	    cmocka_unit_test(test_empty_artifact),
+	    cmocka_unit_test(test_writer_errors),
+	    cmocka_unit_test(test_writer_io_error),
+	    cmocka_unit_test(test_writer_cut_at_frame),
+	    cmocka_unit_test(test_writer_cut_early),
+	    cmocka_unit_test(test_truncated),
+	    cmocka_unit_test(test_foreign_maps),
+	    cmocka_unit_test(test_fixture),
+	    cmocka_unit_test(test_random_vs_msgpack_c),
+	    cmocka_unit_test(test_writer_runs_vs_msgpack_c),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
