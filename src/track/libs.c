@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: MIT
+/* The files a tracked tree maps: inspected once each, their allocator sites attached, kept for
+ * later or counted; what a running process maps is read in libs_proc.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -13,76 +15,13 @@
 #include "common/log.h"
 #include "track/deps.h"
 #include "track/libs.h"
+#include "track/libs_priv.h"
 #include "track/usdt.h"
 
 #define LIBS_MAX_SITES 96
 /* The attach set's group of glibc's probes in auto mode (libs__attach_glibc): taken out again
  * by libs__detach_glibc */
 #define LIBS_GROUP_GLIBC 1
-
-struct lib_entry {
-	dev_t dev;
-	ino_t ino;
-	unsigned kinds; /* its bit of libs__kinds */
-	char *path; /* what was opened and attached to (maybe through /proc/PID/...) */
-	char *name; /* what the manifest shows, when path does not say it: NULL otherwise */
-	enum alloc_kind kind;
-	int sites;
-	int sites_max; /* the most attached at once: what the manifest lists (libs__fill) */
-	struct alloc_site *pending; /* sites found before libs__bind: attached there */
-	struct usdt_site *usdt; /* include/memtrack.h probes not attached yet (usdt.h) */
-	int nr_usdt;
-	/* auto: the allocator sites of glibc, libstdc++ or a family library an exec maps, kept
-	 * for libs__attach_glibc (and kept while attached, for the next one after a detach) */
-	struct alloc_site *later;
-	int nr_later;
-	int fd; /* once sites were kept back: the file (O_PATH) until libs__free, else -1 */
-	bool malloc_def; /* defines malloc */
-	bool static_cxx; /* LIBS_KIND_STATIC_CXX */
-	/* jemalloc, mimalloc or tcmalloc, with the symbol the interposer knows it by
-	 * (preload_families.c: mallocx, mi_malloc, tc_malloc) */
-	bool fam_mark;
-};
-
-/* An executable's inspection, by what decides its outcome: the file, the root it is seen from,
- * the loader's environment. An exec of the same again finds every file seen already; only
- * its kinds are needed (auto mode judges every exec). */
-struct libs_memo {
-	dev_t xdev, rdev;
-	ino_t xino, rino;
-	char *ld_path, *ld_pre; /* NULL when unset */
-	unsigned kinds;
-};
-
-struct libs {
-	struct attach_set *set;
-	struct libs_memo *memo;
-	size_t nr_memo, cap_memo;
-	struct lib_entry *v; /* every file inspected, allocator or not: inspected once */
-	size_t nr, cap;
-	uint64_t attach_ns;
-	uint64_t attaches; /* attaches of sites to a file tried (libs__attaches) */
-	bool preload; /* libs__preload */
-	bool defer;   /* auto: glibc's and libstdc++'s sites wait for libs__attach_glibc */
-	bool glibc_on;	 /* libs__attach_glibc was called, and no libs__detach_glibc since */
-	bool glibc_used; /* libs__attach_glibc was called */
-	bool dlopen_on; /* libs__attach_glibc_dlopen was called: glibc's dlopen stop is in */
-	bool loading; /* inspecting what an exec maps (not a dlopen) */
-	int (*pl_gate)(void *ctx); /* libs__set_pl_gate; NULL once passed */
-	void *pl_ctx;
-	dev_t pre_dev;
-	ino_t pre_ino;
-	unsigned kinds; /* of the last inspection (libs__kinds) */
-	/* the last exec's inspection, in the loader's lookup order (deps.h), the interposer and
-	 * the executable left out: */
-	long first_malloc; /* of v, -1 if none: the first file defining malloc, the process's */
-	int nr_fam;	   /* files of the jemalloc, mimalloc or tcmalloc kind */
-	bool pre_seen;	   /* the interposer was met in this inspection (lookup order) */
-	bool malloc_first; /* a file defining malloc comes before the interposer: the
-			    * interposer's malloc is not the program's, it serves nothing */
-	bool exe_malloc;   /* the executable defines malloc (libs__exe_malloc) */
-	bool lib_family;   /* a library (not the executable) of a jemalloc/mimalloc/tcmalloc kind */
-};
 
 static uint64_t libs__now(void)
 {
@@ -99,32 +38,6 @@ int libs__new(struct libs **l, struct attach_set *set)
 		return -ENOMEM;
 	(*l)->set = set;
 	return 0;
-}
-
-/* Reads NAME=value from /proc/pid/environ into out (empty when unset). */
-static char *libs__environ(pid_t pid, const char *name, char *out, size_t cap)
-{
-	char path[64], buf[65536];
-	size_t nl = strlen(name);
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/environ", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return NULL;
-	buf[n] = 0;
-	for (char *p = buf; p < buf + n; p += strlen(p) + 1) {
-		if (!strncmp(p, name, nl) && p[nl] == '=') {
-			snprintf(out, cap, "%s", p + nl + 1);
-			return out;
-		}
-	}
-	return NULL;
 }
 
 static struct lib_entry *libs__seen(struct libs *l, const struct stat *st)
@@ -305,7 +218,7 @@ static int libs__attach_later(struct libs *l, struct lib_entry *e)
 }
 
 /* name: the path to show for it, NULL when path says it (see libs__fill). */
-static int libs__attach_file(struct libs *l, const char *path, const char *name, bool is_exe)
+int libs__attach_file(struct libs *l, const char *path, const char *name, bool is_exe)
 {
 	struct alloc_site sites[LIBS_MAX_SITES];
 	struct elf_info info;
@@ -520,9 +433,8 @@ unsigned libs__kinds(const struct libs *l)
 	return l->kinds;
 }
 
-/* exe_name: what to call exe in the manifest, NULL for exe itself. */
-static int libs__inspect(struct libs *l, const char *root, const char *exe, const char *exe_name,
-			 const char *ld_path, const char *ld_pre)
+int libs__inspect(struct libs *l, const char *root, const char *exe, const char *exe_name,
+		  const char *ld_path, const char *ld_pre)
 {
 	struct dep_list deps;
 	int err, added = 0;
@@ -559,125 +471,6 @@ int libs__inspect_exe(struct libs *l, const char *root, const char *exe, const c
 		      const char *ld_pre)
 {
 	return libs__inspect(l, root, exe, NULL, ld_path, ld_pre);
-}
-
-static bool libs__same(const char *a, const char *b)
-{
-	return a == b || (a && b && !strcmp(a, b));
-}
-
-static struct libs_memo *libs__memo_find(struct libs *l, const struct libs_memo *k)
-{
-	for (size_t i = 0; i < l->nr_memo; i++) {
-		struct libs_memo *m = &l->memo[i];
-
-		if (m->xdev == k->xdev && m->xino == k->xino && m->rdev == k->rdev &&
-		    m->rino == k->rino && libs__same(m->ld_path, k->ld_path) &&
-		    libs__same(m->ld_pre, k->ld_pre))
-			return m;
-	}
-	return NULL;
-}
-
-/* Remembers k (its strings copied); a failure only forgets. */
-static void libs__memo_add(struct libs *l, const struct libs_memo *k)
-{
-	struct libs_memo *m;
-
-	if (l->nr_memo == l->cap_memo) {
-		size_t cap = l->cap_memo ? 2 * l->cap_memo : 16;
-		void *v = realloc(l->memo, cap * sizeof(*l->memo));
-
-		if (!v)
-			return;
-		l->memo = v;
-		l->cap_memo = cap;
-	}
-	m = &l->memo[l->nr_memo];
-	*m = *k;
-	m->ld_path = k->ld_path ? strdup(k->ld_path) : NULL;
-	m->ld_pre = k->ld_pre ? strdup(k->ld_pre) : NULL;
-	if ((k->ld_path && !m->ld_path) || (k->ld_pre && !m->ld_pre)) {
-		free(m->ld_path);
-		free(m->ld_pre);
-		return;
-	}
-	l->nr_memo++;
-}
-
-int libs__inspect_pid(struct libs *l, pid_t pid)
-{
-	char root[64], exe[64], name[PATH_MAX], ldp[PATH_MAX], pre[PATH_MAX], *ld_path, *ld_pre;
-	struct libs_memo key = {0}, *hit;
-	struct stat xs, rs, xs2, rs2;
-	ssize_t n;
-	int err;
-
-	snprintf(root, sizeof(root), "/proc/%d/root", pid);
-	snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
-	/* opened through the link (it works whatever the path, even deleted or in another
-	 * mount namespace), shown by the path it points to */
-	n = readlink(exe, name, sizeof(name) - 1);
-	if (n > 0)
-		name[n] = 0;
-	ld_path = libs__environ(pid, "LD_LIBRARY_PATH", ldp, sizeof(ldp));
-	ld_pre = libs__environ(pid, "LD_PRELOAD", pre, sizeof(pre));
-	if (stat(exe, &xs) || stat(root, &rs))
-		return -ESRCH;
-	key = (struct libs_memo){xs.st_dev, rs.st_dev, xs.st_ino, rs.st_ino, ld_path, ld_pre, 0};
-	hit = libs__memo_find(l, &key);
-	if (hit) {
-		l->kinds = hit->kinds;
-		return 0;
-	}
-	err = libs__inspect(l, root, exe, n > 0 ? name : NULL, ld_path, ld_pre);
-	/* still there, the same image: a process that exited meanwhile left its libraries
-	 * unreachable through its root, and the inspection found none (kinds 0, "no glibc"): a
-	 * task left running at its exec was judged not to need glibc's probes, its calls lost
-	 * and the run called complete (script over su -: 3 runs in 100 just after an uprobe-mode
-	 * run), and the memo would have said so of every later exec of that file */
-	if (err >= 0 && (stat(exe, &xs2) || stat(root, &rs2) || xs2.st_dev != xs.st_dev ||
-			 xs2.st_ino != xs.st_ino || rs2.st_ino != rs.st_ino))
-		return -ESRCH;
-	if (err >= 0) {
-		key.kinds = l->kinds;
-		libs__memo_add(l, &key);
-	}
-	return err;
-}
-
-int libs__inspect_maps(struct libs *l, pid_t pid)
-{
-	char path[64], line[4096 + 128], file[PATH_MAX];
-	int added = 0, err;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		char perms[8], *name;
-
-		/* start-end perms offset dev inode   path */
-		if (sscanf(line, "%*s %7s", perms) != 1 || perms[2] != 'x')
-			continue;
-		name = strchr(line, '/');
-		if (!name)
-			continue;
-		name[strcspn(name, "\n")] = 0;
-		if (strstr(name, " (deleted)"))
-			continue;
-		snprintf(file, sizeof(file), "/proc/%d/root%s", pid, name);
-		err = libs__attach_file(l, file, NULL, false);
-		if (err < 0) {
-			fclose(f);
-			return err;
-		}
-		added += err;
-	}
-	fclose(f);
-	return added;
 }
 
 int libs__fill(const struct libs *l, struct manifest *m)
@@ -729,10 +522,6 @@ void libs__free(struct libs *l)
 			close(l->v[i].fd);
 	}
 	free(l->v);
-	for (size_t i = 0; i < l->nr_memo; i++) {
-		free(l->memo[i].ld_path);
-		free(l->memo[i].ld_pre);
-	}
-	free(l->memo);
+	libs__memo_free(l);
 	free(l);
 }

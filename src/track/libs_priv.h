@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libs' state, shared by libs.c (files inspected, their sites attached) and libs_proc.c (a
+ * running process's image: its environment, the memo of inspections, its maps). Not for other
+ * modules: they use libs.h.
+ */
+#ifndef MEMTRACK_LIBS_PRIV_H
+#define MEMTRACK_LIBS_PRIV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "track/libs.h"
+#include "track/usdt.h"
+
+struct lib_entry {
+	dev_t dev;
+	ino_t ino;
+	unsigned kinds; /* its bit of libs__kinds */
+	char *path;	/* what was opened and attached to (maybe through /proc/PID/...) */
+	char *name;	/* what the manifest shows, when path does not say it: NULL otherwise */
+	enum alloc_kind kind;
+	int sites;
+	int sites_max; /* the most attached at once: what the manifest lists (libs__fill) */
+	struct alloc_site *pending; /* sites found before libs__bind: attached there */
+	struct usdt_site *usdt;	    /* include/memtrack.h probes not attached yet (usdt.h) */
+	int nr_usdt;
+	/* auto: the allocator sites of glibc, libstdc++ or a family library an exec maps, kept
+	 * for libs__attach_glibc (and kept while attached, for the next one after a detach) */
+	struct alloc_site *later;
+	int nr_later;
+	int fd; /* once sites were kept back: the file (O_PATH) until libs__free, else -1 */
+	bool malloc_def; /* defines malloc */
+	bool static_cxx; /* LIBS_KIND_STATIC_CXX */
+	/* jemalloc, mimalloc or tcmalloc, with the symbol the interposer knows it by
+	 * (preload_families.c: mallocx, mi_malloc, tc_malloc) */
+	bool fam_mark;
+};
+
+/* An executable's inspection, by what decides its outcome: the file, the root it is seen from,
+ * the loader's environment. An exec of the same again finds every file seen already; only
+ * its kinds are needed (auto mode judges every exec). */
+struct libs_memo {
+	dev_t xdev, rdev;
+	ino_t xino, rino;
+	char *ld_path, *ld_pre; /* NULL when unset */
+	unsigned kinds;
+};
+
+struct libs {
+	struct attach_set *set;
+	struct libs_memo *memo;
+	size_t nr_memo, cap_memo;
+	struct lib_entry *v; /* every file inspected, allocator or not: inspected once */
+	size_t nr, cap;
+	uint64_t attach_ns;
+	uint64_t attaches; /* attaches of sites to a file tried (libs__attaches) */
+	bool preload;	   /* libs__preload */
+	bool defer;	   /* auto: glibc's and libstdc++'s sites wait for libs__attach_glibc */
+	bool glibc_on;	   /* libs__attach_glibc was called, and no libs__detach_glibc since */
+	bool glibc_used;   /* libs__attach_glibc was called */
+	bool dlopen_on;	   /* libs__attach_glibc_dlopen was called: glibc's dlopen stop is in */
+	bool loading;	   /* inspecting what an exec maps (not a dlopen) */
+	int (*pl_gate)(void *ctx); /* libs__set_pl_gate; NULL once passed */
+	void *pl_ctx;
+	dev_t pre_dev;
+	ino_t pre_ino;
+	unsigned kinds; /* of the last inspection (libs__kinds) */
+	/* the last exec's inspection, in the loader's lookup order (deps.h), the interposer and
+	 * the executable left out: */
+	long first_malloc; /* of v, -1 if none: the first file defining malloc, the process's */
+	int nr_fam;	   /* files of the jemalloc, mimalloc or tcmalloc kind */
+	bool pre_seen;	   /* the interposer was met in this inspection (lookup order) */
+	bool malloc_first; /* a file defining malloc comes before the interposer: the
+			    * interposer's malloc is not the program's, it serves nothing */
+	bool exe_malloc;   /* the executable defines malloc (libs__exe_malloc) */
+	bool lib_family;   /* a library (not the executable) of a jemalloc/mimalloc/tcmalloc kind */
+};
+
+/* Inspects path (name: what the manifest shows, NULL for path itself), attaching or keeping its
+ * sites; the executable's when is_exe. Returns the sites added, or -errno. */
+int libs__attach_file(struct libs *l, const char *path, const char *name, bool is_exe);
+/* Inspects exe and what the loader would map with it, seen from root (exe_name: what to call
+ * exe in the manifest, NULL for exe itself); sets l->kinds. Returns the sites added or -errno. */
+int libs__inspect(struct libs *l, const char *root, const char *exe, const char *exe_name,
+		  const char *ld_path, const char *ld_pre);
+/* Frees the memo of inspections (libs_proc.c). */
+void libs__memo_free(struct libs *l);
+
+#endif

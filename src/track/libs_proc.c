@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: MIT
+/* A running process's image, for libs: its loader's environment, its executable's inspection
+ * (memoized by file, root and environment), the files it maps. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "track/libs_priv.h"
+
+/* Reads NAME=value from /proc/pid/environ into out (empty when unset). */
+static char *libs__environ(pid_t pid, const char *name, char *out, size_t cap)
+{
+	char path[64], buf[65536];
+	size_t nl = strlen(name);
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/environ", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return NULL;
+	buf[n] = 0;
+	for (char *p = buf; p < buf + n; p += strlen(p) + 1) {
+		if (!strncmp(p, name, nl) && p[nl] == '=') {
+			snprintf(out, cap, "%s", p + nl + 1);
+			return out;
+		}
+	}
+	return NULL;
+}
+
+static bool libs__same(const char *a, const char *b)
+{
+	return a == b || (a && b && !strcmp(a, b));
+}
+
+static struct libs_memo *libs__memo_find(struct libs *l, const struct libs_memo *k)
+{
+	for (size_t i = 0; i < l->nr_memo; i++) {
+		struct libs_memo *m = &l->memo[i];
+
+		if (m->xdev == k->xdev && m->xino == k->xino && m->rdev == k->rdev &&
+		    m->rino == k->rino && libs__same(m->ld_path, k->ld_path) &&
+		    libs__same(m->ld_pre, k->ld_pre))
+			return m;
+	}
+	return NULL;
+}
+
+/* Remembers k (its strings copied); a failure only forgets. */
+static void libs__memo_add(struct libs *l, const struct libs_memo *k)
+{
+	struct libs_memo *m;
+
+	if (l->nr_memo == l->cap_memo) {
+		size_t cap = l->cap_memo ? 2 * l->cap_memo : 16;
+		void *v = realloc(l->memo, cap * sizeof(*l->memo));
+
+		if (!v)
+			return;
+		l->memo = v;
+		l->cap_memo = cap;
+	}
+	m = &l->memo[l->nr_memo];
+	*m = *k;
+	m->ld_path = k->ld_path ? strdup(k->ld_path) : NULL;
+	m->ld_pre = k->ld_pre ? strdup(k->ld_pre) : NULL;
+	if ((k->ld_path && !m->ld_path) || (k->ld_pre && !m->ld_pre)) {
+		free(m->ld_path);
+		free(m->ld_pre);
+		return;
+	}
+	l->nr_memo++;
+}
+
+int libs__inspect_pid(struct libs *l, pid_t pid)
+{
+	char root[64], exe[64], name[PATH_MAX], ldp[PATH_MAX], pre[PATH_MAX], *ld_path, *ld_pre;
+	struct libs_memo key = {0}, *hit;
+	struct stat xs, rs, xs2, rs2;
+	ssize_t n;
+	int err;
+
+	snprintf(root, sizeof(root), "/proc/%d/root", pid);
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
+	/* opened through the link (it works whatever the path, even deleted or in another
+	 * mount namespace), shown by the path it points to */
+	n = readlink(exe, name, sizeof(name) - 1);
+	if (n > 0)
+		name[n] = 0;
+	ld_path = libs__environ(pid, "LD_LIBRARY_PATH", ldp, sizeof(ldp));
+	ld_pre = libs__environ(pid, "LD_PRELOAD", pre, sizeof(pre));
+	if (stat(exe, &xs) || stat(root, &rs))
+		return -ESRCH;
+	key = (struct libs_memo){xs.st_dev, rs.st_dev, xs.st_ino, rs.st_ino, ld_path, ld_pre, 0};
+	hit = libs__memo_find(l, &key);
+	if (hit) {
+		l->kinds = hit->kinds;
+		return 0;
+	}
+	err = libs__inspect(l, root, exe, n > 0 ? name : NULL, ld_path, ld_pre);
+	/* still there, the same image: a process that exited meanwhile left its libraries
+	 * unreachable through its root, and the inspection found none (kinds 0, "no glibc"): a
+	 * task left running at its exec was judged not to need glibc's probes, its calls lost
+	 * and the run called complete (script over su -: 3 runs in 100 just after an uprobe-mode
+	 * run), and the memo would have said so of every later exec of that file */
+	if (err >= 0 && (stat(exe, &xs2) || stat(root, &rs2) || xs2.st_dev != xs.st_dev ||
+			 xs2.st_ino != xs.st_ino || rs2.st_ino != rs.st_ino))
+		return -ESRCH;
+	if (err >= 0) {
+		key.kinds = l->kinds;
+		libs__memo_add(l, &key);
+	}
+	return err;
+}
+
+int libs__inspect_maps(struct libs *l, pid_t pid)
+{
+	char path[64], line[4096 + 128], file[PATH_MAX];
+	int added = 0, err;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		char perms[8], *name;
+
+		/* start-end perms offset dev inode   path */
+		if (sscanf(line, "%*s %7s", perms) != 1 || perms[2] != 'x')
+			continue;
+		name = strchr(line, '/');
+		if (!name)
+			continue;
+		name[strcspn(name, "\n")] = 0;
+		if (strstr(name, " (deleted)"))
+			continue;
+		snprintf(file, sizeof(file), "/proc/%d/root%s", pid, name);
+		err = libs__attach_file(l, file, NULL, false);
+		if (err < 0) {
+			fclose(f);
+			return err;
+		}
+		added += err;
+	}
+	fclose(f);
+	return added;
+}
+
+void libs__memo_free(struct libs *l)
+{
+	for (size_t i = 0; i < l->nr_memo; i++) {
+		free(l->memo[i].ld_path);
+		free(l->memo[i].ld_pre);
+	}
+	free(l->memo);
+	l->memo = NULL;
+	l->nr_memo = l->cap_memo = 0;
+}
