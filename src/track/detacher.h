@@ -10,7 +10,8 @@
 #define DETACHER_MAPS_MAX 4
 /* An offer of links (below): "<root>/ho-<tag>" holding "tp<i>" (the link of early_tp i,
  * early_links.h) and "map" (their program array); with the interposer's control link also
- * "ctl", its program array "cmap" and "lib" (what it was made on: early_links.c). */
+ * "ctl", its program array "cmap" and "lib" (what it was made on: early_priv.h, struct
+ * early_lib_id). */
 #define DETACHER_OFFER_PREFIX "ho-"
 #define DETACHER_OFFER_MAP    "map"
 #define DETACHER_OFFER_CTL    "ctl"

@@ -45,7 +45,7 @@ struct early_links {
 	pthread_t thread;
 	bool inited;  /* by early_links__start: the fds below are valid or -1 */
 	bool started; /* the thread runs or has not been joined */
-	/* The control points' link is made by a child process (early.c, early__ctl_fork), not a
+	/* The control points' link is made by a child process (early_ctl.c, early__ctl_fork), not a
 	 * thread: its grace period then never holds memtrack's exit (a thread in the kernel's
 	 * uprobe registration would). The link comes back over ctl_sock (SCM_RIGHTS). */
 	pid_t ctl_pid;
@@ -67,7 +67,7 @@ struct early_links {
 	bool adopted;		/* tp_link and tp_map were taken from such an offer */
 	int tp_prog[EARLY_TP_NR], tp_link[EARLY_TP_NR];
 	int ctl_prog, ctl_link;
-	int ctl_lib_map;  /* what the control link was made on (early_links.c), offered with it */
+	int ctl_lib_map;  /* what the control link was made on (early_priv.h), offered with it */
 	bool ctl_adopted; /* ctl_link and ctl_map were taken from a finished run's offer */
 	/* An offered control link made on another interposer file (another build), with its
 	 * array and identity: not ours to use, closed only at the end (early_links__close, or
