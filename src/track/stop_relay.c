@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "common/log.h"
+#include "common/test_delay.h"
 #include "track/stop_relay.h"
 
 #define FIRST_LOOK_NS (2 * 1000 * 1000ull) /* then twice as long each time, up to MAX_STEP */
@@ -46,19 +47,24 @@ static char relay__state(pid_t pid)
 	return p && p[1] == ' ' ? p[2] : 0;
 }
 
-/* Resumes parent when it is stopped (job control, 'T'; not a tracer's 't') while child is not:
- * it stopped itself after the child's stop. Returns 1 when the watch is over; *state: the
- * parent's state letter; *up: the parent's own parent of the tree when it was resumed (its
- * stop may have been passed on in turn), else 0. */
-static int relay__look(struct stop_relay *r, pid_t parent, pid_t child, char *state, pid_t *up)
+/* Resumes watch i's parent when it is stopped (job control, 'T'; not a tracer's 't') while its
+ * child is not: it stopped itself after the child's stop. Returns 1 when the watch is over;
+ * *state: the parent's state letter; *up: the parent's own parent of the tree when it was
+ * resumed (its stop may have been passed on in turn), else 0. */
+static int relay__look(struct stop_relay *r, unsigned i, char *state, pid_t *up)
 {
+	pid_t parent = r->v[i].parent, child = r->v[i].child;
 	char ps = relay__state(parent), cs;
+	bool own = r->v[i].own_answered;
 
+	r->v[i].own_answered = false;
 	*state = ps;
 	*up = 0;
 	if (!ps)
 		return 1; /* gone */
-	if (ps != 'T')
+	/* its own stop was answered since the last look: stopped now, it is at another of ours,
+	 * whose record settle has not read yet */
+	if (ps != 'T' || own)
 		return 0;
 	cs = relay__state(child);
 	/* stopped again (another stop of ours, or the user's): not ours to judge */
@@ -76,11 +82,12 @@ static int relay__look(struct stop_relay *r, pid_t parent, pid_t child, char *st
 	return 1;
 }
 
+/* Watches parent from now: looked at from the next tick, then at growing intervals. */
 static void relay__watch(struct stop_relay *r, pid_t child, pid_t parent)
 {
-	uint64_t now;
+	uint64_t now = relay__now();
 	unsigned i;
-	now = relay__now();
+
 	if (r->n == STOP_RELAY_MAX) { /* the oldest gives way */
 		memmove(&r->v[0], &r->v[1], sizeof(r->v[0]) * (STOP_RELAY_MAX - 1));
 		r->n--;
@@ -89,26 +96,40 @@ static void relay__watch(struct stop_relay *r, pid_t child, pid_t parent)
 	r->v[i].parent = parent;
 	r->v[i].child = child;
 	r->v[i].step_ns = FIRST_LOOK_NS;
-	r->v[i].due_ns = now + FIRST_LOOK_NS;
+	r->v[i].due_ns = now;
 	r->v[i].end_ns = now + WATCH_NS;
 	r->v[i].max_ns = now + WATCH_MAX_NS;
+	r->v[i].own_answered = false;
 }
 
+/* Called while the records are read (a stop's answer): the parent is looked at by the next
+ * tick, which comes right after the read, when every record written before the look has been
+ * answered (settle). */
 void stop_relay__answered(struct stop_relay *r, pid_t child, pid_t parent)
 {
-	/* a parent found stopped and resumed has its own parent looked at: the depth of the tree
-	 * bounds it, each parent resumed once */
-	for (unsigned depth = 0; parent > 0 && depth < STOP_RELAY_MAX; depth++) {
-		char state;
-		pid_t up;
+	for (unsigned i = 0; i < r->n; i++)
+		if (r->v[i].parent == child)
+			r->v[i].own_answered = true;
+	if (parent > 0)
+		relay__watch(r, child, parent);
+}
 
-		if (!relay__look(r, parent, child, &state, &up)) {
-			relay__watch(r, child, parent);
-			return;
-		}
-		child = parent;
-		parent = up;
-	}
+/* Is a watch due? */
+static bool relay__due(const struct stop_relay *r, uint64_t now)
+{
+	for (unsigned i = 0; i < r->n; i++)
+		if (r->v[i].due_ns <= now)
+			return true;
+	return false;
+}
+
+/* Is a due watch's parent stopped? Then it may be at one of memtrack's own stops. */
+static bool relay__due_stopped(const struct stop_relay *r, uint64_t now)
+{
+	for (unsigned i = 0; i < r->n; i++)
+		if (r->v[i].due_ns <= now && relay__state(r->v[i].parent) == 'T')
+			return true;
+	return false;
 }
 
 /* Past its watch: over unless it has not run yet (its state 'R' or 'D') and not for too long */
@@ -127,15 +148,30 @@ void stop_relay__tick(struct stop_relay *r)
 	unsigned nup = 0;
 	uint64_t now;
 
+	static long test_delay_ms = -1;
+
 	if (!r->n)
 		return;
 	now = relay__now();
+	/* MEMTRACK_TEST_RELAY_DELAY_MS: the tests' late look, as a memtrack preempted between
+	 * its read of the records and this look looks on a loaded machine (a parent of the
+	 * tree may have exec'd and stopped meanwhile) */
+	if (relay__due(r, now)) {
+		test_delay__sleep("MEMTRACK_TEST_RELAY_DELAY_MS", &test_delay_ms);
+		now = relay__now();
+	}
+	/* a stop of ours takes effect after its record is written: read (and answered) before a
+	 * stopped parent is judged to have stopped itself. The read may add watches. */
+	if (r->settle && relay__due_stopped(r, now)) {
+		r->settle(r->ctx);
+		now = relay__now();
+	}
 	for (unsigned i = 0; i < r->n;) {
 		char state;
 		pid_t gp;
 
 		if (r->v[i].due_ns <= now) {
-			int over = relay__look(r, r->v[i].parent, r->v[i].child, &state, &gp);
+			int over = relay__look(r, i, &state, &gp);
 
 			if (gp > 0) {
 				up[nup].child = r->v[i].parent;
@@ -151,6 +187,8 @@ void stop_relay__tick(struct stop_relay *r)
 		}
 		i++;
 	}
+	/* a parent found stopped and resumed has its own parent watched: the depth of the tree
+	 * bounds it, each parent resumed once */
 	for (unsigned i = 0; i < nup; i++)
-		stop_relay__answered(r, up[i].child, up[i].parent);
+		relay__watch(r, up[i].child, up[i].parent);
 }

@@ -72,6 +72,7 @@ int tracker__run(const struct tracker_opts *o)
 	t.ring.fd = -EBADF;
 	t.wd.sock = -1;
 	t.relay.tree_parent = tracker__tree_parent;
+	t.relay.settle = tracker__settle;
 	t.relay.ctx = &t;
 	t.m.start_unix_ns = now_ns(CLOCK_REALTIME);
 	t.m.start_mono_ns = t.t_start = t_start;

@@ -383,6 +383,13 @@ pid_t tracker__tree_parent(void *ctx, pid_t pid)
 	return bpf_map_lookup_elem(t->fd.procs, &pkey, &pp) ? 0 : (pid_t)p.ppid;
 }
 
+void tracker__settle(void *ctx)
+{
+	struct tracker *t = ctx;
+
+	consumer__drain(&t->cons);
+}
+
 int tracker__control_record(void *ctx, const struct mt_event *ev)
 {
 	struct tracker *t = ctx;
@@ -422,8 +429,7 @@ int tracker__control_record(void *ctx, const struct mt_event *ev)
 	 * of test_stop_propagated_uprobe with four busy loops on the 2 CPUs) */
 	ppid = tracker__tree_parent(t, ev->pid);
 	kill(ev->pid, SIGCONT);
-	if (ppid > 0)
-		stop_relay__answered(&t->relay, ev->pid, ppid);
+	stop_relay__answered(&t->relay, ev->pid, ppid);
 	log__debug(LOG_VERBOSE, "stop of %d (record type %u): %.2f ms after it, handled in %.2f ms",
 		   ev->pid, ev->type, (t0 - ev->ts) / 1e6, (now_ns(CLOCK_MONOTONIC) - t0) / 1e6);
 	return 0;

@@ -193,6 +193,8 @@ int tracker__alloc_ensure(struct tracker *t);
 int tracker__control_record(void *ctx, const struct mt_event *ev);
 /* The parent of pid if it is a process of the tree, else 0 (ctx: the tracker; stop_relay.h). */
 pid_t tracker__tree_parent(void *ctx, pid_t pid);
+/* Answers every stop whose record is written: the records read (stop_relay.h's settle). */
+void tracker__settle(void *ctx);
 int tracker__set_stops(struct tracker *t, bool on);
 int tracker__set_stop_all(struct tracker *t, bool on);
 int tracker__set_glibc_in(struct tracker *t);

@@ -423,7 +423,9 @@ int mt_track(struct mt_run *r, const struct mt_run_opts *o, const char *const ar
 		args[n++] = o->wrap[i];
 	args[n++] = mt_memtrack();
 	args[n++] = "track";
-	args[n++] = "-q";
+	/* $MT_TEST_VERBOSE: memtrack's -vv log instead of -q, printed with a failing run's dump
+	 * (a flaky test's stops and judgements) */
+	args[n++] = getenv("MT_TEST_VERBOSE") ? "-vv" : "-q";
 	args[n++] = "-o";
 	args[n++] = r->out;
 	for (int i = 0; o->track_opts && o->track_opts[i] && n < 40; i++)
