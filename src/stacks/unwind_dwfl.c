@@ -8,39 +8,12 @@
 #include <unistd.h>
 #include <elfutils/libdwfl.h>
 #include "stacks/unwind_dwfl.h"
+#include "stacks/unwind_dwfl_priv.h"
 #include "stacks/unwind_step.h"
 
 #define UW_BUCKETS     1024		 /* processes, chained */
 #define UW_REREAD_NS   (20 * 1000000ull) /* a process' maps are re-read at most this often */
 #define UW_CACHE_SLOTS 8192		 /* remembered unwinds, direct-mapped */
-#define UW_MAX_READS   512 /* stack words an unwind may read and still be remembered */
-
-/* x86-64 DWARF register numbers (System V psABI, figure 3.36) */
-enum { DW_RBX = 3, DW_RBP = 6, DW_RSP = 7, DW_R12 = 12 };
-
-struct uw_proc {
-	pid_t pid;
-	char *maps; /* the text of /proc/PID/maps at its last reading (or the parent's) */
-	size_t maps_len;
-	/* maps are this image's as it was when its stacks were taken: read while it was stopped
-	 * (unwind_dwfl__refresh), or inherited at fork from such a parent. Never replaced by a
-	 * reading when a stack is unwound: the process may be in a later image by then. */
-	bool exact;
-	bool gone; /* its maps could not be read any more: keep what we have */
-	uint64_t read_ns;
-	Dwfl *dwfl; /* built from maps when first needed; NULL after a change */
-	/* the stack being unwound, for the thread callbacks */
-	pid_t tid;
-	const struct mt_ustack *us;
-	const uint8_t *stack;
-	bool out_of_slice;    /* the unwinder wanted memory outside the copy */
-	uint32_t gen;	      /* bumped when the Dwfl changes: remembered unwinds are stale */
-	uint32_t nr_reads;    /* the words this unwind read, UW_MAX_READS + 1 when too many */
-	uint64_t (*reads)[2]; /* address, value: struct unwind_dwfl's, one walk at a time */
-	bool *needed;	      /* reads[i] decided the walk (struct unwind_dwfl's too) */
-	uint32_t needed_regs; /* bit r: the captured regs[r] decided it */
-	struct uw_proc *next;
-};
 
 /*
  * A remembered unwind. A walk is a function of the initial registers, the modules and the stack
@@ -68,9 +41,6 @@ struct uw_memo {
 	uint64_t (*reads)[2];
 	struct unwind_frame frames[];
 };
-
-/* Generations are unique across processes: a pid reused after an exec starts afresh. */
-static uint32_t uw_gens;
 
 struct unwind_dwfl {
 	struct uw_proc *procs[UW_BUCKETS];
@@ -122,35 +92,12 @@ static struct uw_proc *uw_proc(struct unwind_dwfl *u, pid_t pid, bool create)
 		*pp = calloc(1, sizeof(**pp));
 		if (*pp) {
 			(*pp)->pid = pid;
-			(*pp)->gen = ++uw_gens;
+			(*pp)->gen = uw_proc__next_gen();
 			(*pp)->reads = u->reads;
 			(*pp)->needed = u->needed;
 		}
 	}
 	return *pp;
-}
-
-static void uw_drop_dwfl(struct uw_proc *p)
-{
-	if (p->dwfl)
-		dwfl_end(p->dwfl);
-	p->dwfl = NULL;
-	p->gen = ++uw_gens;
-}
-
-/* The word at addr as the process had it: from the copy, with the return addresses the kernel
- * hijacked for uretprobes put back. False when addr is outside the copy. */
-static bool uw_word(const struct mt_ustack *us, const uint8_t *stack, uint64_t addr, uint64_t *v)
-{
-	uint64_t sp = us->regs[MT_UREG_SP];
-
-	if (addr < sp || addr - sp > us->size || us->size - (addr - sp) < sizeof(*v))
-		return false;
-	memcpy(v, stack + (addr - sp), sizeof(*v));
-	for (uint32_t i = 0; i < us->nr_rets && i < MT_USTACK_RETS; i++)
-		if (us->rets[i][0] == addr)
-			*v = us->rets[i][1];
-	return true;
 }
 
 /* --- remembered unwinds (struct uw_memo) ------------------------------------------------------ */
@@ -193,7 +140,7 @@ static bool uw_memo_match(const struct uw_memo *m, const struct uw_proc *p,
 	for (uint32_t i = 0; i < m->nr_reads; i++) {
 		uint64_t v;
 
-		if (!uw_word(us, stack, m->reads[i][0], &v) || v != m->reads[i][1])
+		if (!uw_proc__word(us, stack, m->reads[i][0], &v) || v != m->reads[i][1])
 			return false;
 	}
 	return true;
@@ -280,126 +227,11 @@ static int uw_read_maps(struct unwind_dwfl *u, struct uw_proc *p)
 	buf = NULL;
 	p->read_ns = uw_now();
 	u->st.maps_reads++;
-	uw_drop_dwfl(p);
+	uw_proc__drop_dwfl(p);
 cleanup:
 	free(buf);
 	close(fd);
 	return err;
-}
-
-/* --- libdwfl callbacks ----------------------------------------------------------------------- */
-
-/* CFI comes from .eh_frame in the mapped file itself: no separate debug files, no debuginfod
- * (whatever DEBUGINFOD_URLS says) while tracking. */
-static int uw_no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
-			   const char *file_name, const char *debuglink_file,
-			   GElf_Word debuglink_crc, char **debuginfo_file_name)
-{
-	(void)mod, (void)userdata, (void)modname, (void)base, (void)file_name;
-	(void)debuglink_file, (void)debuglink_crc, (void)debuginfo_file_name;
-	return -1;
-}
-
-static const Dwfl_Callbacks uw_callbacks = {
-    .find_elf = dwfl_linux_proc_find_elf,
-    .find_debuginfo = uw_no_debuginfo,
-};
-
-static pid_t uw_next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
-{
-	struct uw_proc *p = arg;
-
-	(void)dwfl;
-	if (*thread_argp)
-		return 0;
-	*thread_argp = p;
-	return p->tid;
-}
-
-static bool uw_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
-{
-	struct uw_proc *p = arg;
-
-	(void)dwfl;
-	*thread_argp = p;
-	return tid == p->tid;
-}
-
-/* A word for the walk (either kind), remembered for struct uw_memo. */
-static bool uw_read(struct uw_proc *p, uint64_t addr, uint64_t *v)
-{
-	if (!uw_word(p->us, p->stack, addr, v)) {
-		p->out_of_slice = true;
-		return false;
-	}
-	if (p->nr_reads < UW_MAX_READS) {
-		p->reads[p->nr_reads][0] = addr;
-		p->reads[p->nr_reads][1] = *v;
-	}
-	if (p->nr_reads <= UW_MAX_READS)
-		p->nr_reads++;
-	return true;
-}
-
-static bool uw_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
-{
-	uint64_t v;
-
-	(void)dwfl;
-	if (!uw_read(arg, addr, &v))
-		return false;
-	*result = v;
-	return true;
-}
-
-static bool uw_set_initial_registers(Dwfl_Thread *thread, void *arg)
-{
-	struct uw_proc *p = arg;
-	const uint64_t *r = p->us->regs;
-	const Dwarf_Word bx = r[MT_UREG_BX], bp_sp[2] = {r[MT_UREG_BP], r[MT_UREG_SP]};
-	const Dwarf_Word r12_15[4] = {r[MT_UREG_R12], r[MT_UREG_R13], r[MT_UREG_R14],
-				      r[MT_UREG_R15]};
-
-	/* only what is valid after the call: the callee-saved registers, sp and the return
-	 * address; the others stay undefined */
-	if (!dwfl_thread_state_registers(thread, DW_RBX, 1, &bx) ||
-	    !dwfl_thread_state_registers(thread, DW_RBP, 2, bp_sp) ||
-	    !dwfl_thread_state_registers(thread, DW_R12, 4, r12_15))
-		return false;
-	dwfl_thread_state_register_pc(thread, r[MT_UREG_IP]);
-	return true;
-}
-
-static const Dwfl_Thread_Callbacks uw_thread_callbacks = {
-    .next_thread = uw_next_thread,
-    .get_thread = uw_get_thread,
-    .memory_read = uw_memory_read,
-    .set_initial_registers = uw_set_initial_registers,
-};
-
-/* The process' Dwfl, built from its maps text; NULL when it has none or it cannot be built. */
-static Dwfl *uw_dwfl(struct uw_proc *p)
-{
-	FILE *f;
-	int err;
-
-	if (p->dwfl || !p->maps)
-		return p->dwfl;
-	p->dwfl = dwfl_begin(&uw_callbacks);
-	if (!p->dwfl)
-		return NULL;
-	f = fmemopen(p->maps, p->maps_len, "r");
-	if (!f) {
-		uw_drop_dwfl(p);
-		return NULL;
-	}
-	dwfl_report_begin(p->dwfl);
-	err = dwfl_linux_proc_maps_report(p->dwfl, f);
-	fclose(f);
-	if (err || dwfl_report_end(p->dwfl, NULL, NULL) ||
-	    !dwfl_attach_state(p->dwfl, NULL, p->pid, &uw_thread_callbacks, p))
-		uw_drop_dwfl(p);
-	return p->dwfl;
 }
 
 /* The module of a Dwfl_Module: one per process and file (cached in its userdata), kept until
@@ -535,7 +367,7 @@ static int uw_fast_walk(struct unwind_dwfl *u, struct uw_proc *p, Dwfl *dwfl,
 			} else if (rule->how[r] == UW_UNDEF) {
 				next_known &= ~(1u << r);
 			} else if (rule->how[r] == UW_AT_CFA) {
-				if (!uw_read(p, at, &next[r])) {
+				if (!uw_proc__read(p, at, &next[r])) {
 					res->truncated = true; /* the copy ended */
 					return 0;
 				}
@@ -564,7 +396,7 @@ static int uw_walk(struct unwind_dwfl *u, struct uw_proc *p, struct unwind_resul
 
 	res->nr = 0;
 	res->truncated = false;
-	w.dwfl = uw_dwfl(p);
+	w.dwfl = uw_proc__dwfl(p);
 	if (!w.dwfl)
 		return -ESRCH;
 	if (!dwfl_addrmodule(w.dwfl, p->us->regs[MT_UREG_IP] - 1))
@@ -677,7 +509,7 @@ void unwind_dwfl__exec(struct unwind_dwfl *u, pid_t pid)
 	if (!p)
 		return;
 	*pp = p->next;
-	uw_drop_dwfl(p);
+	uw_proc__drop_dwfl(p);
 	free(p->maps);
 	free(p);
 }
@@ -701,7 +533,7 @@ void unwind_dwfl__free(struct unwind_dwfl *u)
 			struct uw_proc *p = u->procs[b];
 
 			u->procs[b] = p->next;
-			uw_drop_dwfl(p);
+			uw_proc__drop_dwfl(p);
 			free(p->maps);
 			free(p);
 		}
