@@ -145,17 +145,16 @@ void stop_relay__tick(struct stop_relay *r)
 	struct {
 		pid_t child, parent;
 	} up[STOP_RELAY_MAX]; /* resumed parents and theirs: watched once the loop is over */
+	static long test_delay_ms = -1;
 	unsigned nup = 0;
 	uint64_t now;
-
-	static long test_delay_ms = -1;
 
 	if (!r->n)
 		return;
 	now = relay__now();
-	/* MEMTRACK_TEST_RELAY_DELAY_MS: the tests' late look, as a memtrack preempted between
-	 * its read of the records and this look looks on a loaded machine (a parent of the
-	 * tree may have exec'd and stopped meanwhile) */
+	/* MEMTRACK_TEST_RELAY_DELAY_MS: the tests' late look. A memtrack preempted between its
+	 * read of the records and this look (a loaded machine) may find a parent of the tree
+	 * that exec'd and stopped meanwhile. */
 	if (relay__due(r, now)) {
 		test_delay__sleep("MEMTRACK_TEST_RELAY_DELAY_MS", &test_delay_ms);
 		now = relay__now();
