@@ -75,28 +75,32 @@ static void settle(void *ctx)
 	stop_relay__answered(s->r, s->parent, 0);
 }
 
-static void relay_init(struct stop_relay *r, struct settle_ctx *s, pid_t parent)
+/* A stopped process, watched as the parent of a child (here: us, running) whose stop was just
+ * answered; settle answers as s says. */
+static pid_t watched_parent(struct stop_relay *r, struct settle_ctx *s)
 {
+	pid_t parent = stopped_process();
+
 	memset(r, 0, sizeof(*r));
 	memset(s, 0, sizeof(*s));
 	s->r = r;
 	s->parent = parent;
 	r->settle = settle;
 	r->ctx = s;
+	stop_relay__answered(r, getpid(), parent);
+	return parent;
 }
 
 /* A wrapper (su, sudo) stopped itself when its child stopped at ours: resumed at the first
  * tick after the child's answer, after settle found nothing of its own to answer. */
 static void test_self_stopped_parent_resumed(void **state)
 {
-	pid_t parent = stopped_process();
 	struct stop_relay r;
 	struct settle_ctx s;
+	pid_t parent = watched_parent(&r, &s);
 
 	(void)state;
-	relay_init(&r, &s, parent);
-	stop_relay__answered(&r, getpid(), parent); /* its child (here: us, running) answered */
-	assert_int_equal(r.resumed, 0);		    /* looked at by the tick, not before */
+	assert_int_equal(r.resumed, 0); /* looked at by the tick, not at the answer */
 	stop_relay__tick(&r);
 	assert_int_equal(s.calls, 1);
 	assert_int_equal(r.resumed, 1);
@@ -107,14 +111,12 @@ static void test_self_stopped_parent_resumed(void **state)
  * the relay sends nothing of its own. */
 static void test_parent_at_own_stop_left_to_answer(void **state)
 {
-	pid_t parent = stopped_process();
 	struct stop_relay r;
 	struct settle_ctx s;
+	pid_t parent = watched_parent(&r, &s);
 
 	(void)state;
-	relay_init(&r, &s, parent);
 	s.answer = true;
-	stop_relay__answered(&r, getpid(), parent);
 	stop_relay__tick(&r);
 	assert_int_equal(s.calls, 1);
 	assert_int_equal(r.resumed, 0);
@@ -126,14 +128,12 @@ static void test_parent_at_own_stop_left_to_answer(void **state)
  * since, takes it for a wrapper's stop. */
 static void test_parent_stopped_again_not_resumed(void **state)
 {
-	pid_t parent = stopped_process();
 	struct stop_relay r;
 	struct settle_ctx s;
+	pid_t parent = watched_parent(&r, &s);
 
 	(void)state;
-	relay_init(&r, &s, parent);
 	s.answer = s.restopped = true;
-	stop_relay__answered(&r, getpid(), parent);
 	stop_relay__tick(&r);
 	assert_int_equal(r.resumed, 0);
 	assert_int_equal(mt_proc_state(parent), 'T');
@@ -151,12 +151,11 @@ static void test_running_parent_no_settle(void **state)
 {
 	struct stop_relay r;
 	struct settle_ctx s;
-	pid_t parent = stopped_process();
+	pid_t parent = watched_parent(&r, &s);
 
 	(void)state;
 	kill(parent, SIGCONT);
-	relay_init(&r, &s, parent);
-	stop_relay__answered(&r, getpid(), parent);
+	assert_int_not_equal(mt_proc_state(parent), 'T');
 	stop_relay__tick(&r);
 	assert_int_equal(s.calls, 0);
 	assert_int_equal(r.resumed, 0);
