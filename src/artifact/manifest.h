@@ -144,6 +144,9 @@ struct manifest {
 	 * (ptrace), or a parent that takes SIGCHLD from a queue (src/bpf/maps.bpf.h). What they
 	 * call through a library found there, before its uprobes attach, can be missing. */
 	uint64_t not_stopped;
+	/* auto: the tree's execs judged the interposer's by the BPF side, run on without a stop
+	 * (src/bpf/exec_judge.bpf.c) */
+	uint64_t execs_judged;
 	/* shared files memtrack handed to processes of the tree that could not open them by
 	 * their path (another user's, another /dev/shm: src/track/handoff.h) */
 	uint64_t handoffs;

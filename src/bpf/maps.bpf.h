@@ -167,12 +167,29 @@ struct mt_stop_ctl_map {
 	 * network namespace whose processes can ask memtrack for the shared memory (0: none,
 	 * mt_shm_denied; src/track/handoff.h); [6]: 1 while glibc's uprobes are in (auto mode,
 	 * src/track/tracker_glibc.c): a process that needs them execs a known executable
-	 * unstopped, keeping its need (mt_proc.glibc_need) unjudged */
-	__uint(max_entries, 7);
+	 * unstopped, keeping its need (mt_proc.glibc_need) unjudged; [7]: 1 while an exec may be
+	 * judged the interposer's without a stop (auto mode, exec_judge.bpf.c); [8], [9], [10]:
+	 * the root's environment there (enum mt_env_var, proc.h); [11]: 1 + the root's file
+	 * system root (a struct dentry address), taken at the tree's first exec like [3]; [12]:
+	 * the execs judged so (mechanisms.execs_judged) */
+	__uint(max_entries, 13);
 	__type(key, __u32);
 	__type(value, __u64); /* 64 bits: the only width of atomic fetch-add before -mcpu=v3 */
 };
 extern struct mt_stop_ctl_map stop_ctl SEC(".maps");
+
+/* Executables user space has inspected: key = mt_exe_key (proc.h), value MT_EXE_* bits. */
+struct mt_known_exe_map {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, __u8);
+};
+extern struct mt_known_exe_map known_exe SEC(".maps");
+
+/* 1 when the current task's exec (bprm) may go on unstopped in auto mode: exec_judge.bpf.c. */
+int mt_exec_served(__u64 bprm);
 
 static __always_inline bool mt_stop_all(void)
 {
@@ -197,14 +214,21 @@ static __always_inline __u64 mt_seccomp_filter(struct task_struct *task)
 }
 
 /* Records the root's seccomp filter at the tree's first exec (stop_ctl[3]); a filter of its own
- * below that one (man-db's sandbox) may refuse the interposer its shared memory. */
-static __always_inline void mt_seccomp_note_root(void)
+ * below that one (man-db's sandbox) may refuse the interposer its shared memory. And its file
+ * system root (stop_ctl[11]): a chroot'ed process may not see the interposer's file. */
+static __always_inline void mt_note_root(void)
 {
 	__u32 key = 3;
 	__u64 *ref = bpf_map_lookup_elem(&stop_ctl, &key);
 
 	if (ref && !*ref)
 		*ref = mt_seccomp_filter((struct task_struct *)bpf_get_current_task()) + 1;
+	key = 11; /* and its file system root (mt_exec_served) */
+	ref = bpf_map_lookup_elem(&stop_ctl, &key);
+	if (ref && !*ref)
+		*ref = (__u64)BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), fs,
+					    root.dentry) +
+		       1;
 }
 
 /* Is task in memtrack's pid namespace? The interposer serves no other (src/preload/preload_ring.c),

@@ -100,6 +100,43 @@ static inline mt_u64 mt_exe_key(mt_u32 s_dev, mt_u64 ino)
 	return ((mt_u64)s_dev << 32) ^ ino;
 }
 
+/* The known_exe map's value: bits. */
+#define MT_EXE_KNOWN 1 /* inspected: what it maps is attached where needed */
+/* auto mode: judged the interposer's (no uprobe needed) in an environment whose LD_PRELOAD,
+ * MEMTRACK_PRELOAD_SHM and LD_LIBRARY_PATH were the root's: an exec of it in such an
+ * environment is judged without a stop (src/bpf/exec_judge.bpf.c) */
+#define MT_EXE_SERVED 2
+
+/*
+ * The environment the BPF side judges an exec by (exec_judge.bpf.c) and user space sets
+ * (stop_ctl[8..10], src/track/preload_setup.c): per variable, 0 when it is absent, else the
+ * FNV-1a hash of its value (1 if that is 0). A variable set twice is never judged so.
+ */
+enum mt_env_var {
+	MT_ENV_LD_PRELOAD = 0,
+	MT_ENV_SHM = 1, /* MEMTRACK_PRELOAD_SHM (shm_abi.h's MT_SHM_ENV) */
+	MT_ENV_LD_LIBRARY_PATH = 2,
+	MT_ENV_NR,
+};
+/* bytes of environment the BPF side reads (a larger one stops): a per-CPU value is at most 32
+ * KiB, with the walk's state and 64 bytes of slack (exec_judge.bpf.c) */
+#define MT_ENV_MAX   (32768 - 128)
+#define MT_FNV_INIT  0xcbf29ce484222325ULL
+#define MT_FNV_PRIME 0x100000001b3ULL
+
+/* stop_ctl's entry for a variable whose value is v (NULL: absent): what exec_judge.bpf.c
+ * computes from the environment, byte by byte. */
+static inline mt_u64 mt_env_value(const char *v)
+{
+	mt_u64 h = MT_FNV_INIT;
+
+	if (!v)
+		return 0;
+	for (; *v; v++)
+		h = (h ^ (unsigned char)*v) * MT_FNV_PRIME;
+	return h ? h : 1;
+}
+
 /* The kernel's internal dev_t (MKDEV) of a major and minor number, as user space sees them. */
 static inline mt_u32 mt_kernel_dev(mt_u32 major, mt_u32 minor)
 {

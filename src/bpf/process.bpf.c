@@ -67,14 +67,7 @@ struct mt_pcpu_map pcpu_probe SEC(".maps");
 
 struct mt_rss_shadow_map rss_shadow SEC(".maps");
 
-/* Executables user space has inspected: key = mt_exe_key (proc.h), value unused. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(max_entries, 4096);
-	__type(key, __u64);
-	__type(value, __u8);
-} known_exe SEC(".maps");
+struct mt_known_exe_map known_exe SEC(".maps");
 
 static __always_inline void mt_own_mm(__u64 mm, __u32 tgid)
 {
@@ -304,14 +297,19 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	struct mt_proc *p = bpf_map_lookup_elem(&procs, &tgid);
 	struct mm_struct *mm;
 	struct mt_thread *t;
-	bool locked, no_stop, denied;
+	bool locked, no_stop, denied, served;
 	__u64 judge;
 
 	if (!p)
 		return 0;
 	mm = BPF_CORE_READ(task, mm);
-	mt_seccomp_note_root();
+	mt_note_root();
 	denied = mt_shm_denied(); /* the new image's credentials, committed by now */
+	judge = (denied ? MT_EXEC_SHM_DENIED : 0) | (mt_other_mntns() ? MT_EXEC_OTHER_MNTNS : 0);
+	/* auto mode, an executable judged the interposer's before: judged here, no stop
+	 * (exec_judge.bpf.c); before the lock, the environment's walk is this exec's longest
+	 * part. Not a process that needs glibc's uprobes: user space judges its new image. */
+	served = !judge && !p->glibc_need && mt_exec_served((__u64)bprm);
 	/* under p->lock: a reclaimer's record of the old mm cannot follow the Exec (rss.bpf.c
 	 * checks p->mm under the lock) */
 	locked = mt_proc_lock(tgid);
@@ -329,7 +327,7 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	/* the root's, judged before it ran; or a process that needs glibc's uprobes while they
 	 * are in: its new image is recorded by them whatever it needs, and its need, kept, keeps
 	 * them in while it runs (judging it could only take them out sooner: 0.3 ms an exec) */
-	no_stop = p->no_stop || (p->glibc_need && mt_glibc_in());
+	no_stop = p->no_stop || (p->glibc_need && mt_glibc_in()) || served;
 	p->no_stop = 0;
 	/* the old image's calls are over: a depth one of them left (its return never seen: a
 	 * probe taken out during the call, tracker_glibc.c; a longjmp) would make every call of
@@ -342,7 +340,6 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	mt_own_mm((__u64)mm, tgid);
 	/* before the re-base (the tail call does not return): the stop is taken on the way back
 	 * to user space, after all of this */
-	judge = (denied ? MT_EXEC_SHM_DENIED : 0) | (mt_other_mntns() ? MT_EXEC_OTHER_MNTNS : 0);
 	mt_exec_stop(tgid, tid, (__u64)bprm, no_stop, judge);
 	/* The old image's memory is gone: the new mm starts from what exec mapped. */
 	mt_rebase_call(ctx, tgid, tid, (__u64)mm, locked, false);

@@ -10,6 +10,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 #include "common/log.h"
+#include "bpf/proc.h"
 #include "track/handoff.h"
 #include "track/preload_setup.h"
 
@@ -109,6 +110,10 @@ int preload_setup__start(struct preload_setup *p, enum alloc_hooks mode, uint64_
 		goto fail;
 	}
 	free(pre);
+	_Static_assert(sizeof(p->env_root) / sizeof(p->env_root[0]) == MT_ENV_NR, "env_root");
+	p->env_root[MT_ENV_LD_PRELOAD] = mt_env_value(getenv("LD_PRELOAD"));
+	p->env_root[MT_ENV_SHM] = mt_env_value(getenv(MT_SHM_ENV));
+	p->env_root[MT_ENV_LD_LIBRARY_PATH] = mt_env_value(getenv("LD_LIBRARY_PATH"));
 	if (stat(shm_source__path(p->shm), &st) == 0) {
 		p->shm_dev = st.st_dev;
 		p->shm_ino = st.st_ino;
@@ -289,6 +294,42 @@ static bool preload_setup__other_pidns(const struct preload_setup *p, pid_t pid)
 
 	snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
 	return p->pidns_ino && !stat(path, &st) && st.st_ino != p->pidns_ino;
+}
+
+bool preload_setup__like_root(const struct preload_setup *p, pid_t pid)
+{
+	static const char *const names[MT_ENV_NR] = {
+	    [MT_ENV_LD_PRELOAD] = "LD_PRELOAD=",
+	    [MT_ENV_SHM] = MT_SHM_ENV "=",
+	    [MT_ENV_LD_LIBRARY_PATH] = "LD_LIBRARY_PATH=",
+	};
+	static char env[MT_ENV_MAX + 1];
+	uint64_t got[MT_ENV_NR] = {0};
+	char path[64];
+	struct stat st, ours;
+	ssize_t n = preload_setup__read(pid, "environ", env, sizeof(env));
+
+	/* the BPF side reads at most MT_ENV_MAX bytes, and stops a larger environment */
+	if (n <= 0 || n > MT_ENV_MAX)
+		return false;
+	env[n] = 0;
+	for (char *e = env; e < env + n; e += strlen(e) + 1)
+		for (int v = 0; v < MT_ENV_NR; v++) {
+			size_t len = strlen(names[v]);
+
+			if (strncmp(e, names[v], len))
+				continue;
+			if (got[v])
+				return false; /* set twice: the BPF side never judges it */
+			got[v] = mt_env_value(e + len);
+		}
+	for (int v = 0; v < MT_ENV_NR; v++)
+		if (got[v] != p->env_root[v])
+			return false;
+	snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
+	return !stat(path, &st) && !stat("/", &ours) && st.st_dev == ours.st_dev &&
+	       st.st_ino == ours.st_ino && !preload_setup__other_pidns(p, pid) &&
+	       !preload_setup__secure(pid, false);
 }
 
 bool preload_setup__needs_probes(const struct preload_setup *p, pid_t pid, unsigned kinds)

@@ -41,6 +41,9 @@ struct preload_setup {
 	ino_t shm_ino;
 	struct shm_source *shm;
 	uid_t shm_uid; /* the shared memory's owner: the invoking user under sudo, else ours */
+	/* the command's LD_PRELOAD, MEMTRACK_PRELOAD_SHM and LD_LIBRARY_PATH (mt_env_value, enum
+	 * mt_env_var): an exec in that environment may be judged by the BPF side */
+	uint64_t env_root[3];
 	/* auto: each judgement at an exec stop, in order: whether the image needs uprobes, and
 	 * its libs__kinds (the manifest's labels come from a process's last one: a family
 	 * library's bit makes its family `uprobe`) */
@@ -77,6 +80,11 @@ bool preload_setup__env_reaches(const struct preload_setup *p, pid_t pid);
  * of a process in another mount namespace (MT_EXEC_OTHER_MNTNS): its /dev/shm may be another. */
 bool preload_setup__shm_reaches(const struct preload_setup *p, pid_t pid);
 bool preload_setup__needs_probes(const struct preload_setup *p, pid_t pid, unsigned kinds);
+/* Is pid, stopped at its exec, where the command would be: the command's LD_PRELOAD,
+ * MEMTRACK_PRELOAD_SHM and LD_LIBRARY_PATH (env_root), each set once, our root directory and
+ * pid namespace, not a secure exec? What the BPF side checks before it judges an exec of an
+ * executable judged here (src/bpf/exec_judge.bpf.c): only the file decides then. */
+bool preload_setup__like_root(const struct preload_setup *p, pid_t pid);
 /* Could the i386 interposer serve pid, an i386 process stopped at its exec (abi32.h)? Its exec
  * is not secure, it is in our pid namespace (its environment: abi32__prepare). */
 bool preload_setup__serves_i386(const struct preload_setup *p, pid_t pid);

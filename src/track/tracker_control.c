@@ -48,7 +48,20 @@ int tracker__set_stop_all(struct tracker *t, bool on)
 {
 	int err = stop_ctl__set(t, 1, on || t->abi32.rewrote);
 
+	/* stop_ctl[7]: the BPF side's own judgement (exec_judge.bpf.c), never once a 32-bit
+	 * program's environment was rewritten: its execs must stop to get their name back */
+	if (!err)
+		err = stop_ctl__set(t, 7, on && t->pre.autom && !t->abi32.rewrote);
 	return err ? err : tracker__set_glibc_in(t);
+}
+
+/* stop_ctl[12]: the execs the BPF side judged the interposer's, unstopped (exec_judge.bpf.c) */
+uint64_t tracker__execs_judged(struct tracker *t)
+{
+	__u32 key = 12;
+	__u64 n = 0;
+
+	return bpf_map_lookup_elem(t->fd.stop_ctl, &key, &n) ? 0 : n;
 }
 
 /* stop_ctl[6]: 1 while glibc's uprobes are in (auto mode): the execs of a process that needs
@@ -77,6 +90,13 @@ int tracker__set_shm_owner(struct tracker *t)
 		err = stop_ctl__set(t, 5, net); /* who can ask for the file (handoff.h) */
 	if (!err)
 		err = stop_ctl__set(t, 6, 0); /* glibc's uprobes not in yet */
+	/* the command's environment (exec_judge.bpf.c); its root directory, at its exec */
+	for (__u32 v = 0; v < MT_ENV_NR && !err; v++)
+		err = stop_ctl__set(t, 8 + v, t->pre.autom ? t->pre.env_root[v] : 0);
+	if (!err)
+		err = stop_ctl__set(t, 11, 0);
+	if (!err)
+		err = stop_ctl__set(t, 12, 0);
 	return err ? err : stop_ctl__set(t, 4, mnt);
 }
 
@@ -134,7 +154,8 @@ static bool control_same_image(const struct mt_event *ev)
  * running is looked at again once judged: its next exec may have begun meanwhile (its new mm
  * has no environment yet: "lost our LD_PRELOAD"), and glibc's probes for a wrong judgement
  * trap every process of the machine; the next image's own record judges it. */
-static void tracker__judge(struct tracker *t, const struct mt_event *ev, int inspected, bool denied)
+static void tracker__judge(struct tracker *t, const struct mt_event *ev, int inspected, bool denied,
+			   __u8 *exe)
 {
 	unsigned kinds = libs__kinds(t->libs);
 	pid_t pid = ev->pid;
@@ -148,6 +169,16 @@ static void tracker__judge(struct tracker *t, const struct mt_event *ev, int ins
 	if (need && !records__stopped(ev) && !control_same_image(ev)) {
 		t->inspect_gone = true;
 		return;
+	}
+	/* judged where the command would be, while stopped: the BPF side may judge this
+	 * executable's next execs there alike, without a stop (exec_judge.bpf.c). Only the
+	 * interposer's alone: glibc in, no other allocator, nothing probed for it. */
+	if (records__stopped(ev) && !denied && !(ev->size & MT_EXEC_OTHER_MNTNS) &&
+	    !t->abi32.rewrote && preload_setup__like_root(&t->pre, pid)) {
+		bool served = !need && inspected >= 0 && kinds & 1u << ALLOC_LIBC &&
+			      !(kinds & PRELOAD_OTHER_ALLOCATORS) && !libs__exe_malloc(t->libs);
+
+		*exe = served ? *exe | MT_EXE_SERVED : *exe & ~MT_EXE_SERVED;
 	}
 	log__debug(LOG_DEBUG, "process %d: allocator kinds %#x, %s", pid, kinds,
 		   need ? "needs uprobes" : "the interposer's");
@@ -271,7 +302,7 @@ static bool control_served(const struct tracker *t, pid_t pid)
  */
 static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 {
-	__u8 one = 1;
+	__u8 exe = 0; /* MT_EXE_* (proc.h): SERVED kept unless judged again in its environment */
 	int err;
 
 	/* not stopped and already another image (or gone): its later record tells */
@@ -317,9 +348,11 @@ static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 				   "process %d: another mount namespace, without our shared memory",
 				   ev->pid);
 		}
-		tracker__judge(t, ev, err, denied);
+		bpf_map_lookup_elem(t->fd.known_exe, &ev->addr, &exe);
+		tracker__judge(t, ev, err, denied, &exe);
 	}
-	bpf_map_update_elem(t->fd.known_exe, &ev->addr, &one, BPF_ANY);
+	exe |= MT_EXE_KNOWN;
+	bpf_map_update_elem(t->fd.known_exe, &ev->addr, &exe, BPF_ANY);
 }
 
 static void control_inspect_maps(struct tracker *t, const struct mt_event *ev)

@@ -197,6 +197,7 @@ pid_t tracker__tree_parent(void *ctx, pid_t pid);
 void tracker__settle(void *ctx);
 int tracker__set_stops(struct tracker *t, bool on);
 int tracker__set_stop_all(struct tracker *t, bool on);
+uint64_t tracker__execs_judged(struct tracker *t);
 int tracker__set_glibc_in(struct tracker *t);
 /* tracker_glibc.c: marks pid (its image stamped ts) as needing glibc's uprobes or not */
 void tracker__glibc_mark(struct tracker *t, pid_t pid, uint64_t ts, bool need);

@@ -323,6 +323,61 @@ static void test_children_each_once(void **state)
 }
 
 /*
+ * An executable judged the interposer's at one exec is judged again by the BPF side at the next,
+ * without a stop (src/bpf/exec_judge.bpf.c), only when nothing that decides the judgement has
+ * changed. A copy X of alloc_each, in one tree each time:
+ * - X three times: the first exec stops and is judged, the next two do not stop: exactly 2
+ *   judged unstopped, all three served by the interposer, with uprobe mode's events.
+ * - X, X again, `env -i` (no LD_PRELOAD), another LD_LIBRARY_PATH, another pid namespace
+ *   (`unshare -p`), X again, then X made set-gid (a secure exec: the loader drops LD_PRELOAD;
+ *   the same file, the same environment): the interposer serves four, uprobes three, each with
+ *   uprobe mode's events, nothing dropped. How many execs are judged unstopped there depends
+ *   on the helpers (busybox's env, chgrp and chmod are one file): 2 at least. Any check
+ *   missing, an exec that needed uprobes runs unstopped and unrecorded (its events missing),
+ *   or its interposer refuses (a drop).
+ */
+static void judged_run(void **state, const char *x, const char *shell, size_t served, size_t probed,
+		       bool exact)
+{
+	struct mt_run *a = mt_new_run(state), u = {0};
+	const char *const names[] = {"alloc_judged", NULL};
+	uint64_t judged;
+
+	run_ok(a, auto_opts, shell);
+	/* the reference runs the same shell on the same file, made plain again first */
+	assert_int_equal(chmod(x, 0755), 0);
+	assert_int_equal(chown(x, 0, 0), 0);
+	run_ok(&u, uprobe_opts, shell);
+	judged = mt_need_u64(a, "mechanisms.execs_judged");
+	MT_CHECK(a, exact ? judged == 2 : judged >= 2, "%llu execs judged without a stop, want %s2",
+		 (unsigned long long)judged, exact ? "" : ">= ");
+	MT_CHECK(a, mt_need_u64(a, "drops.total") == 0, "%llu drops, want 0",
+		 (unsigned long long)mt_need_u64(a, "drops.total"));
+	check_split(a, "alloc_judged", served, probed);
+	same_events(&u, a, names, served + probed);
+	mt_run_free(&u);
+}
+
+static void test_exec_judged_unstopped(void **state)
+{
+	char dir[128], x[192], shell[4096];
+
+	MT_REQUIRE_ROOT();
+	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "judged"), 0);
+	assert_int_equal(mt_tmpdir_copy(dir, "alloc_each", "alloc_judged", 0, 0755, x, sizeof(x)),
+			 0);
+	snprintf(shell, sizeof(shell), "'%1$s' && '%1$s' && '%1$s'", x);
+	judged_run(state, x, shell, 3, 0, true);
+	snprintf(
+	    shell, sizeof(shell),
+	    "'%1$s' && '%1$s' && env -i '%1$s' && LD_LIBRARY_PATH=/nonexistent '%1$s' && "
+	    "unshare -p -f '%1$s' && '%1$s' && chgrp 65534 '%1$s' && chmod g+s '%1$s' && '%1$s'",
+	    x);
+	judged_run(state, x, shell, 4, 3, false);
+	mt_tmpdir_remove(dir);
+}
+
+/*
  * A set-id root command (argv mode, no shell before it): whether its exec is secure is known
  * only once the exec is made, so the root stops at its exec and is judged there (AT_SECURE):
  * a set-user-id-root copy of alloc_each run as root is not secure (its uid stays 0) and is
@@ -998,6 +1053,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_foreign_abi, mt_teardown),
 	    cmocka_unit_test_teardown(test_abi32_served, mt_teardown),
 	    cmocka_unit_test_teardown(test_setid_root, mt_teardown),
+	    cmocka_unit_test_teardown(test_exec_judged_unstopped, mt_teardown),
 	};
 
 	if (getenv("MT_TEST_FILTER")) /* one test by name (a glob), e.g. to repeat it */
