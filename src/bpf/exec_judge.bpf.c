@@ -143,14 +143,12 @@ __noinline int mt_exec_served(__u64 bprm)
 	__u32 on_key = 7, root_key = 11;
 	__u64 *on = bpf_map_lookup_elem(&stop_ctl, &on_key);
 	__u64 *root = bpf_map_lookup_elem(&stop_ctl, &root_key);
-	struct inode *ino;
 	__u8 *known;
 	__u64 key;
 
 	if (!on || !*on || !root || !*root || !b)
 		return 0;
-	ino = BPF_CORE_READ(b, file, f_inode);
-	key = mt_exe_key(BPF_CORE_READ(ino, i_sb, s_dev), BPF_CORE_READ(ino, i_ino));
+	key = mt_bprm_exe_key(bprm);
 	known = bpf_map_lookup_elem(&known_exe, &key);
 	if (!known || !(*known & MT_EXE_SERVED))
 		return 0;

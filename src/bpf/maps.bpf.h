@@ -188,6 +188,14 @@ struct mt_known_exe_map {
 };
 extern struct mt_known_exe_map known_exe SEC(".maps");
 
+/* The known_exe key (mt_exe_key) of the executable an exec runs (its struct linux_binprm). */
+static __always_inline __u64 mt_bprm_exe_key(__u64 bprm)
+{
+	struct inode *ino = BPF_CORE_READ((struct linux_binprm *)bprm, file, f_inode);
+
+	return mt_exe_key(BPF_CORE_READ(ino, i_sb, s_dev), BPF_CORE_READ(ino, i_ino));
+}
+
 /* 1 when the current task's exec (bprm) may go on unstopped in auto mode: exec_judge.bpf.c. */
 int mt_exec_served(__u64 bprm);
 

@@ -216,14 +216,12 @@ __noinline int mt_stop_reaches_queue(void)
  */
 __noinline int mt_exec_stop(__u32 tgid, __u32 tid, __u64 bprm, bool no_stop, __u64 judge)
 {
-	struct inode *ino;
 	struct mt_event *e;
 	__u64 key;
 
 	if (!mt_stop_on_exec)
 		return 0;
-	ino = BPF_CORE_READ((struct linux_binprm *)bprm, file, f_inode);
-	key = mt_exe_key(BPF_CORE_READ(ino, i_sb, s_dev), BPF_CORE_READ(ino, i_ino));
+	key = mt_bprm_exe_key(bprm);
 	/* stop_ctl[1]: every exec stops, known executables too (--alloc-hooks auto: tracker_run.c
 	 * judges whether the process needs glibc's probes); no_stop: the root's, judged before it
 	 * ran, or one that keeps its need (mt_on_exec); judge (MT_EXEC_SHM_DENIED,

@@ -159,7 +159,7 @@ static void tracker__judge(struct tracker *t, const struct mt_event *ev, int ins
 {
 	unsigned kinds = libs__kinds(t->libs);
 	pid_t pid = ev->pid;
-	bool need;
+	bool need, served;
 	int err;
 
 	if (inspected == -ENOENT || inspected == -ESRCH)
@@ -172,14 +172,15 @@ static void tracker__judge(struct tracker *t, const struct mt_event *ev, int ins
 	}
 	/* judged where the command would be, while stopped: the BPF side may judge this
 	 * executable's next execs there alike, without a stop (exec_judge.bpf.c). Only the
-	 * interposer's alone: glibc in, no other allocator, nothing probed for it. */
-	if (records__stopped(ev) && !denied && !(ev->size & MT_EXEC_OTHER_MNTNS) &&
-	    !t->abi32.rewrote && preload_setup__like_root(&t->pre, pid)) {
-		bool served = !need && inspected >= 0 && kinds & 1u << ALLOC_LIBC &&
-			      !(kinds & PRELOAD_OTHER_ALLOCATORS) && !libs__exe_malloc(t->libs);
-
+	 * interposer's alone: glibc in, no other allocator, nothing probed for it. Where the
+	 * command would be is asked (its environment read again) only when the mark would
+	 * change: most stops of a known executable leave it as it is. */
+	served = !need && inspected >= 0 && kinds & 1u << ALLOC_LIBC &&
+		 !(kinds & PRELOAD_OTHER_ALLOCATORS) && !libs__exe_malloc(t->libs);
+	if (served != !!(*exe & MT_EXE_SERVED) && records__stopped(ev) && !denied &&
+	    !(ev->size & MT_EXEC_OTHER_MNTNS) && !t->abi32.rewrote &&
+	    preload_setup__like_root(&t->pre, pid))
 		*exe = served ? *exe | MT_EXE_SERVED : *exe & ~MT_EXE_SERVED;
-	}
 	log__debug(LOG_DEBUG, "process %d: allocator kinds %#x, %s", pid, kinds,
 		   need ? "needs uprobes" : "the interposer's");
 	preload_setup__mark_probed(&t->pre, pid, kinds, need || (kinds & PRELOAD_OTHER_ALLOCATORS));
