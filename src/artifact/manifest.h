@@ -147,6 +147,9 @@ struct manifest {
 	/* auto: the tree's execs judged the interposer's by the BPF side, run on without a stop
 	 * (src/bpf/exec_judge.bpf.c) */
 	uint64_t execs_judged;
+	/* served processes' dlopens that brought only files memtrack had inspected, run on
+	 * without a stop (src/preload/preload_dl.c) */
+	uint64_t dlopens_judged;
 	/* shared files memtrack handed to processes of the tree that could not open them by
 	 * their path (another user's, another /dev/shm: src/track/handoff.h) */
 	uint64_t handoffs;

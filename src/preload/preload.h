@@ -58,6 +58,8 @@ struct pl_proc {
 	 * too: src/track/handoff.h), so its offsets are read once */
 	uint32_t nr_slots;
 	struct mt_shm_proc *procs;
+	struct mt_shm_seen *seen; /* memtrack's seen-files table, seen_nr entries (0: none) */
+	uint32_t seen_nr;
 	size_t map_len;
 	uint32_t gen_counter;
 	/* A MADV_WIPEONFORK page: word 0 is this process's generation, 0 in a fresh fork or raw

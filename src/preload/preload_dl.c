@@ -16,11 +16,24 @@
  * library. The stub jumps to glibc's dlsym with the caller's return address in place, so
  * RTLD_NEXT and the caller's namespace mean what they did. A count that did not move costs one
  * dl_iterate_phdr callback (~0.1 us) per dlsym.
+ *
+ * A stop that would find nothing new is not made (a stop costs ~0.5-1 ms here: a python3 that
+ * imports ten extension modules makes six). memtrack lists in the shared memory the files it
+ * has inspected (shm_abi.h's seen table: their sites are attached, whoever mapped them); when
+ * every object the load added is such a file, by the device and inode stat(2) gives for its
+ * path, the dlopen goes on unannounced and is counted (mechanisms.dlopens_judged). The added
+ * objects are the last ones of the walk: the loader appends to its namespace's list, and the
+ * walk is taken only when nothing was removed since the last one (dlpi_subs) and the list grew
+ * by exactly the objects added (dlpi_adds; one added to another namespace by dlmopen does not
+ * show in this one's walk). Otherwise, and for a path that is not absolute (relative to a
+ * working directory that may have changed since), the stop is made as before.
  */
 #include <dlfcn.h>
 #include <link.h>
+#include <sched.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "preload/preload.h"
 
 /* The loader's dlpi_adds when last looked at (startup objects: the constructor below). */
@@ -56,9 +69,91 @@ static unsigned long long pl_dl_count(void)
 	return adds;
 }
 
+/* The loader's state at a look: its counts of objects ever added and removed (every
+ * namespace), and the objects of the interposer's namespace. */
+struct pl_dl_view {
+	unsigned long long adds, subs;
+	unsigned n;
+};
+
+/* The last full look (pl_dl_walk), and the lock of both: held for a walk and its stats. */
+static struct pl_dl_view pl_dl_last;
+static int pl_dl_lock;
+
+struct pl_dl_walk {
+	struct pl_dl_view now;
+	unsigned from; /* objects from this index on are the new ones (UINT32_MAX: none) */
+	int unlisted;  /* new objects memtrack has not inspected, or that cannot be told */
+};
+
+/* Is the file at path one memtrack inspected (its seen table)? */
+static int pl_dl_listed(const char *path)
+{
+	uint32_t nr = pl.seen_nr, i;
+	struct stat st;
+
+	if (!nr || !path || path[0] != '/' || stat(path, &st) || !st.st_ino)
+		return 0;
+	i = mt_shm_seen_slot(st.st_dev, st.st_ino, nr);
+	for (uint32_t k = 0; k < nr; k++, i = (i + 1) & (nr - 1)) {
+		uint64_t ino = __atomic_load_n(&pl.seen[i].ino, __ATOMIC_ACQUIRE);
+
+		if (!ino)
+			return 0;
+		if (ino == st.st_ino &&
+		    __atomic_load_n(&pl.seen[i].dev, __ATOMIC_RELAXED) == st.st_dev)
+			return 1;
+	}
+	return 0;
+}
+
+static int pl_dl_walk_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct pl_dl_walk *w = arg;
+
+	if (size < offsetof(struct dl_phdr_info, dlpi_tls_modid)) {
+		w->unlisted++; /* no counts: nothing can be told */
+		return 1;
+	}
+	w->now.adds = info->dlpi_adds;
+	w->now.subs = info->dlpi_subs;
+	if (w->now.n++ >= w->from && !w->unlisted)
+		w->unlisted += !pl_dl_listed(info->dlpi_name);
+	return 0;
+}
+
+/* A full look under the lock: does the load since the last one need a stop? */
+static int pl_dl_needs_stop(void)
+{
+	struct pl_dl_walk w = {.from = UINT32_MAX};
+	struct pl_dl_view last;
+	int stop;
+
+	while (__atomic_exchange_n(&pl_dl_lock, 1, __ATOMIC_ACQUIRE))
+		sched_yield();
+	last = pl_dl_last;
+	w.from = last.n;
+	dl_iterate_phdr(pl_dl_walk_cb, &w);
+	if (w.now.adds == last.adds)
+		stop = 0; /* another thread looked at this load already */
+	else
+		stop = w.unlisted || w.now.subs != last.subs ||
+		       w.now.n != last.n + (w.now.adds - last.adds);
+	pl_dl_last = w.now;
+	__atomic_store_n(&pl_dl_adds, w.now.adds, __ATOMIC_RELAXED);
+	__atomic_store_n(&pl_dl_lock, 0, __ATOMIC_RELEASE);
+	if (!stop && w.now.adds != last.adds)
+		__atomic_fetch_add(&pl.hdr->dl_judged, 1, __ATOMIC_RELAXED);
+	return stop;
+}
+
 __attribute__((constructor)) static void pl_dl_ctor(void)
 {
-	__atomic_store_n(&pl_dl_adds, pl_dl_count(), __ATOMIC_RELAXED);
+	struct pl_dl_walk w = {.from = UINT32_MAX};
+
+	dl_iterate_phdr(pl_dl_walk_cb, &w);
+	pl_dl_last = w.now;
+	__atomic_store_n(&pl_dl_adds, w.now.adds, __ATOMIC_RELAXED);
 }
 
 /*
@@ -109,11 +204,14 @@ PL_HIDDEN void *pl_dl_check(void)
 	if ((s == PL_ON || s == PL_PASS) && pl.hdr) {
 		unsigned long long now = pl_dl_count();
 
-		if (__atomic_exchange_n(&pl_dl_adds, now, __ATOMIC_RELAXED) != now) {
+		if (__atomic_load_n(&pl_dl_adds, __ATOMIC_RELAXED) != now) {
 			if (s == PL_ON)
 				pl_dl_namespaces();
-			pl_ctl_wait_live(); /* a call before memtrack's link would not stop */
-			__memtrack_preload_dlopen();
+			if (pl_dl_needs_stop()) {
+				pl_ctl_wait_live(); /* a call before memtrack's link would not stop
+						     */
+				__memtrack_preload_dlopen();
+			}
 		}
 	}
 	return next;

@@ -166,8 +166,8 @@ void *pl_map_file(const char *path, size_t min, size_t *size)
 /* The layout fields of a header, copied once: other processes write the file meanwhile, so
  * what is checked must be what is used. */
 struct pl_layout {
-	uint64_t magic, file_size, procs_off, slots_off, data_off;
-	uint32_t version, nr_slots, slot_records;
+	uint64_t magic, file_size, procs_off, slots_off, data_off, seen_off;
+	uint32_t version, nr_slots, slot_records, seen_nr;
 };
 
 /* Do the header's three areas lie inside the file (size bytes), without overflow? */
@@ -182,7 +182,10 @@ static int pl_layout_ok(const struct pl_layout *h, uint64_t size)
 		return 0;
 	return h->procs_off <= size && procs <= size - h->procs_off && h->slots_off <= size &&
 	       slots <= size - h->slots_off && h->data_off <= size && data <= size - h->data_off &&
-	       !(h->procs_off % 8) && !(h->slots_off % 64) && !(h->data_off % 8);
+	       !(h->procs_off % 8) && !(h->slots_off % 64) && !(h->data_off % 8) &&
+	       !(h->seen_nr & (h->seen_nr - 1)) && h->seen_nr <= (1u << 20) &&
+	       h->seen_off <= size &&
+	       h->seen_nr * sizeof(struct mt_shm_seen) <= size - h->seen_off && !(h->seen_off % 16);
 }
 
 /* Maps the shared file named in the environment. 0, or -1 when there is none to use. */
@@ -205,7 +208,9 @@ static int pl_map(void)
 			       .procs_off = h->procs_off,
 			       .slots_off = h->slots_off,
 			       .data_off = h->data_off,
+			       .seen_off = h->seen_off,
 			       .version = h->version,
+			       .seen_nr = h->seen_nr,
 			       .nr_slots = h->nr_slots,
 			       .slot_records = h->slot_records};
 	__atomic_signal_fence(__ATOMIC_SEQ_CST); /* copied here, not read again below */
@@ -219,6 +224,8 @@ static int pl_map(void)
 	pl.procs = (void *)((char *)m + l.procs_off);
 	pl.slots = (void *)((char *)m + l.slots_off);
 	pl.data = (void *)((char *)m + l.data_off);
+	pl.seen = (void *)((char *)m + l.seen_off);
+	pl.seen_nr = l.seen_nr;
 	pl.nr_slots = l.nr_slots;
 	pl.nrec = l.slot_records;
 	pl.mask = l.slot_records - 1;
@@ -273,6 +280,8 @@ static int pl_init(void)
 		pl.hdr = NULL;
 		pl.slots = NULL;
 		pl.data = NULL;
+		pl.seen = NULL;
+		pl.seen_nr = 0;
 	} else if (!pl.next.malloc || !pl.next.free || pl_map()) {
 		const char *shm = getenv(MT_SHM_ENV);
 

@@ -10,6 +10,8 @@
  *   page 0             struct mt_shm_hdr
  *   procs_off          MT_SHM_MAX_PROCS x struct mt_shm_proc: which process the interposer
  *                      served, and how (the manifest's per-process mechanism)
+ *   seen_off           seen_nr x struct mt_shm_seen: the files memtrack has inspected (a
+ *                      dlopen of those only needs no stop, src/preload/preload_dl.c)
  *   slots_off          nr_slots x struct mt_shm_slot (128 bytes: producer line, consumer line)
  *   data_off           nr_slots rings of slot_records records each (slot i at
  *                      data_off + i * slot_records * sizeof(struct mt_event))
@@ -54,8 +56,10 @@
 #define MT_HANDOFF_PREFIX  "memtrack-handoff:"
 #define MT_HANDOFF_WAIT_MS 2000
 #define MT_SHM_MAGIC 0x316b61727474656dull /* "mettrak1" little-endian */
-#define MT_SHM_VERSION	   7
+#define MT_SHM_VERSION	   8
 #define MT_SHM_MAX_PROCS 16384
+/* entries of the seen-files table (a power of two; memtrack fills at most 3/4 of it) */
+#define MT_SHM_SEEN_NR 4096
 
 enum mt_slot_state {
 	MT_SLOT_FREE = 0,
@@ -135,7 +139,33 @@ struct mt_shm_hdr {
 	 * total CLOCK_MONOTONIC ns (mechanisms.preload_waits, preload_wait_ms): the program
 	 * waited for memtrack that long */
 	mt_u64 waits, wait_ns;
+	/* The seen-files table (version 8): where, and its entries (MT_SHM_SEEN_NR); and the
+	 * dlopens the interposers judged by it, without a stop (mechanisms.dlopens_judged) */
+	mt_u64 seen_off;
+	mt_u32 seen_nr;
+	mt_u32 dl_judged;
 };
+
+/*
+ * A file memtrack has inspected, by its device and inode as stat(2) gives them (st_dev,
+ * st_ino): everything a dlopen stop would do for it is done (its allocator sites attached or
+ * kept, its memtrack probes attached), whichever process mapped it first. Filled by memtrack
+ * only, never emptied, and only when no stop has more to do (not with --stacks, whose stops
+ * read the maps). Open addressing, linear probing from mt_shm_seen_slot(); an entry is free
+ * while its ino is 0: memtrack writes dev, then ino (release); a reader loads ino (acquire)
+ * first, then dev.
+ */
+struct mt_shm_seen {
+	mt_u64 dev;
+	mt_u64 ino;
+};
+
+static inline mt_u32 mt_shm_seen_slot(mt_u64 dev, mt_u64 ino, mt_u32 nr)
+{
+	mt_u64 h = (ino ^ (dev << 32 | dev >> 32)) * 0x9e3779b97f4a7c15ull;
+
+	return (mt_u32)(h >> 32) & (nr - 1);
+}
 
 struct mt_shm_slot {
 	/* producer's cache line */

@@ -428,6 +428,14 @@ uint64_t libs__attaches(const struct libs *l)
 	return l->attaches;
 }
 
+void libs__each_seen(const struct libs *l, size_t *next,
+		     void (*fn)(void *ctx, dev_t dev, ino_t ino), void *ctx)
+{
+	/* libs__attach_file returns at once for a file in v[], whatever it found in it */
+	for (; l->set && *next < l->nr; ++*next)
+		fn(ctx, l->v[*next].dev, l->v[*next].ino);
+}
+
 unsigned libs__kinds(const struct libs *l)
 {
 	return l->kinds;

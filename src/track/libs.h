@@ -75,6 +75,11 @@ int libs__inspect_exe(struct libs *l, const char *root, const char *exe, const c
 /* Attaches to every allocator among the files pid maps executable now (after a dlopen).
  * Returns the number newly attached, or -errno. */
 int libs__inspect_maps(struct libs *l, pid_t pid);
+/* Calls fn for each file inspected since *next (then moves *next past them) once the library
+ * set is bound: a later inspection of pid's maps (libs__inspect_maps) has nothing to do for
+ * such a file, whoever maps it. Before libs__bind, nothing (their sites wait to attach). */
+void libs__each_seen(const struct libs *l, size_t *next,
+		     void (*fn)(void *ctx, dev_t dev, ino_t ino), void *ctx);
 /* Copies the attached libraries into the manifest (allocated: the manifest's, freed by
  * manifest__free). */
 int libs__fill(const struct libs *l, struct manifest *m);

@@ -35,6 +35,8 @@ struct shm_source {
 	 * in it is trusted for a bound or an address; the layout is ours, kept here. */
 	struct mt_shm_hdr *hdr;
 	struct mt_shm_proc *procs;
+	struct mt_shm_seen *seen; /* MT_SHM_SEEN_NR entries, nr_seen of them ours */
+	uint32_t nr_seen;
 	struct mt_shm_slot *slots;
 	struct mt_event *data;
 	uint32_t nr_slots, nrec, mask;
@@ -373,6 +375,37 @@ void shm_source__waits(const struct shm_source *s, uint64_t *waits, uint64_t *ns
 	*ns = s ? __atomic_load_n(&s->hdr->wait_ns, __ATOMIC_RELAXED) : 0;
 }
 
+int shm_source__seen_add(struct shm_source *s, uint64_t dev, uint64_t ino)
+{
+	struct mt_shm_seen *t = s ? s->seen : NULL;
+	uint32_t i = mt_shm_seen_slot(dev, ino, MT_SHM_SEEN_NR);
+
+	if (!t || !ino)
+		return -EINVAL;
+	/* probes stay short; a file not listed only costs its stop */
+	if (s->nr_seen >= MT_SHM_SEEN_NR / 4 * 3)
+		return -ENOSPC;
+	/* bounded: the tree can write the table too */
+	for (uint32_t n = 0; n < MT_SHM_SEEN_NR; n++, i = (i + 1) & (MT_SHM_SEEN_NR - 1)) {
+		uint64_t have = __atomic_load_n(&t[i].ino, __ATOMIC_RELAXED);
+
+		if (have == ino && t[i].dev == dev)
+			return 0;
+		if (!have) {
+			t[i].dev = dev;
+			__atomic_store_n(&t[i].ino, ino, __ATOMIC_RELEASE);
+			s->nr_seen++;
+			return 0;
+		}
+	}
+	return -ENOSPC;
+}
+
+uint64_t shm_source__dl_judged(const struct shm_source *s)
+{
+	return s ? __atomic_load_n(&s->hdr->dl_judged, __ATOMIC_RELAXED) : 0;
+}
+
 int shm_source__proc_flags(const struct shm_source *s, int32_t pid)
 {
 	const struct mt_shm_proc *procs;
@@ -481,7 +514,7 @@ struct event_source *shm_source__src(struct shm_source *s)
 int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_records, uid_t uid,
 		    gid_t gid, const struct event_source *ring)
 {
-	size_t procs_off = 4096, slots_off, data_off, size = 0;
+	size_t procs_off = 4096, seen_off, slots_off, data_off, size = 0;
 	struct shm_source *s;
 	int err;
 
@@ -502,7 +535,8 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 		err = -ENOMEM;
 		goto fail;
 	}
-	slots_off = (procs_off + MT_SHM_MAX_PROCS * sizeof(struct mt_shm_proc) + 4095) & ~4095ul;
+	seen_off = (procs_off + MT_SHM_MAX_PROCS * sizeof(struct mt_shm_proc) + 4095) & ~4095ul;
+	slots_off = (seen_off + MT_SHM_SEEN_NR * sizeof(struct mt_shm_seen) + 4095) & ~4095ul;
 	data_off = (slots_off + nr_slots * sizeof(struct mt_shm_slot) + 4095) & ~4095ul;
 	size = data_off + (size_t)nr_slots * slot_records * sizeof(struct mt_event);
 	err = shm_file__create(s->path, sizeof(s->path), "", size, uid, gid, &s->map, &s->lock_fd);
@@ -512,6 +546,7 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 	s->hdr = s->map;
 	s->slots = (void *)((char *)s->map + slots_off);
 	s->procs = (void *)((char *)s->map + procs_off);
+	s->seen = (void *)((char *)s->map + seen_off);
 	s->data = (void *)((char *)s->map + data_off);
 	s->nr_slots = nr_slots;
 	s->nrec = slot_records;
@@ -524,6 +559,8 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 	s->hdr->procs_off = procs_off;
 	s->hdr->slots_off = slots_off;
 	s->hdr->data_off = data_off;
+	s->hdr->seen_off = seen_off;
+	s->hdr->seen_nr = MT_SHM_SEEN_NR;
 	s->hdr->file_size = size;
 	s->clock_refusal = stamp_clock__anchor(&s->hdr->tsc_anchor, &s->hdr->ns_anchor);
 	__atomic_store_n(&s->hdr->magic, MT_SHM_MAGIC, __ATOMIC_RELEASE);

@@ -55,6 +55,12 @@ void shm_source__close(struct shm_source *s);
 uint64_t shm_source__drops(const struct shm_source *s, uint64_t drops[MT_SHM_DROP_NR]);
 /* Back-pressure so far: the times a producer slept on its full ring, and their total ns. */
 void shm_source__waits(const struct shm_source *s, uint64_t *waits, uint64_t *ns);
+/* Lists a file memtrack has inspected (its st_dev, st_ino) in the seen-files table: an
+ * interposer's dlopen bringing only such files goes on without a stop (shm_abi.h). 0, or
+ * -ENOSPC once the table is 3/4 full. */
+int shm_source__seen_add(struct shm_source *s, uint64_t dev, uint64_t ino);
+/* The dlopens the interposers judged by that table (mechanisms.dlopens_judged). */
+uint64_t shm_source__dl_judged(const struct shm_source *s);
 /* The processes the interposer saw: flags (MT_SHM_PROC_*) of pid, or -1 if it never loaded. */
 int shm_source__proc_flags(const struct shm_source *s, int32_t pid);
 /* The header's ctl_live word (shm_abi.h), for early_links__publish; NULL without s. */

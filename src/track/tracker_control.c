@@ -392,6 +392,17 @@ static void (*const control_actions[RA_NR])(struct tracker *t, const struct mt_e
     [RA_NAME] = control_name,
 };
 
+static void control_seen_add(void *ctx, dev_t dev, ino_t ino)
+{
+	shm_source__seen_add(ctx, dev, ino); /* a full table only leaves the file's stops in */
+}
+
+void tracker__seen_publish(struct tracker *t)
+{
+	if (t->pre.shm && !t->o->stacks)
+		libs__each_seen(t->libs, &t->seen_next, control_seen_add, t->pre.shm);
+}
+
 /* MEMTRACK_TEST_STOP_DELAY_MS: the tests' slow answer to a stop, so that a parent watching its
  * child (child_wrapper propagate) sees the stop before memtrack's SIGCONT, as it does when the
  * inspection is long, on any machine; and a slow look at a task left running, so that a short
@@ -436,6 +447,7 @@ int tracker__control_record(void *ctx, const struct mt_event *ev)
 		control_test_delay();
 	if (action < RA_NR && control_actions[action])
 		control_actions[action](t, ev);
+	tracker__seen_publish(t);
 	if (!records__stopped(ev)) {
 		if (!records__has(ev->type, REC_STOPS))
 			return 0;

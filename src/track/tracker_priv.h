@@ -134,6 +134,7 @@ struct tracker {
 	struct stack_sink *stk_sink; /* --stacks: the stacks file (tracker_stacks.c) */
 	struct stack_shm *stk_shm;   /* --stacks with preload: the interposer's stack area */
 	struct ustack *ustk;	     /* --stacks: the uprobe path's stacks (stacks/ustack.h) */
+	size_t seen_next; /* files of libs listed in the seen-files table (tracker__seen_publish) */
 };
 
 static inline uint64_t now_ns(clockid_t clk)
@@ -198,6 +199,10 @@ void tracker__settle(void *ctx);
 int tracker__set_stops(struct tracker *t, bool on);
 int tracker__set_stop_all(struct tracker *t, bool on);
 uint64_t tracker__execs_judged(struct tracker *t);
+/* Lists the files inspected since the last call in the interposers' seen-files table
+ * (shm_abi.h): a served process's dlopen of those only goes on without a stop. Not with
+ * --stacks: its dlopen stops also read the maps that stacks are unwound with. */
+void tracker__seen_publish(struct tracker *t);
 int tracker__set_glibc_in(struct tracker *t);
 /* tracker_glibc.c: marks pid (its image stamped ts) as needing glibc's uprobes or not */
 void tracker__glibc_mark(struct tracker *t, pid_t pid, uint64_t ts, bool need);

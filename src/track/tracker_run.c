@@ -117,6 +117,7 @@ int tracker__attach_root(struct tracker *t)
 		err = libs__bind(t->libs, t->set); /* logs its own failures */
 		if (err)
 			return err;
+		tracker__seen_publish(t);
 		/* a 32-bit root is not known: its exec stops and counts (control_foreign_abi) */
 		if (t->root.known && elf__native_abi(t->root.exe) != 0)
 			bpf_map_update_elem(t->fd.known_exe, &t->root.key, &one, BPF_ANY);

@@ -9,8 +9,8 @@
  * the interposer. Each process's calls are counted exactly once: its last image's heap events
  * equal those of a uprobe-mode run (as multisets of type, size and old_addr present), and the
  * manifest names the mechanism. Processes the interposer cannot reach (another user, another
- * namespace, a sandbox, 32-bit programs): test_track_auto_reach.c. Common checks:
- * tests/lib/mt_auto.c.
+ * namespace, a sandbox, 32-bit programs): test_track_auto_reach.c; the dlopens of served
+ * processes: test_track_auto_dlopen.c. Common checks: tests/lib/mt_auto.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -440,34 +440,6 @@ static void test_mode_choice(void **state)
 	mt_run_free(&e);
 }
 
-/* The interposer's dlsym leaves glibc's idea of the caller alone (RTLD_NEXT), before and after
- * the dlopen it announces (tests/targets/dlsym_caller.c exits 0 only then). */
-static void test_dlsym_caller(void **state)
-{
-	struct mt_run *a = mt_new_run(state);
-	char shell[PATH_MAX + 8];
-
-	MT_REQUIRE_ROOT();
-	snprintf(shell, sizeof(shell), "'%s'", mt_target("dlsym_caller"));
-	mt_auto_run_ok(a, mt_hooks_auto, shell);
-}
-
-/* A served process stops for memtrack once per dlopen it announces, at its next dlsym, and not
- * at a dlsym with no load before it: dlsym_caller calls dlsym before and after its one dlopen,
- * and is the tree's only process (the root's exec does not stop: mechanisms.stops 1). The
- * loader's count of objects added is read at start: without that, the first dlsym of every
- * program stopped it (~0.5-1 ms). */
-static void test_dlsym_stops_once(void **state)
-{
-	struct mt_run *r = mt_new_run(state);
-	struct mt_run_opts o = {.track_opts = mt_hooks_auto};
-
-	MT_REQUIRE_ROOT();
-	mt_track_ok(r, &o, MT_TARGET_ARGV("dlsym_caller"), 0);
-	MT_CHECK(r, mt_need_u64(r, "mechanisms.stops") == 1, "%llu stops, want 1 (one dlopen)",
-		 (unsigned long long)mt_need_u64(r, "mechanisms.stops"));
-}
-
 static long libc_sites_attached(const struct mt_run *r)
 {
 	json_t *libs = json_object_get(r->manifest, "libraries"), *e;
@@ -557,8 +529,6 @@ int main(void)
 	    cmocka_unit_test_teardown(test_family_preloaded_first, mt_teardown),
 	    cmocka_unit_test_teardown(test_labels_last_image, mt_teardown),
 	    cmocka_unit_test_teardown(test_mode_choice, mt_teardown),
-	    cmocka_unit_test_teardown(test_dlsym_caller, mt_teardown),
-	    cmocka_unit_test_teardown(test_dlsym_stops_once, mt_teardown),
 	    cmocka_unit_test_teardown(test_setid_root, mt_teardown),
 	    cmocka_unit_test_teardown(test_exec_judged_unstopped, mt_teardown),
 	};

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Root tests of --alloc-hooks auto: the dlopens of a served process. The interposer announces
+ * a load at the next dlsym (src/preload/preload_dl.c) and memtrack inspects what it mapped
+ * before dlsym returns; a load that brings only files memtrack inspected already goes on
+ * without that stop (mechanisms.dlopens_judged). Either way, every allocator call into the
+ * new library is recorded: the heap events equal a uprobe-mode run's, process by process.
+ * Who serves a tree: test_track_auto.c.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <limits.h>
+#include <cmocka.h>
+#include "../lib/mt_auto.h"
+#include "../lib/mt_check.h"
+#include "../lib/mt_modes.h"
+
+/* The interposer's dlsym leaves glibc's idea of the caller alone (RTLD_NEXT), before and after
+ * the dlopen it announces (tests/targets/dlsym_caller.c exits 0 only then). */
+static void test_dlsym_caller(void **state)
+{
+	struct mt_run *a = mt_new_run(state);
+	char shell[PATH_MAX + 8];
+
+	MT_REQUIRE_ROOT();
+	snprintf(shell, sizeof(shell), "'%s'", mt_target("dlsym_caller"));
+	mt_auto_run_ok(a, mt_hooks_auto, shell);
+}
+
+/* A served process stops for memtrack once per dlopen it announces, at its next dlsym, and not
+ * at a dlsym with no load before it: dlsym_caller calls dlsym before and after its one dlopen,
+ * and is the tree's only process (the root's exec does not stop: mechanisms.stops 1). The
+ * loader's count of objects added is read at start: without that, the first dlsym of every
+ * program stopped it (~0.5-1 ms). */
+static void test_dlsym_stops_once(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	struct mt_run_opts o = {.track_opts = mt_hooks_auto};
+
+	MT_REQUIRE_ROOT();
+	mt_track_ok(r, &o, MT_TARGET_ARGV("dlsym_caller"), 0);
+	MT_CHECK(r, mt_need_u64(r, "mechanisms.stops") == 1, "%llu stops, want 1 (one dlopen)",
+		 (unsigned long long)mt_need_u64(r, "mechanisms.stops"));
+}
+
+/*
+ * A load that brings only files memtrack inspected needs no stop. dlopen_family loads
+ * libmimalloc (RTLD_LOCAL, not the process's malloc: uprobes record it) and calls it at once;
+ * dlsym_caller loads libz. Each runs twice in one tree: the first load of each stops, memtrack
+ * attaches mimalloc's sites and lists both files; the second brings listed files only and is
+ * judged by the interposer (exactly 2 judged). The four processes' heap events equal uprobe
+ * mode's: mimalloc's calls right after the unannounced load are recorded by the uprobes the
+ * first one put on the file. A walk that took the wrong objects for the new ones (the
+ * program's, which are listed) leaves the first mimalloc load unannounced and its calls
+ * unrecorded. With --stacks nothing is listed (a dlopen stop reads the maps that stacks are
+ * unwound with): 0 judged.
+ */
+static void test_dlopen_judged_listed(void **state)
+{
+	const char *const stacks[] = {"--alloc-hooks", "auto", "--stacks", NULL};
+	const char *const names[] = {"dlopen_family", "dlsym_caller", NULL};
+	struct mt_run *a = mt_new_run(state), u = {0}, s = {0};
+	char shell[4 * PATH_MAX + 64];
+	uint64_t judged;
+	size_t calls = 0;
+
+	MT_REQUIRE_ROOT();
+	snprintf(shell, sizeof(shell), "'%s' && '%s' && '%s' && '%s'", mt_target("dlopen_family"),
+		 mt_target("dlopen_family"), mt_target("dlsym_caller"), mt_target("dlsym_caller"));
+	mt_auto_run_ok(a, mt_hooks_auto, shell);
+	mt_auto_run_ok(&u, mt_hooks_uprobe, shell);
+	MT_CHECK(a, mt_need_u64(a, "drops.total") == 0, "%llu drops, want 0",
+		 (unsigned long long)mt_need_u64(a, "drops.total"));
+	mt_auto_same_events(&u, a, names, 4);
+	/* and mimalloc's calls are there (not missing from both runs alike) */
+	for (size_t i = 0; i < a->nr_exp; i++)
+		if (mt_op_type(a->exp[i].op) != MT_EV_NONE) {
+			calls++;
+			MT_CHECK(a, mt_count_matching(a, &a->exp[i]) == 1,
+				 "process %d: its %s of %llu bytes recorded %zu times, want 1",
+				 a->exp[i].pid, a->exp[i].op, (unsigned long long)a->exp[i].size,
+				 mt_count_matching(a, &a->exp[i]));
+		}
+	MT_CHECK(a, calls == 8, "%zu mimalloc calls reported, want 8 (2 processes)", calls);
+	judged = mt_need_u64(a, "mechanisms.dlopens_judged");
+	MT_CHECK(a, judged == 2, "%llu dlopens judged without a stop, want 2",
+		 (unsigned long long)judged);
+	mt_auto_run_ok(&s, stacks, shell);
+	judged = mt_need_u64(&s, "mechanisms.dlopens_judged");
+	MT_CHECK(&s, judged == 0, "%llu dlopens judged with --stacks, want 0",
+		 (unsigned long long)judged);
+	mt_auto_same_events(&u, &s, names, 4);
+	mt_run_free(&u);
+	mt_run_free(&s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_teardown(test_dlsym_caller, mt_teardown),
+	    cmocka_unit_test_teardown(test_dlsym_stops_once, mt_teardown),
+	    cmocka_unit_test_teardown(test_dlopen_judged_listed, mt_teardown),
+	};
+
+	if (getenv("MT_TEST_FILTER")) /* one test by name (a glob), e.g. to repeat it */
+		cmocka_set_test_filter(getenv("MT_TEST_FILTER"));
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
