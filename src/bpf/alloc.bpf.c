@@ -275,6 +275,18 @@ struct mt_args {
 	__u64 a[4];
 };
 
+/* Does the interposer record this site's calls for process p (MT_SPEC_PL, mt_proc.served)?
+ * glibc's and libstdc++'s for any process it serves; a family library's only for the one
+ * whose malloc that family is. */
+static __always_inline bool mt_pl_skip(__u32 spec, const struct mt_proc *p)
+{
+	__u32 fam = MT_SPEC_FAM(spec);
+
+	if (!(spec & MT_SPEC_PL) || !p->served)
+		return false;
+	return !fam || (p->served & MT_SERVED_FAM_BIT(fam));
+}
+
 static __always_inline void mt_args_read(struct pt_regs *ctx, struct mt_args *r)
 {
 	r->a[0] = PT_REGS_PARM1(ctx);
@@ -333,7 +345,7 @@ static __always_inline int mt_alloc_entry(struct pt_regs *ctx)
 	 * interposer serves, which announces its dlopens itself (src/preload/preload_dl.c) */
 	if (spec & MT_SPEC_DLOPEN)
 		return p->served ? MT_RETURN_SKIP : MT_RETURN_RUN;
-	if ((spec & MT_SPEC_PL) && p->served)
+	if (mt_pl_skip(spec, p))
 		return MT_RETURN_SKIP; /* the interposer records it (proc.h); its return skips too
 					*/
 	mt_args_read(ctx, &args);
@@ -420,7 +432,7 @@ static __always_inline int mt_alloc_return(struct pt_regs *ctx)
 	}
 	/* served is set only by the image itself, before its first call here, and cleared at
 	 * exec: it cannot change between a call's entry and its return */
-	if ((spec & MT_SPEC_PL) && p->served)
+	if (mt_pl_skip(spec, p))
 		return 0;
 	t = mt_thread_get();
 	if (!t || t->depth == 0) {

@@ -7,9 +7,11 @@
  *   8-9   argument index (0-3) of the size
  *   10-11 argument index of the second factor (calloc nmemb) when MT_SPEC_PRODUCT
  *   12-13 argument index of the old pointer (realloc) or out-pointer (posix_memalign)
+ *   14-15 MT_SPEC_FAM: with MT_SPEC_PL, the family library the site is in (0: glibc's)
  *   16-23 flags below
  *   24-29 MT_SPEC_AT: bytes from the function's entry to its probes (probe_place.h)
- *   30    MT_SPEC_PL: a family the preload interposer serves (glibc, libstdc++)
+ *   30    MT_SPEC_PL: a family the preload interposer serves (glibc, libstdc++, a shared
+ *         jemalloc, mimalloc or tcmalloc)
  */
 #ifndef MEMTRACK_PROBE_SPEC_H
 #define MEMTRACK_PROBE_SPEC_H
@@ -38,6 +40,12 @@
 /* A site of glibc or libstdc++, whose calls the preload interposer records for the processes
  * it serves (struct mt_proc.served): the programs skip those processes at such a site. */
 #define MT_SPEC_PL (1u << 30)
+/* With MT_SPEC_PL, a site of a shared jemalloc (1), mimalloc (2) or tcmalloc (3): the
+ * interposer records its calls only in a process whose malloc it is (mt_proc.served has that
+ * family's bit, MT_SERVED_FAM_BIT); another process that calls it (one that dlopen'ed it
+ * RTLD_LOCAL and calls it through dlsym) is recorded at the site. 0: glibc or libstdc++. */
+#define MT_SPEC_FAM(s)		 (((s) >> 14) & 3)
+#define MT_SPEC_WITH_FAM(s, fam) ((unsigned)(s) | ((unsigned)(fam) << 14))
 
 #define MT_SPEC(type, size_arg, nmemb_arg, ptr_arg, flags)                                          \
 	((unsigned)(type) | ((unsigned)(size_arg) << 8) | ((unsigned)(nmemb_arg) << 10) |          \

@@ -27,6 +27,13 @@ struct mt_pidns {
 	mt_u32 pad;
 };
 
+/* mt_proc.served: the interposer serves the glibc family, and (bits 4-6, the interposer's
+ * MT_SHM_PROC_JEMALLOC/MIMALLOC/TCMALLOC flags: the same bits) a shared jemalloc, mimalloc or
+ * tcmalloc as the process's malloc; MT_SERVED_FAM_BIT of a site's MT_SPEC_FAM (1-3). */
+#define MT_SERVED_LIBC	       1u
+#define MT_SERVED_FAMILIES     0x70u
+#define MT_SERVED_FAM_BIT(fam) (0x8u << (fam))
+
 /* One tracked thread group, the procs map's value (key: tgid). Written by process.bpf.c
  * (fork/exec/exit), rss.bpf.c and served.bpf.c; user space registers the root with
  * everything zero but no_stop. */
@@ -41,10 +48,12 @@ struct mt_proc {
 	mt_u32 execs;
 	mt_u64 lock; /* 1 while a program changes rss[] and writes its records (mt_proc_lock);
 		      * 64 bits: clang 14 makes 32-bit atomics only with -mcpu=v3 */
-	/* 1 while the preload interposer serves this image's glibc and C++ allocator calls: set
-	 * by its registration (served.bpf.c) before its first call reaches glibc's malloc,
+	/* Nonzero while the preload interposer serves this image's glibc and C++ allocator calls:
+	 * set by its registration (served.bpf.c) before its first call reaches glibc's malloc,
 	 * inherited at fork, cleared at exec. The uprobes on glibc and libstdc++ (MT_SPEC_PL)
-	 * then write nothing for it: no call is counted by both mechanisms. */
+	 * then write nothing for it: no call is counted by both mechanisms. MT_SERVED_LIBC, and
+	 * the family whose shared library is its malloc, served too (MT_SERVED_FAM_BIT): that
+	 * library's sites skip it, not those of another family library it calls. */
 	mt_u32 served;
 	/* 1: this image's credentials cannot open the interposer's shared memory (another user:
 	 * `runuser -u nobody`, su; mt_shm_denied in maps.bpf.h), or its mount namespace has
@@ -163,5 +172,7 @@ enum mt_mark {
 	MT_MARK_GLIBC = 2,	/* it needs glibc's uprobes: mt_proc.glibc_need */
 	MT_MARK_GLIBC_OFF = 3,	/* its new image does not: mt_proc.glibc_need cleared */
 };
+/* MT_MARK_SERVED with the families the registration says the interposer serves as malloc */
+#define MT_MARK_SERVED_AS(fam) (MT_MARK_SERVED | ((fam)&MT_SERVED_FAMILIES) << 8)
 
 #endif

@@ -27,7 +27,8 @@ static __always_inline int mt_preload_ctl(struct pt_regs *ctx)
 	if (!p)
 		return 0;
 	if (bpf_get_attach_cookie(ctx) == MT_PRELOAD_CTL_SERVED) {
-		p->served = 1;
+		/* its argument: the interposer's flags, with the family it serves as malloc */
+		p->served = MT_SERVED_LIBC | ((__u32)PT_REGS_PARM1(ctx) & MT_SERVED_FAMILIES);
 		return 0;
 	}
 	if (bpf_get_attach_cookie(ctx) == MT_PRELOAD_CTL_UNSERVED) {
@@ -60,7 +61,8 @@ int mt_preload_ctl_perf(struct pt_regs *ctx)
 }
 
 /*
- * Run by memtrack (BPF_PROG_TEST_RUN, args: pid, a CLOCK_MONOTONIC stamp, MT_MARK_*):
+ * Run by memtrack (BPF_PROG_TEST_RUN, args: pid, a CLOCK_MONOTONIC stamp, MT_MARK_* in the low
+ * byte, for MT_MARK_SERVED with the registration's MT_SERVED_FAMILIES bits above it):
  * - MT_MARK_SERVED, for each image the interposer registered as served while its control link
  *   was not live yet (the registration is written before the served call: whichever of the
  *   two the link missed, memtrack's scan after the link went live sees the registration),
@@ -83,7 +85,10 @@ SEC("raw_tp")
 int mt_mark_proc(struct bpf_raw_tracepoint_args *ctx)
 {
 	__u32 pid = (__u32)ctx->args[0];
-	__u64 ts = ctx->args[1], what = ctx->args[2];
+	/* args[2]: the mark, and for MT_MARK_SERVED the families served (MT_SERVED_FAMILIES)
+	 * shifted by 8 */
+	__u64 ts = ctx->args[1], what = ctx->args[2] & 0xff;
+	__u32 fam = (__u32)(ctx->args[2] >> 8) & MT_SERVED_FAMILIES;
 	bool denied = what == MT_MARK_SHM_DENIED;
 	struct mt_proc *p = bpf_map_lookup_elem(&procs, &pid);
 
@@ -104,7 +109,7 @@ int mt_mark_proc(struct bpf_raw_tracepoint_args *ctx)
 	if (denied)
 		p->shm_denied = 1;
 	else
-		p->served = 1;
+		p->served = MT_SERVED_LIBC | fam;
 	if (__sync_fetch_and_add(&p->image_ts, 0) > ts) {
 		if (denied)
 			p->shm_denied = 0;

@@ -3,7 +3,8 @@
  * The interposer -> memtrack control points. memtrack puts a uprobe on each (one
  * uprobe_multi link, src/bpf/served.bpf.c): a call of __memtrack_preload_served tells the BPF
  * side, in this very thread and before anything else happens, that this image's glibc and C++
- * allocator calls are recorded here, so the uprobes on glibc and libstdc++ (if a process that
+ * allocator calls are recorded here (and which family library, if any, is its malloc, served
+ * too: its argument), so the uprobes on glibc and libstdc++ (if a process that
  * the interposer cannot serve made memtrack attach them) skip this process. The interposer
  * calls it once per image, before its first call reaches the next malloc; a fork child
  * inherits the mark with its memory.
@@ -26,10 +27,12 @@
 #include <unistd.h>
 #include "preload/preload.h"
 
-__attribute__((visibility("default"), noinline, used)) void __memtrack_preload_served(void)
+/* flags: this image's MT_SHM_PROC_* (the BPF side keeps the families it serves as malloc) */
+__attribute__((visibility("default"), noinline, used)) void
+__memtrack_preload_served(uint32_t flags)
 {
 	/* a body the compiler can neither drop nor merge with another function */
-	__asm__ volatile("" ::: "memory");
+	__asm__ volatile("" ::"r"(flags) : "memory");
 }
 
 /* The opposite message: the interposer was loaded in a tracked process (memtrack named its
@@ -52,7 +55,7 @@ void pl_ctl_served(void)
 	 * call below may come before the link, and memtrack's scan after it sees them */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	__atomic_store_n(&pl.ctl_unseen, !pl_ctl_live(), __ATOMIC_RELAXED);
-	__memtrack_preload_served();
+	__memtrack_preload_served(pl.flags);
 }
 
 /* Without the shared memory (it could not be mapped) only the call can tell: memtrack makes

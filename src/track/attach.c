@@ -242,7 +242,14 @@ void attach_set__group(struct attach_set *s, uint8_t group)
 	s->cur_group = group;
 }
 
-int attach_set__take_group(struct attach_set *s, uint8_t group, struct attach_taken **out)
+void attach_set__regroup(struct attach_set *s, uint8_t from, uint8_t to)
+{
+	for (unsigned i = 0; i < s->nr; i++)
+		if (s->group[i] == from)
+			s->group[i] = to;
+}
+
+int attach_set__take_groups(struct attach_set *s, uint8_t from, struct attach_taken **out)
 {
 	struct attach_taken *t;
 	unsigned kept = 0;
@@ -258,7 +265,7 @@ int attach_set__take_group(struct attach_set *s, uint8_t group, struct attach_ta
 		return -ENOMEM;
 	}
 	for (unsigned i = 0; i < s->nr; i++) {
-		if (s->group[i] == group) {
+		if (s->group[i] && s->group[i] >= from) { /* never group 0 */
 			t->fds[t->nr] = s->fds[i];
 			t->links[t->nr++] = s->links[i];
 			continue;

@@ -67,9 +67,11 @@ unsigned attach_set__links(const struct attach_set *s);
 /* The links made from now on belong to group (0, the default: until attach_set__free). */
 void attach_set__group(struct attach_set *s, uint8_t group);
 struct attach_taken;
-/* Takes the links of group out of the set into *out (NULL on failure), for
- * attach_taken__close. Their count, or -errno. */
-int attach_set__take_group(struct attach_set *s, uint8_t group, struct attach_taken **out);
+/* Takes the links of every group from `from` up out of the set into *out (NULL on failure),
+ * for attach_taken__close. Their count, or -errno. */
+int attach_set__take_groups(struct attach_set *s, uint8_t from, struct attach_taken **out);
+/* Moves the links of group `from` into group `to` (0: kept until attach_set__free). */
+void attach_set__regroup(struct attach_set *s, uint8_t from, uint8_t to);
 /* Closes the taken links, the last made first (each waits for the kernel's grace period: call
  * it off the event loop) and frees them; NULL-safe. */
 void attach_taken__close(struct attach_taken *t);

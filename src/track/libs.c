@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "bpf/probe_spec.h"
+#include "bpf/proc.h"
 #include "common/log.h"
 #include "track/deps.h"
 #include "track/libs.h"
@@ -22,6 +23,8 @@
 /* The attach set's group of glibc's probes in auto mode (libs__attach_glibc): taken out again
  * by libs__detach_glibc */
 #define LIBS_GROUP_GLIBC 1
+/* ... and the groups of the family files kept back with them, one each (lib_entry.group) */
+#define LIBS_GROUP_FAMILY 2
 
 static uint64_t libs__now(void)
 {
@@ -128,6 +131,13 @@ static bool libs__family(enum alloc_kind k)
 	return k == ALLOC_JEMALLOC || k == ALLOC_MIMALLOC || k == ALLOC_TCMALLOC;
 }
 
+/* MT_SPEC_FAM of a family kind's sites (probe_spec.h): the bit MT_SERVED_FAM_BIT gives is the
+ * interposer's MT_SHM_PROC_* flag of that family (src/preload/shm_abi.h) */
+static unsigned libs__family_index(enum alloc_kind k)
+{
+	return k == ALLOC_JEMALLOC ? 1 : k == ALLOC_MIMALLOC ? 2 : k == ALLOC_TCMALLOC ? 3 : 0;
+}
+
 /* The symbol by which the interposer recognises a family library as the process's malloc
  * (pl_fams in src/preload/preload_families.c). */
 static const char *libs__family_mark(enum alloc_kind k)
@@ -211,10 +221,41 @@ static int libs__attach_later(struct libs *l, struct lib_entry *e)
 
 	if (!l->set || !e->nr_later)
 		return 0;
-	attach_set__group(l->set, LIBS_GROUP_GLIBC);
+	attach_set__group(l->set, e->group);
 	err = libs__attach_sites(l, e, e->later, e->nr_later);
 	attach_set__group(l->set, 0);
 	return err;
+}
+
+/*
+ * A dlopen brings e, a file seen before. Nothing to do, unless it is a family library kept back
+ * because an exec mapped it as its process's malloc (the interposer serves it there; its sites
+ * wait with glibc's): the process that dlopen'ed it calls it directly, where only uprobes see
+ * the calls. Its sites go in for good now, or, in while glibc's are, stay in when those go out
+ * (its own link group, made permanent). Returns the sites added (1) or 0, or -errno.
+ */
+static int libs__family_dlopened(struct libs *l, struct lib_entry *e)
+{
+	int err = 0;
+
+	/* a dlopen stop reads every mapping: in the process whose malloc it is (or one that
+	 * uprobes serve, which keeps everything kept back in while it lives) it is not new */
+	if (!e->nr_later || !libs__family(e->kind) || !l->set || !(l->dl_served & MT_SERVED_LIBC) ||
+	    (l->dl_served & MT_SERVED_FAM_BIT(libs__family_index(e->kind))))
+		return 0;
+	if (l->glibc_on) {
+		attach_set__regroup(l->set, e->group, 0);
+	} else {
+		e->sites += e->nr_later;
+		attach_set__group(l->set, 0);
+		err = libs__attach_sites(l, e, e->later, e->nr_later);
+	}
+	free(e->later);
+	e->later = NULL;
+	e->nr_later = 0;
+	e->group = 0;
+	log__debug(LOG_VERBOSE, "%s dlopen'ed: its sites in for the rest of the run", e->path);
+	return err ? err : 1;
 }
 
 /* name: the path to show for it, NULL when path says it (see libs__fill). */
@@ -237,7 +278,7 @@ int libs__attach_file(struct libs *l, const char *path, const char *name, bool i
 	if (e) {
 		l->kinds |= e->kinds;
 		libs__note(l, e, is_exe);
-		return 0;
+		return l->loading ? 0 : libs__family_dlopened(l, e);
 	}
 	if (l->nr == l->cap) {
 		size_t ncap = l->cap ? l->cap * 2 : 32;
@@ -292,14 +333,26 @@ int libs__attach_file(struct libs *l, const char *path, const char *name, bool i
 	 * malloc, which the interposer serves with its own entry points
 	 * (src/preload/preload_families.c). One a dlopen brings is not (the interposer forwards
 	 * calls into it unrecorded). */
-	if (libs__glibc_family(e->kind) || e->kind == ALLOC_STATIC || served_family)
+	if (libs__glibc_family(e->kind) || e->kind == ALLOC_STATIC)
 		for (int i = 0; i < n; i++)
 			sites[i].spec |= MT_SPEC_PL;
+	/* a family library's calls are the interposer's in the process whose malloc it is, and
+	 * only there (MT_SPEC_FAM): it may also be dlopen'ed RTLD_LOCAL by another, before or
+	 * after, which calls it directly */
+	if (libs__family(e->kind) && !is_exe)
+		for (int i = 0; i < n; i++)
+			sites[i].spec = MT_SPEC_WITH_FAM(sites[i].spec | MT_SPEC_PL,
+							 libs__family_index(e->kind));
 	/* dlopen included: a served process announces its dlopens itself (preload_dl.c); a
 	 * family library an exec maps waits too: a process whose malloc it is is served
 	 * (libs__inspect), any other one needs the probes, and has them attached before it runs;
 	 * so does an executable with libstdc++ linked in (LIBS_KIND_STATIC_CXX) */
-	if (l->defer && (libs__glibc_family(e->kind) || served_family || e->static_cxx)) {
+	/* a family file past the last group of its own is not kept back (attached for good) */
+	if (served_family && l->defer && l->last_group < UINT8_MAX)
+		e->group = l->last_group = l->last_group ? l->last_group + 1 : LIBS_GROUP_FAMILY;
+	else if (libs__glibc_family(e->kind) || e->static_cxx)
+		e->group = LIBS_GROUP_GLIBC;
+	if (l->defer && e->group) {
 		/* glibc's dlopen stop in already (libs__attach_glibc_dlopen): this file's too */
 		int now = l->dlopen_on ? libs__dlopen_first(sites, n) : 0;
 
@@ -380,7 +433,7 @@ int libs__detach_glibc(struct libs *l, struct attach_taken **out)
 	l->glibc_on = false;
 	for (size_t i = 0; i < l->nr; i++)
 		l->v[i].sites -= l->v[i].nr_later;
-	return attach_set__take_group(l->set, LIBS_GROUP_GLIBC, out);
+	return attach_set__take_groups(l->set, LIBS_GROUP_GLIBC, out);
 }
 
 int libs__attach_glibc_dlopen(struct libs *l)
@@ -431,9 +484,11 @@ uint64_t libs__attaches(const struct libs *l)
 void libs__each_seen(const struct libs *l, size_t *next,
 		     void (*fn)(void *ctx, dev_t dev, ino_t ino), void *ctx)
 {
-	/* libs__attach_file returns at once for a file in v[], whatever it found in it */
+	/* libs__attach_file returns at once for a file in v[], whatever it found in it, but a
+	 * family library kept back (libs__family_dlopened): never listed, its dlopens stop */
 	for (; l->set && *next < l->nr; ++*next)
-		fn(ctx, l->v[*next].dev, l->v[*next].ino);
+		if (!(libs__family(l->v[*next].kind) && l->v[*next].group))
+			fn(ctx, l->v[*next].dev, l->v[*next].ino);
 }
 
 unsigned libs__kinds(const struct libs *l)

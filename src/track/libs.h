@@ -72,9 +72,10 @@ int libs__inspect_pid(struct libs *l, pid_t pid);
  * environment given (either may be NULL); used before the exec, e.g. by memtrack-floor. */
 int libs__inspect_exe(struct libs *l, const char *root, const char *exe, const char *ld_path,
 		      const char *ld_pre);
-/* Attaches to every allocator among the files pid maps executable now (after a dlopen).
+/* Attaches to every allocator among the files pid maps executable now (after a dlopen);
+ * served: what the interposer serves in pid (mt_proc.served's bits, bpf/proc.h; 0: nothing).
  * Returns the number newly attached, or -errno. */
-int libs__inspect_maps(struct libs *l, pid_t pid);
+int libs__inspect_maps(struct libs *l, pid_t pid, unsigned served);
 /* Calls fn for each file inspected since *next (then moves *next past them) once the library
  * set is bound: a later inspection of pid's maps (libs__inspect_maps) has nothing to do for
  * such a file, whoever maps it. Before libs__bind, nothing (their sites wait to attach). */

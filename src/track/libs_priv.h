@@ -35,6 +35,10 @@ struct lib_entry {
 	/* jemalloc, mimalloc or tcmalloc, with the symbol the interposer knows it by
 	 * (preload_families.c: mallocx, mi_malloc, tc_malloc) */
 	bool fam_mark;
+	/* the link group its kept-back sites go in with glibc's (attach_set__group): glibc's
+	 * (LIBS_GROUP_GLIBC) or, for a jemalloc, mimalloc or tcmalloc, its own, so that it can
+	 * stay in when glibc's go out (libs__family_dlopened); 0 when none is kept back */
+	uint8_t group;
 };
 
 /* An executable's inspection, by what decides its outcome: the file, the root it is seen from,
@@ -75,6 +79,8 @@ struct libs {
 			    * interposer's malloc is not the program's, it serves nothing */
 	bool exe_malloc;   /* the executable defines malloc (libs__exe_malloc) */
 	bool lib_family;   /* a library (not the executable) of a jemalloc/mimalloc/tcmalloc kind */
+	uint8_t last_group; /* the last link group given to a family file (lib_entry.group) */
+	unsigned dl_served; /* libs__inspect_maps' process: what the interposer serves there */
 };
 
 /* Inspects path (name: what the manifest shows, NULL for path itself), attaching or keeping its

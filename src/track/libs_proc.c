@@ -122,7 +122,7 @@ int libs__inspect_pid(struct libs *l, pid_t pid)
 	return err;
 }
 
-int libs__inspect_maps(struct libs *l, pid_t pid)
+int libs__inspect_maps(struct libs *l, pid_t pid, unsigned served)
 {
 	char path[64], line[4096 + 128], file[PATH_MAX];
 	int added = 0, err;
@@ -132,6 +132,7 @@ int libs__inspect_maps(struct libs *l, pid_t pid)
 	f = fopen(path, "re");
 	if (!f)
 		return -errno;
+	l->dl_served = served;
 	while (fgets(line, sizeof(line), f)) {
 		char perms[8], *name;
 

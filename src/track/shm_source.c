@@ -452,7 +452,8 @@ void shm_source__each_proc(const struct shm_source *s,
 }
 
 uint32_t shm_source__each_served(const struct shm_source *s,
-				 void (*fn)(void *ctx, int32_t pid, uint64_t ts), void *ctx)
+				 void (*fn)(void *ctx, int32_t pid, uint64_t ts, uint32_t flags),
+				 void *ctx)
 {
 	const struct mt_shm_proc *procs;
 	uint32_t n, nr = 0;
@@ -467,7 +468,7 @@ uint32_t shm_source__each_served(const struct shm_source *s,
 		/* pid is stored last: an entry still being written is not a served call yet */
 		if (pid > 0 && !(procs[i].flags & MT_SHM_PROC_OFF) &&
 		    (procs[i].flags & MT_SHM_PROC_LIBC)) {
-			fn(ctx, pid, procs[i].ts);
+			fn(ctx, pid, procs[i].ts, procs[i].flags);
 			nr++;
 		}
 	}

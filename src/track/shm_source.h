@@ -71,9 +71,10 @@ uint64_t shm_source__unserved(const struct shm_source *s);
 void shm_source__each_proc(const struct shm_source *s,
 			   void (*fn)(void *ctx, int32_t pid, uint64_t ts, uint32_t flags),
 			   void *ctx);
-/* Calls fn for each registration of a served image (pid, its CLOCK_MONOTONIC stamp) listed
- * now; returns how many. */
+/* Calls fn for each registration of a served image (pid, its CLOCK_MONOTONIC stamp, its flags
+ * MT_SHM_PROC_*) listed now; returns how many. */
 uint32_t shm_source__each_served(const struct shm_source *s,
-				 void (*fn)(void *ctx, int32_t pid, uint64_t ts), void *ctx);
+				 void (*fn)(void *ctx, int32_t pid, uint64_t ts, uint32_t flags),
+				 void *ctx);
 
 #endif

@@ -102,7 +102,7 @@ int tracker__set_shm_owner(struct tracker *t)
 
 /* Marks pid's image in the procs map (mt_mark_proc, served.bpf.c: what is an enum mt_mark)
  * unless it began after ts. 1 when marked, 0 when not, -errno. */
-int tracker__mark_proc(struct tracker *t, int32_t pid, uint64_t ts, enum mt_mark what)
+int tracker__mark_proc(struct tracker *t, int32_t pid, uint64_t ts, uint32_t what)
 {
 	__u64 args[3] = {(__u64)pid, ts, what};
 	LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = args, .ctx_size_in = sizeof(args));
@@ -358,10 +358,14 @@ static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 
 static void control_inspect_maps(struct tracker *t, const struct mt_event *ev)
 {
+	int flags = shm_source__proc_flags(t->pre.shm, ev->pid);
 	int err;
 
 	ustack__read_maps(t->ustk, ev->pid); /* stopped: its maps are complete */
-	err = libs__inspect_maps(t->libs, ev->pid);
+	err = libs__inspect_maps(t->libs, ev->pid,
+				 control_served(t, ev->pid)
+				     ? (unsigned)flags & (MT_SHM_PROC_LIBC | MT_SHM_PROC_FAMILIES)
+				     : 0);
 
 	if (err < 0 && err != -ENOENT && err != -ESRCH)
 		log__warn("process %d: cannot inspect its mappings after dlopen: %s", ev->pid,

@@ -213,7 +213,8 @@ void tracker__glibc_wait(struct tracker *t);
 /* At the end: leaves a close still running to finish on its own. */
 void tracker__glibc_end(struct tracker *t);
 int tracker__set_shm_owner(struct tracker *t);
-int tracker__mark_proc(struct tracker *t, int32_t pid, uint64_t ts, enum mt_mark what);
+/* what: an enum mt_mark, or MT_MARK_SERVED_AS(families) (proc.h) */
+int tracker__mark_proc(struct tracker *t, int32_t pid, uint64_t ts, uint32_t what);
 
 /* run: tracepoints, the root executable, the event loop, the command */
 /* After the load: the loaded programs into the early links' slots (early_links.h); those

@@ -179,12 +179,15 @@ int tracker__attach_served(struct tracker *t)
 	return err;
 }
 
+_Static_assert(MT_SHM_PROC_FAMILIES == MT_SERVED_FAMILIES && MT_SHM_PROC_LIBC == MT_SERVED_LIBC,
+	       "the BPF side's served bits are the interposer's flags");
+
 /* One registration of a served image made while the control link was not live: marked in
  * the procs map unless its process exec'd since (mt_mark_proc, served.bpf.c). */
-static void tracker__mark_served(void *ctx, int32_t pid, uint64_t ts)
+static void tracker__mark_served(void *ctx, int32_t pid, uint64_t ts, uint32_t flags)
 {
 	struct tracker *t = ctx;
-	int m = tracker__mark_proc(t, pid, ts, MT_MARK_SERVED);
+	int m = tracker__mark_proc(t, pid, ts, MT_MARK_SERVED_AS(flags & MT_SHM_PROC_FAMILIES));
 
 	if (m < 0)
 		log__warn("process %d: cannot mark it served by the interposer: %s", pid,

@@ -16,6 +16,7 @@
 #include "../lib/mt_auto.h"
 #include "../lib/mt_check.h"
 #include "../lib/mt_modes.h"
+#include "track/attach.h"
 
 /* The interposer's dlsym leaves glibc's idea of the caller alone (RTLD_NEXT), before and after
  * the dlopen it announces (tests/targets/dlsym_caller.c exits 0 only then). */
@@ -96,12 +97,63 @@ static void test_dlopen_judged_listed(void **state)
 	mt_run_free(&s);
 }
 
+/*
+ * A shared jemalloc that is one process's malloc (alloc_jemalloc, linked with it: the
+ * interposer serves it there) and that another process dlopen's RTLD_LOCAL and calls through
+ * dlsym (alloc_dlopen, whose malloc is glibc's: only uprobes see those calls). Each order in
+ * one tree, then with glibc's uprobes in meanwhile (an `env -i` late_work needs them: the
+ * jemalloc kept back with them goes in too) and a last alloc_dlopen once they are out again.
+ * Each process's heap events equal uprobe mode's. Until 7 December 2026 the first order lost
+ * every call of alloc_dlopen's (the file was kept back for the served process: the dlopen
+ * attached nothing) and the second counted alloc_jemalloc's twice (attached at the dlopen for
+ * every process, the interposer recording them as well); both runs said complete. The site's
+ * family (MT_SPEC_FAM) skips only a process served with that family as its malloc
+ * (mt_proc.served); a kept-back family file brought by a dlopen goes in for good
+ * (libs__family_dlopened), its own link group kept when glibc's go out.
+ */
+static void test_family_dlopened_and_served(void **state)
+{
+	const char *const names[] = {"alloc_jemalloc", "alloc_dlopen", NULL};
+	const char *j = mt_target("alloc_jemalloc"), *d = mt_target("alloc_dlopen");
+	char shell[3][4 * PATH_MAX + 256];
+	size_t want[3] = {2, 2, 3};
+
+	MT_REQUIRE_ROOT();
+	/* the static TLS alloc_dlopen's jemalloc needs, given at once: it re-execs itself
+	 * through /proc/self/exe for it otherwise, and is then named "exe" */
+#define TLS "export GLIBC_TUNABLES=glibc.rtld.optional_static_tls=65536; "
+	snprintf(shell[0], sizeof(shell[0]), TLS "'%s' > /dev/null && '%s'", j, d);
+	snprintf(shell[1], sizeof(shell[1]), TLS "'%s' && '%s' > /dev/null", d, j);
+	snprintf(shell[2], sizeof(shell[2]),
+		 TLS "env -i MT_EXPECT_FD=$MT_EXPECT_FD '%s' 600 & sleep 0.2; '%s' > /dev/null && "
+		     "'%s'; wait; sleep 0.3; '%s'",
+		 mt_target("late_work"), j, d, d);
+#undef TLS
+	for (int i = 0; i < 3; i++) {
+		struct mt_run *a = mt_new_run(state), u = {0};
+
+		mt_auto_run_ok(a, mt_hooks_auto, shell[i]);
+		mt_auto_run_ok(&u, mt_hooks_uprobe, shell[i]);
+		MT_CHECK(a, mt_need_u64(a, "drops.total") == 0, "%llu drops, want 0",
+			 (unsigned long long)mt_need_u64(a, "drops.total"));
+		mt_auto_same_events(&u, a, names, want[i]);
+		/* the last alloc_dlopen came after glibc's uprobes went out (uprobe_multi: taken
+		 * out; perf uprobes stay in) */
+		if (i == 2 && attach__probe_uprobe_multi())
+			MT_CHECK(
+			    a, mt_need_u64(a, "mechanisms.glibc_detaches") >= 1,
+			    "glibc's uprobes never taken out: the last dlopen checked nothing");
+		mt_run_free(&u);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_dlsym_caller, mt_teardown),
 	    cmocka_unit_test_teardown(test_dlsym_stops_once, mt_teardown),
 	    cmocka_unit_test_teardown(test_dlopen_judged_listed, mt_teardown),
+	    cmocka_unit_test_teardown(test_family_dlopened_and_served, mt_teardown),
 	};
 
 	if (getenv("MT_TEST_FILTER")) /* one test by name (a glob), e.g. to repeat it */
