@@ -21,8 +21,10 @@ struct elf_info {
 	char *runpath; /* DT_RUNPATH, else DT_RPATH; NULL when none */
 	char *interp; /* PT_INTERP; NULL for static executables and libraries */
 	bool dynamic; /* has a PT_DYNAMIC segment */
-	/* The file stays mapped while the info lives: symbol names are not copied, since every
-	 * malloc memtrack makes while a run is armed traps into its own uprobes. */
+	/* The file stays open (read by libelf, or mapped when its symbol tables are large:
+	 * elf_syms.c) while the info lives: symbol names point into libelf's copy and are not
+	 * copied again, since every malloc memtrack makes while a run is armed traps into its
+	 * own uprobes. */
 	void *elf;
 	int fd;
 };
