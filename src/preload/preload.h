@@ -60,6 +60,8 @@ struct pl_proc {
 	struct mt_shm_proc *procs;
 	struct mt_shm_seen *seen; /* memtrack's seen-files table, seen_nr entries (0: none) */
 	uint32_t seen_nr;
+	struct mt_shm_seen *kept; /* its kept-files table: room for kept_max entries */
+	uint32_t kept_max;
 	size_t map_len;
 	uint32_t gen_counter;
 	/* A MADV_WIPEONFORK page: word 0 is this process's generation, 0 in a fresh fork or raw

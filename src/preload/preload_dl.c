@@ -86,25 +86,29 @@ struct pl_dl_walk {
 	int unlisted;  /* new objects memtrack has not inspected, or that cannot be told */
 };
 
-/* Is the file at path one memtrack inspected (its seen table)? */
+/* Is the file at path one memtrack inspected in this run (its seen table), or an earlier run
+ * found inert (the kept table)? */
 static int pl_dl_listed(const char *path)
 {
-	uint32_t nr = pl.seen_nr, i;
+	struct mt_shm_seen f;
 	struct stat st;
+	uint32_t kept;
 
-	if (!nr || !path || path[0] != '/' || stat(path, &st) || !st.st_ino)
+	if (!pl.seen_nr || !path || path[0] != '/' || stat(path, &st) || !st.st_ino)
 		return 0;
-	i = mt_shm_seen_slot(st.st_dev, st.st_ino, nr);
-	for (uint32_t k = 0; k < nr; k++, i = (i + 1) & (nr - 1)) {
-		uint64_t ino = __atomic_load_n(&pl.seen[i].ino, __ATOMIC_ACQUIRE);
-
-		if (!ino)
-			return 0;
-		if (ino == st.st_ino &&
-		    __atomic_load_n(&pl.seen[i].dev, __ATOMIC_RELAXED) == st.st_dev)
-			return 1;
-	}
-	return 0;
+	f = (struct mt_shm_seen){
+	    .dev = st.st_dev,
+	    .ino = st.st_ino,
+	    .size = (uint64_t)st.st_size,
+	    .mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec,
+	    .ctime_ns = (uint64_t)st.st_ctim.tv_sec * 1000000000ull + (uint64_t)st.st_ctim.tv_nsec,
+	};
+	if (mt_shm_seen_has(pl.seen, pl.seen_nr, &f))
+		return 1;
+	/* set before the command ran; bounded by the room the map checked */
+	kept = __atomic_load_n(&pl.hdr->kept_nr, __ATOMIC_ACQUIRE);
+	return kept && kept <= pl.kept_max && !(kept & (kept - 1)) &&
+	       mt_shm_seen_has(pl.kept, kept, &f);
 }
 
 static int pl_dl_walk_cb(struct dl_phdr_info *info, size_t size, void *arg)

@@ -166,7 +166,7 @@ void *pl_map_file(const char *path, size_t min, size_t *size)
 /* The layout fields of a header, copied once: other processes write the file meanwhile, so
  * what is checked must be what is used. */
 struct pl_layout {
-	uint64_t magic, file_size, procs_off, slots_off, data_off, seen_off;
+	uint64_t magic, file_size, procs_off, slots_off, data_off, seen_off, kept_off;
 	uint32_t version, nr_slots, slot_records, seen_nr;
 };
 
@@ -185,7 +185,10 @@ static int pl_layout_ok(const struct pl_layout *h, uint64_t size)
 	       !(h->procs_off % 8) && !(h->slots_off % 64) && !(h->data_off % 8) &&
 	       !(h->seen_nr & (h->seen_nr - 1)) && h->seen_nr <= (1u << 20) &&
 	       h->seen_off <= size &&
-	       h->seen_nr * sizeof(struct mt_shm_seen) <= size - h->seen_off && !(h->seen_off % 16);
+	       h->seen_nr * sizeof(struct mt_shm_seen) <= size - h->seen_off &&
+	       !(h->seen_off % 8) && h->kept_off <= size &&
+	       MT_SHM_KEPT_MAX * sizeof(struct mt_shm_seen) <= size - h->kept_off &&
+	       !(h->kept_off % 8);
 }
 
 /* Maps the shared file named in the environment. 0, or -1 when there is none to use. */
@@ -209,6 +212,7 @@ static int pl_map(void)
 			       .slots_off = h->slots_off,
 			       .data_off = h->data_off,
 			       .seen_off = h->seen_off,
+			       .kept_off = h->kept_off,
 			       .version = h->version,
 			       .seen_nr = h->seen_nr,
 			       .nr_slots = h->nr_slots,
@@ -226,6 +230,8 @@ static int pl_map(void)
 	pl.data = (void *)((char *)m + l.data_off);
 	pl.seen = (void *)((char *)m + l.seen_off);
 	pl.seen_nr = l.seen_nr;
+	pl.kept = (void *)((char *)m + l.kept_off);
+	pl.kept_max = MT_SHM_KEPT_MAX;
 	pl.nr_slots = l.nr_slots;
 	pl.nrec = l.slot_records;
 	pl.mask = l.slot_records - 1;
@@ -282,6 +288,8 @@ static int pl_init(void)
 		pl.data = NULL;
 		pl.seen = NULL;
 		pl.seen_nr = 0;
+		pl.kept = NULL;
+		pl.kept_max = 0;
 	} else if (!pl.next.malloc || !pl.next.free || pl_map()) {
 		const char *shm = getenv(MT_SHM_ENV);
 

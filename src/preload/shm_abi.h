@@ -12,6 +12,8 @@
  *                      served, and how (the manifest's per-process mechanism)
  *   seen_off           seen_nr x struct mt_shm_seen: the files memtrack has inspected (a
  *                      dlopen of those only needs no stop, src/preload/preload_dl.c)
+ *   kept_off           kept_nr x struct mt_shm_seen: the inert files earlier runs found
+ *                      (src/track/inert_cache.h), copied from memtrack's cache at the start
  *   slots_off          nr_slots x struct mt_shm_slot (128 bytes: producer line, consumer line)
  *   data_off           nr_slots rings of slot_records records each (slot i at
  *                      data_off + i * slot_records * sizeof(struct mt_event))
@@ -60,6 +62,9 @@
 #define MT_SHM_MAX_PROCS 16384
 /* entries of the seen-files table (a power of two; memtrack fills at most 3/4 of it) */
 #define MT_SHM_SEEN_NR 4096
+/* at most this many entries of the kept-files table (a power of two; the room is reserved,
+ * tmpfs gives pages only to what is written) */
+#define MT_SHM_KEPT_MAX 8192
 
 enum mt_slot_state {
 	MT_SLOT_FREE = 0,
@@ -144,20 +149,30 @@ struct mt_shm_hdr {
 	mt_u64 seen_off;
 	mt_u32 seen_nr;
 	mt_u32 dl_judged;
+	/* The kept-files table: where, its entries (0: none), set before the command runs */
+	mt_u64 kept_off;
+	mt_u32 kept_nr;
+	mt_u32 pad2;
 };
 
 /*
- * A file memtrack has inspected, by its device and inode as stat(2) gives them (st_dev,
- * st_ino): everything a dlopen stop would do for it is done (its allocator sites attached or
- * kept, its memtrack probes attached), whichever process mapped it first. Filled by memtrack
- * only, never emptied, and only when no stop has more to do (not with --stacks, whose stops
- * read the maps). Open addressing, linear probing from mt_shm_seen_slot(); an entry is free
- * while its ino is 0: memtrack writes dev, then ino (release); a reader loads ino (acquire)
- * first, then dev.
+ * A file by what stat(2) says of it: device and inode, and size, modification and change
+ * times (ns), so that a file rewritten since is another. In the seen table: a file memtrack
+ * has inspected in this run, for which everything a dlopen stop would do is done (its allocator
+ * sites attached or kept, its memtrack probes attached), whichever process mapped it first.
+ * In the kept table: a file an earlier run found inert (no allocator entry point, no memtrack
+ * probe), for which a stop has nothing to do. Filled by memtrack only, never emptied, and only
+ * when no stop has more to do (not with --stacks, whose stops read the maps). Open addressing,
+ * linear probing from mt_shm_seen_slot() (by device and inode: a file listed twice, changed in
+ * between, takes two entries); an entry is free while its ino is 0: memtrack writes the other
+ * fields, then ino (release); a reader loads ino (acquire) first.
  */
 struct mt_shm_seen {
 	mt_u64 dev;
 	mt_u64 ino;
+	mt_u64 size;
+	mt_u64 mtime_ns;
+	mt_u64 ctime_ns;
 };
 
 static inline mt_u32 mt_shm_seen_slot(mt_u64 dev, mt_u64 ino, mt_u32 nr)
@@ -165,6 +180,25 @@ static inline mt_u32 mt_shm_seen_slot(mt_u64 dev, mt_u64 ino, mt_u32 nr)
 	mt_u64 h = (ino ^ (dev << 32 | dev >> 32)) * 0x9e3779b97f4a7c15ull;
 
 	return (mt_u32)(h >> 32) & (nr - 1);
+}
+
+/* Is f in table t (nr entries, a power of two)? At most nr probes: the table is written by
+ * processes memtrack does not trust. */
+static inline int mt_shm_seen_has(const struct mt_shm_seen *t, mt_u32 nr,
+				  const struct mt_shm_seen *f)
+{
+	mt_u32 i = nr ? mt_shm_seen_slot(f->dev, f->ino, nr) : 0;
+
+	for (mt_u32 k = 0; k < nr; k++, i = (i + 1) & (nr - 1)) {
+		mt_u64 ino = __atomic_load_n(&t[i].ino, __ATOMIC_ACQUIRE);
+
+		if (!ino)
+			return 0;
+		if (ino == f->ino && t[i].dev == f->dev && t[i].size == f->size &&
+		    t[i].mtime_ns == f->mtime_ns && t[i].ctime_ns == f->ctime_ns)
+			return 1;
+	}
+	return 0;
 }
 
 struct mt_shm_slot {

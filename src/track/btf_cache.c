@@ -134,12 +134,12 @@ static uint64_t btf_cache__obj_hash(const void *data, size_t n)
 }
 
 /* Ours and writable by nobody else: safe to feed to the loader. */
-static bool btf_cache__trusted(const struct stat *st)
+bool btf_cache__trusted(const struct stat *st)
 {
 	return st->st_uid == geteuid() && !(st->st_mode & (S_IWGRP | S_IWOTH));
 }
 
-static int btf_cache__mkdir(const char *dir)
+int btf_cache__mkdir(const char *dir)
 {
 	struct stat st;
 	char tmp[PATH_MAX];

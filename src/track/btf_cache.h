@@ -12,6 +12,7 @@
 #define MEMTRACK_BTF_CACHE_H
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,5 +47,10 @@ int btf_cache__build_id(const void *notes, size_t len, char *hex, size_t hexlen)
 /* The cache folder these environment values select (NULL = unset). */
 int btf_cache__dir(char *buf, size_t len, const char *cache_env, const char *xdg, const char *home,
 		   int euid);
+/* Makes dir (and its parents) if needed: 0 when it is a folder we trust, else -errno/-EPERM. */
+int btf_cache__mkdir(const char *dir);
+/* Ours, and nobody else can write it: what a cached file and its folder must be. */
+struct stat;
+bool btf_cache__trusted(const struct stat *st);
 
 #endif

@@ -294,6 +294,13 @@ int libs__attach_file(struct libs *l, const char *path, const char *name, bool i
 	e->fd = -1;
 	e->dev = st.st_dev;
 	e->ino = st.st_ino;
+	e->id = (struct libs_file_id){
+	    .dev = st.st_dev,
+	    .ino = st.st_ino,
+	    .size = (uint64_t)st.st_size,
+	    .mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec,
+	    .ctime_ns = (uint64_t)st.st_ctim.tv_sec * 1000000000ull + (uint64_t)st.st_ctim.tv_nsec,
+	};
 	e->path = strdup(path);
 	e->name = name ? strdup(name) : NULL;
 	if (!e->path || (name && !e->name))
@@ -313,6 +320,8 @@ int libs__attach_file(struct libs *l, const char *path, const char *name, bool i
 	if (e->static_cxx)
 		e->kinds = LIBS_KIND_STATIC_CXX;
 	e->fam_mark = libs__family(e->kind) && elf_info__find(&info, libs__family_mark(e->kind));
+	e->inert_dl =
+	    !l->loading && !is_exe && e->kind == ALLOC_NONE && !e->malloc_def && !e->nr_usdt;
 	/* as the interposer judges the next malloc: by the file's name */
 	if (libs__glibc_family(e->kind) && !strstr(path, "/libc.so") && e->malloc_def)
 		e->kinds |= LIBS_KIND_MALLOC_SHIM;
@@ -482,13 +491,21 @@ uint64_t libs__attaches(const struct libs *l)
 }
 
 void libs__each_seen(const struct libs *l, size_t *next,
-		     void (*fn)(void *ctx, dev_t dev, ino_t ino), void *ctx)
+		     void (*fn)(void *ctx, const struct libs_file_id *f), void *ctx)
 {
 	/* libs__attach_file returns at once for a file in v[], whatever it found in it, but a
 	 * family library kept back (libs__family_dlopened): never listed, its dlopens stop */
 	for (; l->set && *next < l->nr; ++*next)
 		if (!(libs__family(l->v[*next].kind) && l->v[*next].group))
-			fn(ctx, l->v[*next].dev, l->v[*next].ino);
+			fn(ctx, &l->v[*next].id);
+}
+
+void libs__each_inert(const struct libs *l, void (*fn)(void *ctx, const struct libs_file_id *f),
+		      void *ctx)
+{
+	for (size_t i = 0; i < l->nr; i++)
+		if (l->v[i].inert_dl)
+			fn(ctx, &l->v[i].id);
 }
 
 unsigned libs__kinds(const struct libs *l)

@@ -76,11 +76,19 @@ int libs__inspect_exe(struct libs *l, const char *root, const char *exe, const c
  * served: what the interposer serves in pid (mt_proc.served's bits, bpf/proc.h; 0: nothing).
  * Returns the number newly attached, or -errno. */
 int libs__inspect_maps(struct libs *l, pid_t pid, unsigned served);
+/* A file as stat(2) tells it: device, inode, size, modification and change times (ns). */
+struct libs_file_id {
+	uint64_t dev, ino, size, mtime_ns, ctime_ns;
+};
 /* Calls fn for each file inspected since *next (then moves *next past them) once the library
  * set is bound: a later inspection of pid's maps (libs__inspect_maps) has nothing to do for
  * such a file, whoever maps it. Before libs__bind, nothing (their sites wait to attach). */
 void libs__each_seen(const struct libs *l, size_t *next,
-		     void (*fn)(void *ctx, dev_t dev, ino_t ino), void *ctx);
+		     void (*fn)(void *ctx, const struct libs_file_id *f), void *ctx);
+/* Calls fn for each file a dlopen stop found inert (no allocator entry point, no memtrack
+ * probe): one a later run's dlopen stop would find nothing to do for either. */
+void libs__each_inert(const struct libs *l, void (*fn)(void *ctx, const struct libs_file_id *f),
+		      void *ctx);
 /* Copies the attached libraries into the manifest (allocated: the manifest's, freed by
  * manifest__free). */
 int libs__fill(const struct libs *l, struct manifest *m);

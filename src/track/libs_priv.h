@@ -16,6 +16,10 @@
 struct lib_entry {
 	dev_t dev;
 	ino_t ino;
+	struct libs_file_id id; /* dev, ino and what tells a rewritten file (libs__each_seen) */
+	/* found at a dlopen stop with nothing to attach: no allocator entry point, no memtrack
+	 * probe (libs__each_inert) */
+	bool inert_dl;
 	unsigned kinds; /* its bit of libs__kinds */
 	char *path;	/* what was opened and attached to (maybe through /proc/PID/...) */
 	char *name;	/* what the manifest shows, when path does not say it: NULL otherwise */

@@ -16,43 +16,8 @@
 #include "common/records.h"
 #include "track/shm_file.h"
 #include "track/shm_source.h"
+#include "track/shm_source_priv.h"
 #include "track/stamp_clock.h"
-
-struct shm_heap_ent {
-	uint64_t ts;
-	uint32_t slot;
-};
-
-struct shm_source {
-	struct event_source src;
-	const struct event_source *ring;
-	char path[96];
-	/* the file, locked while we use it (shm_file.h) */
-	int lock_fd;
-	void *map;
-	size_t map_len;
-	/* Written by every process of the tree, other users' too (src/track/handoff.h): nothing
-	 * in it is trusted for a bound or an address; the layout is ours, kept here. */
-	struct mt_shm_hdr *hdr;
-	struct mt_shm_proc *procs;
-	struct mt_shm_seen *seen; /* MT_SHM_SEEN_NR entries, nr_seen of them ours */
-	uint32_t nr_seen;
-	struct mt_shm_slot *slots;
-	struct mt_event *data;
-	uint32_t nr_slots, nrec, mask;
-	bool closed;		   /* shm_source__close ran */
-	const char *clock_refusal; /* stamp_clock__anchor: why no TSC stamps, NULL if they may */
-	uint64_t safe_ns;	   /* every BPF record older than this has been dispatched */
-	struct shm_heap_ent *heap; /* the k-way merge by timestamp, nr_slots entries */
-	struct {
-		uint32_t (*fn)(void *ctx, const struct mt_event *ev);
-		void *ctx;
-	} stacks; /* --stacks: aux translation (shm_source__set_stacks) */
-	int bell_fd;		   /* eventfd in the event loop's set: the doorbell rang */
-	pthread_t bell_thread;
-	bool bell_started, bell_stopped;
-	uint32_t bell_stop;
-};
 
 #define SHM_TAIL_EVERY 256 /* publish the tail (and wake a waiting producer) this often */
 
@@ -358,164 +323,10 @@ void shm_source__close(struct shm_source *s)
 	s->path[0] = 0;
 }
 
-uint64_t shm_source__drops(const struct shm_source *s, uint64_t drops[MT_SHM_DROP_NR])
-{
-	uint64_t total = 0;
-
-	for (int i = 0; i < MT_SHM_DROP_NR; i++) {
-		drops[i] = s ? __atomic_load_n(&s->hdr->drops[i], __ATOMIC_RELAXED) : 0;
-		total += drops[i];
-	}
-	return total;
-}
-
-void shm_source__waits(const struct shm_source *s, uint64_t *waits, uint64_t *ns)
-{
-	*waits = s ? __atomic_load_n(&s->hdr->waits, __ATOMIC_RELAXED) : 0;
-	*ns = s ? __atomic_load_n(&s->hdr->wait_ns, __ATOMIC_RELAXED) : 0;
-}
-
-int shm_source__seen_add(struct shm_source *s, uint64_t dev, uint64_t ino)
-{
-	struct mt_shm_seen *t = s ? s->seen : NULL;
-	uint32_t i = mt_shm_seen_slot(dev, ino, MT_SHM_SEEN_NR);
-
-	if (!t || !ino)
-		return -EINVAL;
-	/* probes stay short; a file not listed only costs its stop */
-	if (s->nr_seen >= MT_SHM_SEEN_NR / 4 * 3)
-		return -ENOSPC;
-	/* bounded: the tree can write the table too */
-	for (uint32_t n = 0; n < MT_SHM_SEEN_NR; n++, i = (i + 1) & (MT_SHM_SEEN_NR - 1)) {
-		uint64_t have = __atomic_load_n(&t[i].ino, __ATOMIC_RELAXED);
-
-		if (have == ino && t[i].dev == dev)
-			return 0;
-		if (!have) {
-			t[i].dev = dev;
-			__atomic_store_n(&t[i].ino, ino, __ATOMIC_RELEASE);
-			s->nr_seen++;
-			return 0;
-		}
-	}
-	return -ENOSPC;
-}
-
-uint64_t shm_source__dl_judged(const struct shm_source *s)
-{
-	return s ? __atomic_load_n(&s->hdr->dl_judged, __ATOMIC_RELAXED) : 0;
-}
-
-int shm_source__proc_flags(const struct shm_source *s, int32_t pid)
-{
-	const struct mt_shm_proc *procs;
-	uint32_t n;
-	int flags = -1;
-
-	if (!s)
-		return -1;
-	procs = s->procs;
-	n = __atomic_load_n(&s->hdr->nr_procs, __ATOMIC_ACQUIRE);
-	for (uint32_t i = 0; i < n && i < MT_SHM_MAX_PROCS; i++)
-		if (procs[i].pid == pid && !(procs[i].flags & MT_SHM_PROC_ENDED))
-			flags = (int)procs[i].flags; /* the last image's */
-	return flags;
-}
-
-uint32_t *shm_source__ctl_live(struct shm_source *s)
-{
-	return s ? &s->hdr->ctl_live : NULL;
-}
-
-uint64_t shm_source__unserved(const struct shm_source *s)
-{
-	return s ? __atomic_load_n(&s->hdr->unserved, __ATOMIC_RELAXED) : 0;
-}
-
-void shm_source__each_proc(const struct shm_source *s,
-			   void (*fn)(void *ctx, int32_t pid, uint64_t ts, uint32_t flags),
-			   void *ctx)
-{
-	const struct mt_shm_proc *procs;
-	uint32_t n;
-
-	if (!s)
-		return;
-	procs = s->procs;
-	n = __atomic_load_n(&s->hdr->nr_procs, __ATOMIC_ACQUIRE);
-	for (uint32_t i = 0; i < n && i < MT_SHM_MAX_PROCS; i++) {
-		int32_t pid = __atomic_load_n(&procs[i].pid, __ATOMIC_ACQUIRE);
-
-		if (pid > 0) /* stored last: the entry is complete */
-			fn(ctx, pid, procs[i].ts, procs[i].flags);
-	}
-}
-
-uint32_t shm_source__each_served(const struct shm_source *s,
-				 void (*fn)(void *ctx, int32_t pid, uint64_t ts, uint32_t flags),
-				 void *ctx)
-{
-	const struct mt_shm_proc *procs;
-	uint32_t n, nr = 0;
-
-	if (!s)
-		return 0;
-	procs = s->procs;
-	n = __atomic_load_n(&s->hdr->nr_procs, __ATOMIC_ACQUIRE);
-	for (uint32_t i = 0; i < n && i < MT_SHM_MAX_PROCS; i++) {
-		int32_t pid = __atomic_load_n(&procs[i].pid, __ATOMIC_ACQUIRE);
-
-		/* pid is stored last: an entry still being written is not a served call yet */
-		if (pid > 0 && !(procs[i].flags & MT_SHM_PROC_OFF) &&
-		    (procs[i].flags & MT_SHM_PROC_LIBC)) {
-			fn(ctx, pid, procs[i].ts, procs[i].flags);
-			nr++;
-		}
-	}
-	return nr;
-}
-
-void shm_source__set_stacks(struct shm_source *s, uint32_t (*fn)(void *ctx, const struct mt_event *ev),
-			    void *ctx)
-{
-	s->stacks.fn = fn;
-	s->stacks.ctx = ctx;
-}
-
-void shm_source__set_pidns(struct shm_source *s, uint64_t ino)
-{
-	s->hdr->pidns_ino = ino;
-}
-
-void shm_source__set_ring(struct shm_source *s, const struct event_source *ring)
-{
-	s->ring = ring;
-}
-
-const char *shm_source__clock_refusal(const struct shm_source *s)
-{
-	return s->clock_refusal;
-}
-
-const char *shm_source__path(const struct shm_source *s)
-{
-	return s->path;
-}
-
-int shm_source__fd(const struct shm_source *s)
-{
-	return s->lock_fd;
-}
-
-struct event_source *shm_source__src(struct shm_source *s)
-{
-	return &s->src;
-}
-
 int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_records, uid_t uid,
 		    gid_t gid, const struct event_source *ring)
 {
-	size_t procs_off = 4096, seen_off, slots_off, data_off, size = 0;
+	size_t procs_off = 4096, seen_off, kept_off, slots_off, data_off, size = 0;
 	struct shm_source *s;
 	int err;
 
@@ -537,7 +348,8 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 		goto fail;
 	}
 	seen_off = (procs_off + MT_SHM_MAX_PROCS * sizeof(struct mt_shm_proc) + 4095) & ~4095ul;
-	slots_off = (seen_off + MT_SHM_SEEN_NR * sizeof(struct mt_shm_seen) + 4095) & ~4095ul;
+	kept_off = (seen_off + MT_SHM_SEEN_NR * sizeof(struct mt_shm_seen) + 4095) & ~4095ul;
+	slots_off = (kept_off + MT_SHM_KEPT_MAX * sizeof(struct mt_shm_seen) + 4095) & ~4095ul;
 	data_off = (slots_off + nr_slots * sizeof(struct mt_shm_slot) + 4095) & ~4095ul;
 	size = data_off + (size_t)nr_slots * slot_records * sizeof(struct mt_event);
 	err = shm_file__create(s->path, sizeof(s->path), "", size, uid, gid, &s->map, &s->lock_fd);
@@ -548,6 +360,8 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 	s->slots = (void *)((char *)s->map + slots_off);
 	s->procs = (void *)((char *)s->map + procs_off);
 	s->seen = (void *)((char *)s->map + seen_off);
+	s->kept = (void *)((char *)s->map + kept_off);
+	s->kept_off = kept_off;
 	s->data = (void *)((char *)s->map + data_off);
 	s->nr_slots = nr_slots;
 	s->nrec = slot_records;
@@ -562,6 +376,7 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 	s->hdr->data_off = data_off;
 	s->hdr->seen_off = seen_off;
 	s->hdr->seen_nr = MT_SHM_SEEN_NR;
+	s->hdr->kept_off = kept_off;
 	s->hdr->file_size = size;
 	s->clock_refusal = stamp_clock__anchor(&s->hdr->tsc_anchor, &s->hdr->ns_anchor);
 	__atomic_store_n(&s->hdr->magic, MT_SHM_MAGIC, __ATOMIC_RELEASE);

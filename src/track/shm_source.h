@@ -55,10 +55,15 @@ void shm_source__close(struct shm_source *s);
 uint64_t shm_source__drops(const struct shm_source *s, uint64_t drops[MT_SHM_DROP_NR]);
 /* Back-pressure so far: the times a producer slept on its full ring, and their total ns. */
 void shm_source__waits(const struct shm_source *s, uint64_t *waits, uint64_t *ns);
-/* Lists a file memtrack has inspected (its st_dev, st_ino) in the seen-files table: an
- * interposer's dlopen bringing only such files goes on without a stop (shm_abi.h). 0, or
- * -ENOSPC once the table is 3/4 full. */
-int shm_source__seen_add(struct shm_source *s, uint64_t dev, uint64_t ino);
+/* Lists a file memtrack has inspected in the seen-files table: an interposer's dlopen bringing
+ * only such files goes on without a stop (shm_abi.h). 0, or -ENOSPC once the table is 3/4
+ * full. */
+int shm_source__seen_add(struct shm_source *s, const struct mt_shm_seen *f);
+/* Copies the inert files of earlier runs (inert_cache.h) into the kept-files table: before the
+ * command runs. Nothing when there is no cache. */
+void shm_source__keep_load(struct shm_source *s);
+/* That table: *nr entries (0: none). */
+void shm_source__kept(const struct shm_source *s, const struct mt_shm_seen **t, uint32_t *nr);
 /* The dlopens the interposers judged by that table (mechanisms.dlopens_judged). */
 uint64_t shm_source__dl_judged(const struct shm_source *s);
 /* The processes the interposer saw: flags (MT_SHM_PROC_*) of pid, or -1 if it never loaded. */

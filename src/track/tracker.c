@@ -106,6 +106,9 @@ int tracker__run(const struct tracker_opts *o)
 		goto cleanup;
 	if (t.pre.on)
 		abi32__init(&t.abi32, t.pre.lib);
+	/* earlier runs' inert files, for the dlopens (not with --stacks: tracker__seen_publish) */
+	if (!o->stacks)
+		shm_source__keep_load(t.pre.shm);
 	tracker__mark(&t, "interposer's shared memory");
 	/* the ring's thread too, unless a kept load has one; before the fork (the command holds
 	 * no copy of the ring or the maps) */

@@ -24,6 +24,7 @@
 #include "common/test_delay.h"
 #include "track/elf_syms.h"
 #include "track/handoff.h"
+#include "track/inert_cache.h"
 #include "track/tracker_priv.h"
 
 /* stop_ctl[key] = v (maps.bpf.h says what each entry is): 0 or -errno. */
@@ -396,9 +397,54 @@ static void (*const control_actions[RA_NR])(struct tracker *t, const struct mt_e
     [RA_NAME] = control_name,
 };
 
-static void control_seen_add(void *ctx, dev_t dev, ino_t ino)
+static struct mt_shm_seen control_seen_of(const struct libs_file_id *f)
 {
-	shm_source__seen_add(ctx, dev, ino); /* a full table only leaves the file's stops in */
+	return (struct mt_shm_seen){f->dev, f->ino, f->size, f->mtime_ns, f->ctime_ns};
+}
+
+static void control_seen_add(void *ctx, const struct libs_file_id *f)
+{
+	struct mt_shm_seen e = control_seen_of(f);
+
+	shm_source__seen_add(ctx, &e); /* a full table only leaves the file's stops in */
+}
+
+struct control_inert {
+	struct mt_shm_seen *v;
+	size_t n, cap, unkept;
+	const struct mt_shm_seen *kept;
+	uint32_t kept_nr;
+};
+
+static void control_inert_add(void *ctx, const struct libs_file_id *f)
+{
+	struct control_inert *c = ctx;
+
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? 2 * c->cap : 64;
+		void *v = realloc(c->v, cap * sizeof(*c->v));
+
+		if (!v)
+			return;
+		c->v = v;
+		c->cap = cap;
+	}
+	c->v[c->n] = control_seen_of(f);
+	c->unkept += !mt_shm_seen_has(c->kept, c->kept_nr, &c->v[c->n]);
+	c->n++;
+}
+
+void tracker__inert_store(struct tracker *t)
+{
+	struct control_inert c = {0};
+
+	if (!t->pre.shm || t->o->stacks)
+		return;
+	shm_source__kept(t->pre.shm, &c.kept, &c.kept_nr);
+	libs__each_inert(t->libs, control_inert_add, &c);
+	if (c.unkept) /* a run that found nothing new leaves the file as it is */
+		inert_cache__update(c.kept, c.kept_nr, c.v, c.n);
+	free(c.v);
 }
 
 void tracker__seen_publish(struct tracker *t)

@@ -176,6 +176,7 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 	t->m.not_stopped = t->ctl_not_stopped;
 	t->m.execs_judged = tracker__execs_judged(t);
 	t->m.dlopens_judged = shm_source__dl_judged(t->pre.shm);
+	tracker__inert_store(t);
 	t->m.handoffs = handoff__handed();
 	if (handoff__refused())
 		log__debug(LOG_VERBOSE,

@@ -203,6 +203,9 @@ uint64_t tracker__execs_judged(struct tracker *t);
  * (shm_abi.h): a served process's dlopen of those only goes on without a stop. Not with
  * --stacks: its dlopen stops also read the maps that stacks are unwound with. */
 void tracker__seen_publish(struct tracker *t);
+/* At the end: the files this run's dlopen stops found inert, into the cache of inert files
+ * (inert_cache.h) when some are not in it yet. */
+void tracker__inert_store(struct tracker *t);
 int tracker__set_glibc_in(struct tracker *t);
 /* tracker_glibc.c: marks pid (its image stamped ts) as needing glibc's uprobes or not */
 void tracker__glibc_mark(struct tracker *t, pid_t pid, uint64_t ts, bool need);

@@ -11,12 +11,18 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cmocka.h>
 #include "../lib/mt_auto.h"
 #include "../lib/mt_check.h"
 #include "../lib/mt_modes.h"
+#include "../lib/mt_tmpdir.h"
 #include "track/attach.h"
+#include "track/deps.h"
 
 /* The interposer's dlsym leaves glibc's idea of the caller alone (RTLD_NEXT), before and after
  * the dlopen it announces (tests/targets/dlsym_caller.c exits 0 only then). */
@@ -147,6 +153,77 @@ static void test_family_dlopened_and_served(void **state)
 	}
 }
 
+/* One run of argv with the inert-file cache at cache (auto mode), exit 0; its dlopens judged. */
+static uint64_t kept_run(struct mt_run *r, const char *cache, const char *ld_path,
+			 const char *const *argv)
+{
+	char env_cache[PATH_MAX + 32], env_lp[PATH_MAX + 32];
+	const char *env[3] = {env_cache, NULL, NULL};
+	struct mt_run_opts o = {.track_opts = mt_hooks_auto, .env = env};
+
+	snprintf(env_cache, sizeof(env_cache), "MEMTRACK_INERT_CACHE=%s", cache);
+	if (ld_path) {
+		snprintf(env_lp, sizeof(env_lp), "LD_LIBRARY_PATH=%s", ld_path);
+		env[1] = env_lp;
+	}
+	mt_track_ok(r, &o, argv, 0);
+	MT_CHECK(r, mt_need_u64(r, "drops.total") == 0, "%llu drops, want 0",
+		 (unsigned long long)mt_need_u64(r, "drops.total"));
+	return mt_need_u64(r, "mechanisms.dlopens_judged");
+}
+
+/*
+ * The inert files of earlier runs (src/track/inert_cache.h). dlsym_caller loads libz (a copy
+ * in a folder of the test's, found through LD_LIBRARY_PATH): the first run stops there and
+ * keeps the file; the next is judged without a stop (no stop at all: the root's exec does not
+ * stop). The copy touched (a new change time: another file) stops again, and is kept again.
+ * A cache file others may write is not read. libmimalloc, which holds an allocator, is never
+ * kept: dlopen_family's second run stops too, and each of its mimalloc calls is recorded.
+ * Made to compare device and inode only, the touched copy is judged: the test fails.
+ */
+static void test_dlopen_inert_kept(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	char dir[128], cache[PATH_MAX], z[PATH_MAX], cmd[2 * PATH_MAX], c[PATH_MAX], f[PATH_MAX];
+	const char *const caller[] = {c, NULL}, *const family[] = {f, NULL};
+	size_t calls = 0;
+
+	MT_REQUIRE_ROOT();
+	/* mt_target's buffers rotate: copied */
+	snprintf(c, sizeof(c), "%s", mt_target("dlsym_caller"));
+	snprintf(f, sizeof(f), "%s", mt_target("dlopen_family"));
+	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "inert"), 0);
+	snprintf(cache, sizeof(cache), "%s/inert-files", dir);
+	assert_int_equal(deps__ldcache_lookup("", "libz.so.1", z, sizeof(z)), 0);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s/libz.so.1'", z, dir);
+	assert_int_equal(system(cmd), 0);
+	MT_CHECK(r, kept_run(r, cache, dir, caller) == 0, "first run: its dlopen judged");
+	MT_CHECK(r, access(cache, F_OK) == 0, "no cache written at %s", cache);
+	MT_CHECK(r, kept_run(r, cache, dir, caller) == 1, "second run: its dlopen not judged");
+	MT_CHECK(r, mt_need_u64(r, "mechanisms.stops") == 0, "second run: %llu stops, want 0",
+		 (unsigned long long)mt_need_u64(r, "mechanisms.stops"));
+	snprintf(cmd, sizeof(cmd), "%s/libz.so.1", dir);
+	assert_int_equal(utimensat(AT_FDCWD, cmd, NULL, 0), 0);
+	MT_CHECK(r, kept_run(r, cache, dir, caller) == 0, "touched: its dlopen judged");
+	MT_CHECK(r, kept_run(r, cache, dir, caller) == 1, "touched, kept again: not judged");
+	assert_int_equal(chmod(cache, 0666), 0);
+	MT_CHECK(r, kept_run(r, cache, dir, caller) == 0, "a cache others may write was read");
+	assert_int_equal(unlink(cache), 0);
+	for (int i = 0; i < 2; i++)
+		MT_CHECK(r, kept_run(r, cache, NULL, family) == 0,
+			 "run %d: the dlopen of libmimalloc judged", i + 1);
+	for (size_t i = 0; i < r->nr_exp; i++)
+		if (mt_op_type(r->exp[i].op) != MT_EV_NONE) {
+			calls++;
+			MT_CHECK(r, mt_count_matching(r, &r->exp[i]) == 1,
+				 "its %s of %llu bytes recorded %zu times, want 1", r->exp[i].op,
+				 (unsigned long long)r->exp[i].size,
+				 mt_count_matching(r, &r->exp[i]));
+		}
+	MT_CHECK(r, calls == 4, "%zu mimalloc calls reported, want 4", calls);
+	mt_tmpdir_remove(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -154,6 +231,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_dlsym_stops_once, mt_teardown),
 	    cmocka_unit_test_teardown(test_dlopen_judged_listed, mt_teardown),
 	    cmocka_unit_test_teardown(test_family_dlopened_and_served, mt_teardown),
+	    cmocka_unit_test_teardown(test_dlopen_inert_kept, mt_teardown),
 	};
 
 	if (getenv("MT_TEST_FILTER")) /* one test by name (a glob), e.g. to repeat it */

@@ -466,6 +466,9 @@ int mt_track(struct mt_run *r, const struct mt_run_opts *o, const char *const ar
 		 * test_track_outputs sets these itself to test sudo. */
 		unsetenv("SUDO_UID");
 		unsetenv("SUDO_GID");
+		/* the tests count stops: no earlier run's inert files unless a test asks for them
+		 * (test_track_auto_dlopen names a cache of its own) */
+		setenv("MEMTRACK_INERT_CACHE", "0", 0);
 		for (int i = 0; o->env && o->env[i]; i++)
 			putenv((char *)o->env[i]);
 		dup2(lfd[1], 1);
@@ -562,6 +565,7 @@ int mt_proc_start(struct mt_proc *p, const char *const argv[])
 		dup2(pfd[1], EXPECT_FD);
 		snprintf(fdbuf, sizeof(fdbuf), "%d", EXPECT_FD);
 		setenv("MT_EXPECT_FD", fdbuf, 1);
+		setenv("MEMTRACK_INERT_CACHE", "0", 0); /* as in mt_track */
 		execv(argv[0], (char *const *)argv);
 		_exit(126);
 	}
