@@ -19,9 +19,10 @@
  *
  * A stop that would find nothing new is not made (a stop costs ~0.5-1 ms here: a python3 that
  * imports ten extension modules makes six). memtrack lists in the shared memory the files it
- * has inspected (shm_abi.h's seen table: their sites are attached, whoever mapped them); when
- * every object the load added is such a file, by the device and inode stat(2) gives for its
- * path, the dlopen goes on unannounced and is counted (mechanisms.dlopens_judged). The added
+ * has inspected (shm_abi.h's seen table: their sites are attached, whoever mapped them) and
+ * those earlier runs found inert (the kept table: src/track/inert_cache.h); when every object
+ * the load added is such a file, by what stat(2) gives for its path (device, inode, size and
+ * times), the dlopen goes on unannounced and is counted (mechanisms.dlopens_judged). The added
  * objects are the last ones of the walk: the loader appends to its namespace's list, and the
  * walk is taken only when nothing was removed since the last one (dlpi_subs) and the list grew
  * by exactly the objects added (dlpi_adds; one added to another namespace by dlmopen does not
@@ -76,7 +77,7 @@ struct pl_dl_view {
 	unsigned n;
 };
 
-/* The last full look (pl_dl_walk), and the lock of both: held for a walk and its stats. */
+/* The last full look (pl_dl_needs_stop), and its lock: held for a walk and its stats. */
 static struct pl_dl_view pl_dl_last;
 static int pl_dl_lock;
 

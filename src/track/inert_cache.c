@@ -63,29 +63,40 @@ static uint64_t inert_cache__writer(void)
 	return h ? h : 1;
 }
 
-int inert_cache__copy(int dst_fd, off_t off, uint32_t max_nr, uint32_t *nr)
+/* Opens the cache when it is usable: ours, nobody else may write it, written by this memtrack,
+ * its table whole and no larger than max_nr entries. Its fd (*h its header), or -errno. */
+static int inert_cache__open(uint32_t max_nr, struct inert_hdr *h)
 {
 	char path[PATH_MAX];
-	struct inert_hdr h;
 	struct stat st;
-	off_t in = INERT_HDR;
-	size_t left;
-	int fd, err = 0;
+	int fd;
 
-	*nr = 0;
 	if (!inert_cache__path(path, sizeof(path)))
 		return -ENOENT;
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || !btf_cache__trusted(&st) ||
-	    pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) || h.magic != INERT_MAGIC ||
-	    h.format != INERT_FORMAT || h.writer != inert_cache__writer() || !h.nr ||
-	    (h.nr & (h.nr - 1)) || h.nr > max_nr ||
-	    (uint64_t)st.st_size != INERT_HDR + (uint64_t)h.nr * sizeof(struct mt_shm_seen)) {
-		err = -ENOENT;
-		goto cleanup;
+	    pread(fd, h, sizeof(*h), 0) != (ssize_t)sizeof(*h) || h->magic != INERT_MAGIC ||
+	    h->format != INERT_FORMAT || h->writer != inert_cache__writer() || !h->nr ||
+	    (h->nr & (h->nr - 1)) || h->nr > max_nr ||
+	    (uint64_t)st.st_size != INERT_HDR + (uint64_t)h->nr * sizeof(struct mt_shm_seen)) {
+		close(fd);
+		return -ENOENT;
 	}
+	return fd;
+}
+
+int inert_cache__copy(int dst_fd, off_t off, uint32_t max_nr, uint32_t *nr)
+{
+	struct inert_hdr h;
+	off_t in = INERT_HDR;
+	size_t left;
+	int fd = inert_cache__open(max_nr, &h), err = 0;
+
+	*nr = 0;
+	if (fd < 0)
+		return fd;
 	/* sendfile, not copy_file_range: the cache and /dev/shm are different file systems
 	 * (EXDEV since 5.19); it writes at dst_fd's position, which nothing else uses */
 	if (lseek(dst_fd, off, SEEK_SET) != off) {
@@ -107,6 +118,28 @@ cleanup:
 	return err;
 }
 
+/* The cache's table, read here (*nr entries; NULL and 0 when there is none). */
+static struct mt_shm_seen *inert_cache__read(uint32_t *nr)
+{
+	struct inert_hdr h;
+	struct mt_shm_seen *t;
+	int fd = inert_cache__open(MT_SHM_KEPT_MAX, &h);
+
+	*nr = 0;
+	if (fd < 0)
+		return NULL;
+	t = malloc((size_t)h.nr * sizeof(*t));
+	if (t && pread(fd, t, (size_t)h.nr * sizeof(*t), INERT_HDR) ==
+		     (ssize_t)((size_t)h.nr * sizeof(*t)))
+		*nr = h.nr;
+	close(fd);
+	if (!*nr) {
+		free(t);
+		t = NULL;
+	}
+	return t;
+}
+
 /* Puts f into table t (nr entries, never full: twice the files at least). */
 static void inert_cache__put(struct mt_shm_seen *t, uint32_t nr, const struct mt_shm_seen *f)
 {
@@ -117,23 +150,27 @@ static void inert_cache__put(struct mt_shm_seen *t, uint32_t nr, const struct mt
 	t[i] = *f;
 }
 
-void inert_cache__update(const struct mt_shm_seen *kept, uint32_t kept_nr,
-			 const struct mt_shm_seen *add, size_t n_add)
+void inert_cache__update(const struct mt_shm_seen *add, size_t n_add)
 {
 	char path[PATH_MAX], tmp[PATH_MAX + 8], *slash;
 	struct inert_hdr h = {.magic = INERT_MAGIC, .format = INERT_FORMAT};
-	struct mt_shm_seen *t = NULL;
-	size_t count = 0;
-	uint32_t nr = 64;
+	struct mt_shm_seen *t = NULL, *kept;
+	size_t count = 0, unkept = 0;
+	uint32_t nr = 64, kept_nr;
 	int fd = -1;
 	bool ok;
 
 	h.writer = inert_cache__writer();
-	if (!h.writer || !inert_cache__path(path, sizeof(path)))
+	if (!n_add || !h.writer || !inert_cache__path(path, sizeof(path)))
 		return;
+	/* read again here, not taken from the shared memory, which the tree can write */
+	kept = inert_cache__read(&kept_nr);
 	/* this run's first, then the kept ones still fitting; a file in both counts once */
 	for (size_t i = 0; i < n_add; i++)
-		count += !mt_shm_seen_has(kept, kept_nr, &add[i]);
+		unkept += !mt_shm_seen_has(kept, kept_nr, &add[i]);
+	if (!unkept) /* nothing new: the file stays as it is */
+		goto cleanup;
+	count = unkept;
 	for (uint32_t i = 0; i < kept_nr; i++)
 		count += kept[i].ino != 0;
 	if (count > INERT_CACHE_MAX)
@@ -173,4 +210,5 @@ void inert_cache__update(const struct mt_shm_seen *kept, uint32_t kept_nr,
 		unlink(tmp);
 cleanup:
 	free(t);
+	free(kept);
 }

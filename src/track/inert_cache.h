@@ -27,9 +27,9 @@
  * here (sendfile: no page of it is touched in memtrack, where each would fault); *nr its
  * entries. Moves dst_fd's file position. 0, or -errno (-ENOENT: no usable cache; *nr 0). */
 int inert_cache__copy(int dst_fd, off_t off, uint32_t max_nr, uint32_t *nr);
-/* Writes the cache anew: the n_add files found inert in this run, then those of the kept
- * table (kept_nr entries) not among them, INERT_CACHE_MAX at most. Best effort. */
-void inert_cache__update(const struct mt_shm_seen *kept, uint32_t kept_nr,
-			 const struct mt_shm_seen *add, size_t n_add);
+/* Writes the cache anew when some of the n_add files found inert in this run are not in it:
+ * those, then the cached ones (read again: not from the shared memory, which the tree can
+ * write), INERT_CACHE_MAX at most. Best effort. */
+void inert_cache__update(const struct mt_shm_seen *add, size_t n_add);
 
 #endif

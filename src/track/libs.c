@@ -337,17 +337,14 @@ int libs__attach_file(struct libs *l, const char *path, const char *name, bool i
 	e->sites = n;
 	/* what reaches glibc's malloc in a served process is the interposer's to record: an
 	 * executable's own operator new calling malloc too (one that defines malloc itself is
-	 * never served: the interposer forwards to it); so is a shared jemalloc, mimalloc or
-	 * tcmalloc that an exec maps and that defines malloc: it comes before libc, the process's
-	 * malloc, which the interposer serves with its own entry points
-	 * (src/preload/preload_families.c). One a dlopen brings is not (the interposer forwards
-	 * calls into it unrecorded). */
+	 * never served: the interposer forwards to it) */
 	if (libs__glibc_family(e->kind) || e->kind == ALLOC_STATIC)
 		for (int i = 0; i < n; i++)
 			sites[i].spec |= MT_SPEC_PL;
-	/* a family library's calls are the interposer's in the process whose malloc it is, and
-	 * only there (MT_SPEC_FAM): it may also be dlopen'ed RTLD_LOCAL by another, before or
-	 * after, which calls it directly */
+	/* so are the calls of a shared jemalloc, mimalloc or tcmalloc that is the process's
+	 * malloc (src/preload/preload_families.c), and only there (MT_SPEC_FAM): the same file
+	 * may be dlopen'ed RTLD_LOCAL by another process, before or after, which calls it
+	 * directly, unseen by its interposer */
 	if (libs__family(e->kind) && !is_exe)
 		for (int i = 0; i < n; i++)
 			sites[i].spec = MT_SPEC_WITH_FAM(sites[i].spec | MT_SPEC_PL,

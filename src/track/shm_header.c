@@ -58,14 +58,7 @@ void shm_source__keep_load(struct shm_source *s)
 
 	if (!s || inert_cache__copy(s->lock_fd, (off_t)s->kept_off, MT_SHM_KEPT_MAX, &nr))
 		return;
-	s->kept_nr = nr;
 	__atomic_store_n(&s->hdr->kept_nr, nr, __ATOMIC_RELEASE);
-}
-
-void shm_source__kept(const struct shm_source *s, const struct mt_shm_seen **t, uint32_t *nr)
-{
-	*t = s ? s->kept : NULL;
-	*nr = s ? s->kept_nr : 0;
 }
 
 uint64_t shm_source__dl_judged(const struct shm_source *s)

@@ -360,7 +360,6 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 	s->slots = (void *)((char *)s->map + slots_off);
 	s->procs = (void *)((char *)s->map + procs_off);
 	s->seen = (void *)((char *)s->map + seen_off);
-	s->kept = (void *)((char *)s->map + kept_off);
 	s->kept_off = kept_off;
 	s->data = (void *)((char *)s->map + data_off);
 	s->nr_slots = nr_slots;

@@ -62,8 +62,6 @@ int shm_source__seen_add(struct shm_source *s, const struct mt_shm_seen *f);
 /* Copies the inert files of earlier runs (inert_cache.h) into the kept-files table: before the
  * command runs. Nothing when there is no cache. */
 void shm_source__keep_load(struct shm_source *s);
-/* That table: *nr entries (0: none). */
-void shm_source__kept(const struct shm_source *s, const struct mt_shm_seen **t, uint32_t *nr);
 /* The dlopens the interposers judged by that table (mechanisms.dlopens_judged). */
 uint64_t shm_source__dl_judged(const struct shm_source *s);
 /* The processes the interposer saw: flags (MT_SHM_PROC_*) of pid, or -1 if it never loaded. */

@@ -33,9 +33,7 @@ struct shm_source {
 	struct mt_shm_proc *procs;
 	struct mt_shm_seen *seen; /* MT_SHM_SEEN_NR entries, nr_seen of them ours */
 	uint32_t nr_seen;
-	struct mt_shm_seen *kept; /* kept_nr entries (shm_source__keep_load) */
-	uint32_t kept_nr;
-	size_t kept_off;
+	size_t kept_off; /* the kept-files table (shm_source__keep_load), never read here */
 	struct mt_shm_slot *slots;
 	struct mt_event *data;
 	uint32_t nr_slots, nrec, mask;

@@ -411,9 +411,7 @@ static void control_seen_add(void *ctx, const struct libs_file_id *f)
 
 struct control_inert {
 	struct mt_shm_seen *v;
-	size_t n, cap, unkept;
-	const struct mt_shm_seen *kept;
-	uint32_t kept_nr;
+	size_t n, cap;
 };
 
 static void control_inert_add(void *ctx, const struct libs_file_id *f)
@@ -429,9 +427,7 @@ static void control_inert_add(void *ctx, const struct libs_file_id *f)
 		c->v = v;
 		c->cap = cap;
 	}
-	c->v[c->n] = control_seen_of(f);
-	c->unkept += !mt_shm_seen_has(c->kept, c->kept_nr, &c->v[c->n]);
-	c->n++;
+	c->v[c->n++] = control_seen_of(f);
 }
 
 void tracker__inert_store(struct tracker *t)
@@ -440,10 +436,8 @@ void tracker__inert_store(struct tracker *t)
 
 	if (!t->pre.shm || t->o->stacks)
 		return;
-	shm_source__kept(t->pre.shm, &c.kept, &c.kept_nr);
 	libs__each_inert(t->libs, control_inert_add, &c);
-	if (c.unkept) /* a run that found nothing new leaves the file as it is */
-		inert_cache__update(c.kept, c.kept_nr, c.v, c.n);
+	inert_cache__update(c.v, c.n);
 	free(c.v);
 }
 
