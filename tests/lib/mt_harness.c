@@ -408,7 +408,10 @@ int mt_track(struct mt_run *r, const struct mt_run_opts *o, const char *const ar
 	int pfd[2], lfd[2], n = 0, err;
 	pid_t pid;
 
-	memset(r, 0, sizeof(*r));
+	/* r zeroed, or an earlier run's (tests run one after another in the same struct): that
+	 * one's folder and buffers go first, else each reuse left a folder in /tmp (130 a
+	 * `make check`) */
+	mt_run_free(r);
 	r->status = -1;
 	if (!o)
 		o = &none;
