@@ -182,6 +182,13 @@ static inline mt_u32 mt_shm_seen_slot(mt_u64 dev, mt_u64 ino, mt_u32 nr)
 	return (mt_u32)(h >> 32) & (nr - 1);
 }
 
+/* Are a and b the same file, unchanged (every field)? */
+static inline int mt_shm_seen_same(const struct mt_shm_seen *a, const struct mt_shm_seen *b)
+{
+	return a->ino == b->ino && a->dev == b->dev && a->size == b->size &&
+	       a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
+}
+
 /* Is f in table t (nr entries, a power of two)? At most nr probes: the table is written by
  * processes memtrack does not trust. */
 static inline int mt_shm_seen_has(const struct mt_shm_seen *t, mt_u32 nr,
@@ -194,8 +201,7 @@ static inline int mt_shm_seen_has(const struct mt_shm_seen *t, mt_u32 nr,
 
 		if (!ino)
 			return 0;
-		if (ino == f->ino && t[i].dev == f->dev && t[i].size == f->size &&
-		    t[i].mtime_ns == f->mtime_ns && t[i].ctime_ns == f->ctime_ns)
+		if (ino == f->ino && mt_shm_seen_same(&t[i], f))
 			return 1;
 	}
 	return 0;

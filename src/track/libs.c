@@ -46,7 +46,7 @@ int libs__new(struct libs **l, struct attach_set *set)
 static struct lib_entry *libs__seen(struct libs *l, const struct stat *st)
 {
 	for (size_t i = 0; i < l->nr; i++)
-		if (l->v[i].dev == st->st_dev && l->v[i].ino == st->st_ino)
+		if (l->v[i].id.dev == st->st_dev && l->v[i].id.ino == st->st_ino)
 			return &l->v[i];
 	return NULL;
 }
@@ -292,8 +292,6 @@ int libs__attach_file(struct libs *l, const char *path, const char *name, bool i
 	e = &l->v[l->nr++];
 	memset(e, 0, sizeof(*e));
 	e->fd = -1;
-	e->dev = st.st_dev;
-	e->ino = st.st_ino;
 	e->id = (struct libs_file_id){
 	    .dev = st.st_dev,
 	    .ino = st.st_ino,

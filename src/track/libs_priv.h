@@ -14,8 +14,6 @@
 #include "track/usdt.h"
 
 struct lib_entry {
-	dev_t dev;
-	ino_t ino;
 	struct libs_file_id id; /* dev, ino and what tells a rewritten file (libs__each_seen) */
 	/* found at a dlopen stop with nothing to attach: no allocator entry point, no memtrack
 	 * probe (libs__each_inert) */

@@ -39,8 +39,7 @@ int shm_source__seen_add(struct shm_source *s, const struct mt_shm_seen *f)
 	for (uint32_t n = 0; n < MT_SHM_SEEN_NR; n++, i = (i + 1) & (MT_SHM_SEEN_NR - 1)) {
 		uint64_t have = __atomic_load_n(&t[i].ino, __ATOMIC_RELAXED);
 
-		if (have == f->ino && t[i].dev == f->dev && t[i].size == f->size &&
-		    t[i].mtime_ns == f->mtime_ns && t[i].ctime_ns == f->ctime_ns)
+		if (have == f->ino && mt_shm_seen_same(&t[i], f))
 			return 0;
 		if (!have) {
 			t[i] = (struct mt_shm_seen){f->dev, 0, f->size, f->mtime_ns, f->ctime_ns};

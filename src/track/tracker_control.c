@@ -288,12 +288,15 @@ static bool control_handoff_reaches(const struct tracker *t, pid_t pid)
 	return !t->pre.pidns_ino || (!stat(path, &st) && st.st_ino == t->pre.pidns_ino);
 }
 
-/* Did the interposer serve pid's current image (its registration in the shared memory)? */
-static bool control_served(const struct tracker *t, pid_t pid)
+/* What the interposer serves in pid's current image (its registration in the shared memory):
+ * MT_SHM_PROC_LIBC and the family it serves as malloc, or 0. */
+static unsigned control_served(const struct tracker *t, pid_t pid)
 {
 	int flags = shm_source__proc_flags(t->pre.shm, pid);
 
-	return flags >= 0 && (flags & MT_SHM_PROC_LIBC) && !(flags & MT_SHM_PROC_OFF);
+	if (flags < 0 || !(flags & MT_SHM_PROC_LIBC) || (flags & MT_SHM_PROC_OFF))
+		return 0;
+	return (unsigned)flags & (MT_SHM_PROC_LIBC | MT_SHM_PROC_FAMILIES);
 }
 
 /*
@@ -359,14 +362,10 @@ static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 
 static void control_inspect_maps(struct tracker *t, const struct mt_event *ev)
 {
-	int flags = shm_source__proc_flags(t->pre.shm, ev->pid);
 	int err;
 
 	ustack__read_maps(t->ustk, ev->pid); /* stopped: its maps are complete */
-	err = libs__inspect_maps(t->libs, ev->pid,
-				 control_served(t, ev->pid)
-				     ? (unsigned)flags & (MT_SHM_PROC_LIBC | MT_SHM_PROC_FAMILIES)
-				     : 0);
+	err = libs__inspect_maps(t->libs, ev->pid, control_served(t, ev->pid));
 
 	if (err < 0 && err != -ENOENT && err != -ESRCH)
 		log__warn("process %d: cannot inspect its mappings after dlopen: %s", ev->pid,
