@@ -63,9 +63,12 @@ struct pl_proc {
 	struct mt_shm_seen *kept; /* its kept-files table: room for kept_max entries */
 	uint32_t kept_max;
 	size_t map_len;
+	uint32_t page_size;
 	uint32_t gen_counter;
-	/* A MADV_WIPEONFORK page: word 0 is this process's generation, 0 in a fresh fork or raw
-	 * clone child (which then claims its own slots before its first record). */
+	/* A MADV_WIPEONFORK page, all 0 in a fresh fork or raw clone child. Word PL_WIPE_GEN:
+	 * this process's generation (a child claims its own slots before its first record);
+	 * PL_WIPE_NS: 1 once this process is known to be in memtrack's pid namespace
+	 * (pl_other_pidns). */
 	uint32_t *wipe;
 	uint32_t flags; /* MT_SHM_PROC_* */
 	/* TSC stamps (preload_clock.c): ns = cycles * tsc_mult >> PL_TSC_SHIFT; 0 until known */
@@ -92,6 +95,9 @@ struct pl_thread {
 	int depth; /* hooked calls in progress: only the outermost is recorded */
 	int32_t pid, tid;
 	int in_init;
+	/* set by fork's prepare handler: the forking process is in memtrack's pid namespace
+	 * (pl_ns_prepare; read in the child, whose copy of the thread this is) */
+	int fork_ns_ok;
 	/* vfork (preload_vfork.c): set by the interposer's vfork, which keeps the thread's ring
 	 * state in vf and sets gen to PL_GEN_VFORK, until the parent's first record after it */
 	int vfork_on;
@@ -162,6 +168,12 @@ int pl_consumer_gone(void) PL_HIDDEN;
 uint32_t pl_refork(void) PL_HIDDEN;
 /* In a pid namespace other than memtrack's (the shared memory's header says which) */
 int pl_other_pidns(void) PL_HIDDEN;
+/* fork's prepare handler and the first step of its child handler (preload_ctl.c): a fork
+ * child of a process in memtrack's pid namespace that still sees its parent is in it too */
+void pl_ns_prepare(void) PL_HIDDEN;
+void pl_ns_child(void) PL_HIDDEN;
+#define PL_WIPE_GEN 0
+#define PL_WIPE_NS  1
 
 /* CLOCK_MONOTONIC through the vDSO (pl_clock: read twice after an idle millisecond), never
  * below the thread's last stamp (pl_now gives 0 when it had no sane read) */

@@ -93,13 +93,15 @@ void pl_ctl_wait_live(void)
  * make a run whose tree lost nothing incomplete. */
 static void pl_ctl_child(void)
 {
-	if (__atomic_load_n(&pl.state, __ATOMIC_ACQUIRE) != PL_ON ||
-	    !__atomic_load_n(&pl.ctl_unseen, __ATOMIC_RELAXED) || pl_other_pidns())
+	if (__atomic_load_n(&pl.state, __ATOMIC_ACQUIRE) != PL_ON)
+		return;
+	pl_ns_child(); /* first: the question below, and the child's first record, ask it */
+	if (!__atomic_load_n(&pl.ctl_unseen, __ATOMIC_RELAXED) || pl_other_pidns())
 		return;
 	pl_refork(); /* registers and calls again */
 }
 
 __attribute__((constructor)) static void pl_ctl_ctor(void)
 {
-	pthread_atfork(NULL, NULL, pl_ctl_child);
+	pthread_atfork(pl_ns_prepare, NULL, pl_ctl_child);
 }

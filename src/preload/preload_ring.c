@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include "common/populate.h"
 #include "preload/preload.h"
+#include "preload/preload_sys.h"
 
 struct pl_proc pl;
 __thread struct pl_thread pl_t __attribute__((tls_model("initial-exec")));
@@ -133,7 +134,7 @@ void pl_register(void)
 		return;
 	procs[i].flags = pl.flags | (PL_I386 ? MT_SHM_PROC_I386 : 0);
 	procs[i].ts = pl_clock(0); /* read twice: a wild time here would mislabel it */
-	__atomic_store_n(&procs[i].pid, (int32_t)getpid(), __ATOMIC_RELEASE);
+	__atomic_store_n(&procs[i].pid, (int32_t)pl_sys_getpid(), __ATOMIC_RELEASE);
 }
 
 /* Maps a shared file of memtrack's read-write, whole; NULL unless it is at least min bytes (its
@@ -239,16 +240,57 @@ static int pl_map(void)
 	return 0;
 }
 
+/* The wipe page, once made (pl_init) */
+static uint32_t *pl_wipe_page(void)
+{
+	return pl.wipe && pl.wipe != MAP_FAILED ? pl.wipe : NULL;
+}
+
 /* In a pid namespace other than memtrack's (the tree ran `unshare -p`)? Our getpid() is then
  * not the pid memtrack knows us by: such a process is left to the uprobes (auto mode, judged at
  * its exec stop, src/track/preload_setup.c). The header's inode unknown, or /proc not telling:
- * the same. */
+ * the same. The answer "the same" is kept in the wipe page, which a child does not inherit: in
+ * a fresh fork child the stat costs ~50 us here (the kernel makes the child's /proc entries for
+ * it, and drops them at its exit), so fork's handlers answer for it where they can (below). */
 int pl_other_pidns(void)
 {
 	uint64_t want = pl.hdr->pidns_ino;
+	uint32_t *w = pl_wipe_page();
 	struct stat st;
 
-	return want && !stat("/proc/self/ns/pid", &st) && (uint64_t)st.st_ino != want;
+	if (!want || (w && __atomic_load_n(&w[PL_WIPE_NS], __ATOMIC_RELAXED)))
+		return 0;
+	if (stat("/proc/self/ns/pid", &st))
+		return 0;
+	if ((uint64_t)st.st_ino != want)
+		return 1;
+	if (w)
+		__atomic_store_n(&w[PL_WIPE_NS], 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* fork(): a child goes to its parent's namespace for children, which is the parent's own unless
+ * it ran unshare(CLONE_NEWPID) or setns. A parent outside the child's namespace is not in it,
+ * and getppid() then gives 0: so a child that sees its parent, of a parent known to be in
+ * memtrack's namespace, is in memtrack's namespace too. (Reparented before it asks, it sees the
+ * reaper of its own namespace: a foreign namespace's reaper is that namespace's pid 1, never a
+ * process of the tree in memtrack's, and a reaper in memtrack's namespace leaves the answer
+ * right.) Children made otherwise (_Fork, raw clone) run no handler: their first record stats,
+ * as before. */
+void pl_ns_prepare(void)
+{
+	uint32_t *w = pl_wipe_page();
+
+	pl_t.fork_ns_ok = w && __atomic_load_n(&w[PL_WIPE_NS], __ATOMIC_RELAXED);
+}
+
+void pl_ns_child(void)
+{
+	uint32_t *w = pl_wipe_page();
+
+	if (pl_t.fork_ns_ok && w && pl_sys_getppid() > 0)
+		__atomic_store_n(&w[PL_WIPE_NS], 1, __ATOMIC_RELAXED);
+	pl_t.fork_ns_ok = 0;
 }
 
 /*
@@ -272,6 +314,7 @@ static int pl_init(void)
 	uint32_t mine;
 
 	pl_t.in_init = 1;
+	pl.page_size = (uint32_t)sysconf(_SC_PAGESIZE);
 	pl_resolve();
 	/* before the shared memory: what dlsym allocates (through an allocator the interposer
 	 * may not serve) is then the same whether memtrack runs or not */
@@ -308,7 +351,8 @@ static int pl_init(void)
 				state = PL_ON;
 			}
 			pl.gen_counter = 1;
-			*pl.wipe = 1;
+			pl.wipe[PL_WIPE_GEN] = 1;
+			pl.wipe[PL_WIPE_NS] = 1; /* checked just above */
 		}
 		/* registered before the served call (preload_ctl.c: the link may miss the call) */
 		pl_register();
@@ -418,8 +462,8 @@ int pl_claim(struct pl_thread *t, uint32_t gen)
 		    !__atomic_compare_exchange_n(&s->state, &want, MT_SLOT_OWNED, false,
 						 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 			continue;
-		t->pid = (int32_t)getpid();
-		t->tid = (int32_t)gettid();
+		t->pid = (int32_t)pl_sys_getpid();
+		t->tid = (int32_t)pl_sys_gettid();
 		t->head = __atomic_load_n(&s->head, __ATOMIC_RELAXED);
 		t->tail = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
 		t->check = t->head; /* the first record looks at the ring */
@@ -450,7 +494,7 @@ static void pl_release(void *arg)
 	struct pl_thread *t = &pl_t;
 
 	/* it vforked and made no record since: its own slot back first, to be released */
-	if (t->vfork_on && pl_vfork_restore(t, (int32_t)syscall(SYS_getpid)))
+	if (t->vfork_on && pl_vfork_restore(t, (int32_t)pl_sys_getpid()))
 		arg = t->slot;
 
 	if (!t->slot || t->slot != arg || t->gen != __atomic_load_n(pl.wipe, __ATOMIC_RELAXED))
@@ -549,7 +593,7 @@ static int pl_no_populate;
  * record after the last mapped. */
 static uint64_t pl_populate(struct pl_thread *t, uint64_t from)
 {
-	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a, b;
+	uintptr_t pg = pl.page_size, a, b;
 	uint64_t idx = from & pl.mask;
 	uint64_t n = (from == t->pop_end - pl.nrec ? PL_POP_FIRST : PL_POP_BYTES) /
 		     sizeof(struct mt_event);
@@ -558,7 +602,10 @@ static uint64_t pl_populate(struct pl_thread *t, uint64_t from)
 		n = pl.nrec - idx; /* up to the ring's end; the next call starts at its start */
 	a = (uintptr_t)&t->ring[idx] & ~(pg - 1);
 	b = ((uintptr_t)&t->ring[idx + n] + pg - 1) & ~(pg - 1);
-	if (!pl_no_populate && populate__pages(a, b) == -EINVAL)
+	/* as populate__pages (common/populate.h) does, inline: no libc code a fork child has yet
+	 * to fault in (preload_sys.h) */
+	if (!pl_no_populate && b > a &&
+	    pl_sys_madvise((void *)a, b - a, MADV_POPULATE_WRITE) == -EINVAL)
 		pl_no_populate = 1; /* an older kernel: faults, as before */
 	return from + n;
 }

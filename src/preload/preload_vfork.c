@@ -23,6 +23,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "preload/preload.h"
+#include "preload/preload_sys.h"
 
 /* Called by vfork below, before glibc's: returns what to jump to. */
 PL_HIDDEN __attribute__((used)) void *pl_vfork_prepare(void)
@@ -39,10 +40,11 @@ PL_HIDDEN __attribute__((used)) void *pl_vfork_prepare(void)
 	}
 	/* an earlier vfork not settled yet (no record since): whose state this is first */
 	if (t->vfork_on)
-		pl_vfork_settle(t, (int32_t)syscall(SYS_getpid));
+		pl_vfork_settle(t, (int32_t)pl_sys_getpid());
 	/* a fork child that has not recorded yet takes its generation first, and a slot of its
 	 * own at its next record: its parent's is not its own */
 	if (__atomic_load_n(&pl.state, __ATOMIC_ACQUIRE) == PL_ON && !t->vfork_on &&
+	    !__atomic_load_n(&pl.wipe[PL_WIPE_GEN], __ATOMIC_ACQUIRE) &&
 	    !pl_other_pidns()) /* there the refork gives up on the process: let a record do it */
 		pl_refork();
 	if (__atomic_load_n(&pl.state, __ATOMIC_ACQUIRE) == PL_ON && !t->vfork_on) {
@@ -54,7 +56,7 @@ PL_HIDDEN __attribute__((used)) void *pl_vfork_prepare(void)
 						.pop = t->pop,
 						.pop_end = t->pop_end,
 						.gen = t->gen,
-						.pid = (int32_t)syscall(SYS_getpid),
+						.pid = (int32_t)pl_sys_getpid(),
 						.tid = t->tid};
 		t->vfork_on = 1;
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -116,7 +118,7 @@ int pl_vfork_settle(struct pl_thread *t, int32_t pid)
 
 int pl_vfork_side(struct pl_thread *t)
 {
-	int32_t pid = (int32_t)syscall(SYS_getpid);
+	int32_t pid = (int32_t)pl_sys_getpid();
 
 	if (pl_vfork_settle(t, pid)) {
 		if (!t->slot || t->gen != __atomic_load_n(pl.wipe, __ATOMIC_RELAXED))

@@ -265,6 +265,7 @@ static void check_fork_into_namespace(void **state, const char *mode)
 	struct mt_run_opts o = {.track_opts = opts, .no_expect_fd = true};
 	struct mt_filter child_f = {.type = MT_EV_MALLOC, .by_size = true, .size = 13131};
 	struct mt_filter parent_f = {.type = MT_EV_MALLOC, .by_size = true, .size = 13132};
+	struct mt_filter grand_f = {.type = MT_EV_MALLOC, .by_size = true, .size = 13133};
 	bool uprobe = !strcmp(mode, "uprobe");
 	int32_t child;
 
@@ -282,8 +283,14 @@ static void check_fork_into_namespace(void **state, const char *mode)
 	child_f.pid = 0;
 	MT_CHECK(r, mt_count(r, &child_f) == (uprobe ? 8 : 0),
 		 "%zu Mallocs of 13131 bytes in all, want %d", mt_count(r, &child_f), uprobe ? 8 : 0);
-	MT_CHECK(r, mt_need_u64(r, "drops.unserved") == !uprobe, "drops.unserved %llu, want %d",
-		 (unsigned long long)mt_need_u64(r, "drops.unserved"), !uprobe);
+	/* the grandchild, forked by the child before any call of its own: in the child's
+	 * namespace, which its fork handler must not take for memtrack's (preload_ring.c) */
+	MT_CHECK(r, mt_count(r, &grand_f) == (uprobe ? 8 : 0),
+		 "%zu Mallocs of 13133 bytes (the grandchild's) in all, want %d",
+		 mt_count(r, &grand_f), uprobe ? 8 : 0);
+	MT_CHECK(r, mt_need_u64(r, "drops.unserved") == (uprobe ? 0 : 2),
+		 "drops.unserved %llu, want %d",
+		 (unsigned long long)mt_need_u64(r, "drops.unserved"), uprobe ? 0 : 2);
 	check_heap_pids_known(r);
 }
 
@@ -311,5 +318,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_fork_into_namespace_uprobe, mt_teardown),
 	};
 
+	if (getenv("MT_TEST_FILTER")) /* one test by name (a glob), e.g. to repeat it */
+		cmocka_set_test_filter(getenv("MT_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

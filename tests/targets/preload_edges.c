@@ -19,9 +19,10 @@
  *                          allocates 7777 bytes and execs; then one pair of 7778 bytes itself),
  *                          as a dash subshell runs commands. Unreported.
  *   preload_edges pidns_fork  (root) enters a new pid namespace for its children and forks
- *                          one, which makes 8 pairs of 13131 bytes without exec'ing (pid 1
- *                          there); then 8 pairs of 13132 bytes in the parent. Unreported: the
- *                          child's pids differ between namespaces.
+ *                          one (pid 1 there), which first forks a grandchild that makes 8
+ *                          pairs of 13133 bytes, then makes 8 pairs of 13131 bytes itself,
+ *                          neither exec'ing; then 8 pairs of 13132 bytes in the parent.
+ *                          Unreported: the children's pids differ between namespaces.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -238,6 +239,21 @@ static int pidns_fork(void)
 	if (pid < 0)
 		return 2;
 	if (pid == 0) {
+		/* before any call of its own: it still holds its parent's answer to "which
+		 * namespace", and its child sees it as a parent (getppid() is 1, not 0) */
+		pid_t g = fork();
+
+		if (g == 0) {
+			for (int i = 0; i < 8; i++) {
+				void *p = malloc(13133);
+
+				sink = p;
+				free(p);
+			}
+			_exit(0);
+		}
+		if (g < 0 || waitpid(g, &st, 0) != g || !WIFEXITED(st) || WEXITSTATUS(st))
+			_exit(3);
 		for (int i = 0; i < 8; i++) {
 			void *p = malloc(13131);
 
