@@ -91,42 +91,177 @@ static int elf__add_sym(struct elf_info *info, size_t *cap, const char *name, ui
 	return 0;
 }
 
-static int elf__read_dynamic(Elf *elf, Elf_Scn *scn, GElf_Shdr *sh, struct elf_info *info)
+/* The string at off in the string table strh, read from the file itself: libelf's elf_strptr
+ * reads the whole table first, and an executable's dynamic strings can be large (cc1's 1.3 MB,
+ * 320 fresh pages: ~5 ms of page faults here, at every exec of a new program, for the names of
+ * its 8 libraries). A copy (free it), or NULL. */
+static char *elf__str_at(int fd, const GElf_Shdr *strh, uint64_t off)
+{
+	char buf[PATH_MAX];
+	uint64_t max;
+	ssize_t n;
+
+	if (strh->sh_type != SHT_STRTAB || off >= strh->sh_size)
+		return NULL;
+	max = strh->sh_size - off < sizeof(buf) ? strh->sh_size - off : sizeof(buf);
+	n = pread(fd, buf, max, (off_t)(strh->sh_offset + off));
+	if (n <= 0 || !memchr(buf, 0, (size_t)n))
+		return NULL; /* short, or longer than a path */
+	return strdup(buf);
+}
+
+static int elf__read_dynamic(Elf *elf, int fd, Elf_Scn *scn, GElf_Shdr *sh, struct elf_info *info)
 {
 	Elf_Data *data = elf_getdata(scn, NULL);
 	size_t n = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
-	const char *runpath = NULL, *rpath = NULL;
+	char *runpath = NULL, *rpath = NULL;
+	GElf_Shdr strh;
+	int err = 0;
 
+	if (!gelf_getshdr(elf_getscn(elf, sh->sh_link), &strh))
+		return 0;
 	for (size_t i = 0; data && i < n; i++) {
+		char **path = NULL, *s;
 		GElf_Dyn dyn;
-		const char *s;
 
 		if (!gelf_getdyn(data, (int)i, &dyn))
 			break;
-		if (dyn.d_tag != DT_NEEDED && dyn.d_tag != DT_RUNPATH && dyn.d_tag != DT_RPATH)
-			continue;
-		s = elf_strptr(elf, sh->sh_link, dyn.d_un.d_val);
-		if (!s)
-			continue;
 		if (dyn.d_tag == DT_RUNPATH)
-			runpath = s;
+			path = &runpath;
 		else if (dyn.d_tag == DT_RPATH)
-			rpath = s;
-		else {
+			path = &rpath;
+		else if (dyn.d_tag != DT_NEEDED)
+			continue;
+		errno = 0;
+		s = elf__str_at(fd, &strh, dyn.d_un.d_val);
+		if (!s) {
+			if (errno == ENOMEM) {
+				err = -ENOMEM;
+				break;
+			}
+			continue;
+		}
+		if (path) { /* the last one of each, as before */
+			free(*path);
+			*path = s;
+		} else {
 			char **nn = realloc(info->needed, (info->nr_needed + 1) * sizeof(*nn));
 
-			if (!nn)
-				return -ENOMEM;
+			if (!nn) {
+				free(s);
+				err = -ENOMEM;
+				break;
+			}
 			info->needed = nn;
-			nn[info->nr_needed] = strdup(s);
-			if (!nn[info->nr_needed++])
-				return -ENOMEM;
+			nn[info->nr_needed++] = s;
 		}
 	}
-	if (runpath || rpath) {
-		info->runpath = strdup(runpath ? runpath : rpath);
-		if (!info->runpath)
-			return -ENOMEM;
+	if (!err && (runpath || rpath)) {
+		info->runpath = runpath ? runpath : rpath;
+		if (runpath)
+			free(rpath);
+		return 0;
+	}
+	free(runpath);
+	free(rpath);
+	return err;
+}
+
+/*
+ * .dynsym through its GNU hash table (SHT_GNU_HASH, what the loader looks names up with): an
+ * inspection asks for ~50-100 names, and listing every exported function first (cc1: 28,876;
+ * each name scanned, each lookup a walk of the list) was most of its time. The table's layout
+ * (header: nbuckets, symoffset, bloom words, bloom shift; the bloom words, 64- or 32-bit by
+ * class; nbuckets bucket words; then one chain word per symbol from symoffset on, its low bit
+ * ending a chain) is read as is, in the file's byte order, which must be ours.
+ */
+struct elf_dynhash {
+	Elf_Data *syms; /* .dynsym */
+	size_t nsyms, strndx;
+	const uint32_t *buckets, *chain;
+	uint32_t nbuckets, symoffset;
+	size_t nchain;
+	GElf_Phdr *ph; /* the program headers, for file offsets */
+	size_t nph;
+};
+
+static bool elf__native_order(Elf *elf)
+{
+	const char *id = elf_getident(elf, NULL);
+	const uint16_t one = 1;
+	int ours = *(const uint8_t *)&one ? ELFDATA2LSB : ELFDATA2MSB;
+
+	return id && id[EI_DATA] == ours;
+}
+
+/* The GNU hash table of the section dynsym, if it has a usable one; NULL otherwise. */
+static struct elf_dynhash *elf__dynhash_open(Elf *elf, Elf_Scn *dynsym)
+{
+	size_t dynndx = elf_ndxscn(dynsym), word = gelf_getclass(elf) == ELFCLASS64 ? 8 : 4;
+	GElf_Shdr dsh, sh;
+	Elf_Scn *scn = NULL;
+	Elf_Data *hd = NULL, *sd;
+	struct elf_dynhash *d;
+	const uint32_t *w;
+	size_t nwords, need;
+
+	if (!elf__native_order(elf) || !gelf_getshdr(dynsym, &dsh) || !dsh.sh_entsize)
+		return NULL;
+	while ((scn = elf_nextscn(elf, scn)))
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_GNU_HASH && sh.sh_link == dynndx)
+			break;
+	if (!scn || !(hd = elf_rawdata(scn, NULL)) || !hd->d_buf || hd->d_size < 16 ||
+	    ((uintptr_t)hd->d_buf & 3) || !(sd = elf_getdata(dynsym, NULL)))
+		return NULL;
+	w = hd->d_buf;
+	nwords = hd->d_size / 4;
+	/* header, bloom words, buckets: all inside the section, and a chain word at least */
+	need = 4 + (size_t)w[2] * (word / 4) + (size_t)w[0];
+	if (!w[0] || need >= nwords)
+		return NULL;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return NULL;
+	d->syms = sd;
+	d->nsyms = dsh.sh_size / dsh.sh_entsize;
+	d->strndx = dsh.sh_link;
+	d->nbuckets = w[0];
+	d->symoffset = w[1];
+	d->buckets = w + 4 + (size_t)w[2] * (word / 4);
+	d->chain = d->buckets + d->nbuckets;
+	d->nchain = nwords - need;
+	return d;
+}
+
+/* File offset of the first defined function called name in .dynsym (as listing it would give:
+ * symbols of a name share a hash, so a chain holds them in table order), 0 when none. */
+static uint64_t elf__dynhash_find(const struct elf_info *info, const char *name)
+{
+	const struct elf_dynhash *d = info->dynhash;
+	uint32_t h = 5381, idx;
+
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		h = h * 33 + *p;
+	for (idx = d->buckets[h % d->nbuckets];
+	     idx >= d->symoffset && idx < d->nsyms && idx - d->symoffset < d->nchain; idx++) {
+		uint32_t ch = d->chain[idx - d->symoffset];
+		GElf_Sym sym;
+		const char *s;
+		int type;
+
+		if ((ch | 1) == (h | 1) && gelf_getsym(d->syms, (int)idx, &sym) &&
+		    (s = elf_strptr(info->elf, d->strndx, sym.st_name)) && !strcmp(s, name)) {
+			type = GELF_ST_TYPE(sym.st_info);
+			if ((type == STT_FUNC || type == STT_GNU_IFUNC) &&
+			    sym.st_shndx != SHN_UNDEF && sym.st_value) {
+				uint64_t off = elf__to_offset(d->ph, d->nph, sym.st_value);
+
+				if (off)
+					return off;
+			}
+		}
+		if (ch & 1)
+			break;
 	}
 	return 0;
 }
@@ -171,13 +306,20 @@ static int elf_info__read(const char *path, struct elf_info *info, bool want_sym
 		if (!gelf_getshdr(scn, &sh))
 			continue;
 		if (sh.sh_type == SHT_DYNAMIC) {
-			err = elf__read_dynamic(elf, scn, &sh, info);
+			err = elf__read_dynamic(elf, fd, scn, &sh, info);
 			if (err)
 				goto cleanup;
 			continue;
 		}
 		if (!want_syms || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
 			continue;
+		if (sh.sh_type == SHT_DYNSYM && !info->dynhash &&
+		    (info->dynhash = elf__dynhash_open(elf, scn))) {
+			info->dynhash->ph = ph;
+			info->dynhash->nph = nph;
+			ph = NULL; /* the table's now */
+			continue;
+		}
 		data = elf_getdata(scn, NULL);
 		n = sh.sh_entsize ? sh.sh_size / sh.sh_entsize : 0;
 		for (size_t i = 0; data && i < n; i++) {
@@ -195,7 +337,8 @@ static int elf_info__read(const char *path, struct elf_info *info, bool want_sym
 			name = elf_strptr(elf, sh.sh_link, sym.st_name);
 			if (!name || !*name)
 				continue;
-			off = elf__to_offset(ph, nph, sym.st_value);
+			off = info->dynhash ? elf__to_offset(info->dynhash->ph, nph, sym.st_value)
+					    : elf__to_offset(ph, nph, sym.st_value);
 			if (!off)
 				continue;
 			err = elf__add_sym(info, &cap, name, off);
@@ -226,6 +369,11 @@ int elf_info__load_dynamic(const char *path, struct elf_info *info)
 uint64_t elf_info__find(const struct elf_info *info, const char *name)
 {
 	size_t len = strlen(name);
+	uint64_t off;
+
+	/* .dynsym first, as it comes before .symtab in every file's sections (ld's order) */
+	if (info->dynhash && (off = elf__dynhash_find(info, name)))
+		return off;
 
 	for (size_t i = 0; i < info->nr_syms; i++)
 		if (info->syms[i].len == len && !memcmp(info->syms[i].name, name, len))
@@ -264,6 +412,9 @@ void elf_info__free(struct elf_info *info)
 	}
 	for (size_t i = 0; i < info->nr_needed; i++)
 		free(info->needed[i]);
+	if (info->dynhash)
+		free(info->dynhash->ph);
+	free(info->dynhash);
 	free(info->syms);
 	free(info->needed);
 	free(info->runpath);

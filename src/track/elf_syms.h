@@ -13,9 +13,14 @@ struct elf_sym {
 	uint64_t offset; /* file offset of the first instruction: what a uprobe attaches to */
 };
 
+struct elf_dynhash;
+
 struct elf_info {
-	struct elf_sym *syms; /* defined STT_FUNC/STT_GNU_IFUNC symbols, .dynsym and .symtab */
+	/* defined STT_FUNC/STT_GNU_IFUNC symbols of .symtab, and of .dynsym when it has no GNU
+	 * hash table (otherwise looked up through it: dynhash) */
+	struct elf_sym *syms;
 	size_t nr_syms;
+	struct elf_dynhash *dynhash; /* elf_syms.c; NULL when .dynsym is listed in syms */
 	char **needed; /* DT_NEEDED sonames */
 	size_t nr_needed;
 	char *runpath; /* DT_RUNPATH, else DT_RPATH; NULL when none */

@@ -128,6 +128,94 @@ static void test_offsets_match_vaddr(void **state)
 	elf_info__free(&info);
 }
 
+/*
+ * Lookups through .dynsym's GNU hash table (elf_syms.c) against binutils' view of the same file:
+ * 400 exported functions, two versions of one name (vfn@V1, the default vfn@@V2: the first in
+ * table order is the one found, as a listing finds it), an exported object (never a function)
+ * and a hidden function that only .symtab holds. Built with each hash style: GNU (looked up)
+ * and SysV only (listed); both must agree with nm on every name.
+ */
+static uint64_t nm_offset(const char *lib, const char *nm_args, const char *name)
+{
+	char cmd[1024], line[512], sym[256], type;
+	unsigned long long v;
+	uint64_t off = 0, best = 0;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "nm %s %s", nm_args, lib);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	while (fgets(line, sizeof(line), p)) {
+		if (sscanf(line, "%llx %c %255s", &v, &type, sym) != 3 ||
+		    (type != 'T' && type != 't' && type != 'i'))
+			continue;
+		/* a versioned name: "vfn@V1", "vfn@@V2"; -p: in table order */
+		sym[strcspn(sym, "@")] = 0;
+		if (!strcmp(sym, name) && !best) {
+			assert_int_equal(elf__vaddr_to_offset(lib, v, &off), 0);
+			best = off;
+		}
+	}
+	pclose(p);
+	return best;
+}
+
+static void check_hash_style(const char *style)
+{
+	char src[600], map[600], lib[600], cmd[2400], name[32];
+	struct elf_info info;
+	FILE *f;
+
+	snprintf(src, sizeof(src), "%s/many.c", tmpdir);
+	snprintf(map, sizeof(map), "%s/many.map", tmpdir);
+	snprintf(lib, sizeof(lib), "%s/libmany-%s.so", tmpdir, style);
+	f = fopen(src, "w");
+	assert_non_null(f);
+	for (int i = 0; i < 400; i++)
+		fprintf(f, "int f%d(int x) { return x * %d + 1; }\n", i, i + 3);
+	fputs("int vfn_1(void) { return 1; }\n"
+	      "int vfn_2(void) { return 2; }\n"
+	      "__asm__(\".symver vfn_1, vfn@V1\");\n"
+	      "__asm__(\".symver vfn_2, vfn@@V2\");\n"
+	      "int data_not_func = 7;\n"
+	      "__attribute__((visibility(\"hidden\"))) int hid(int x) { return x + 9; }\n"
+	      "int calls_hid(int x) { return hid(x); }\n",
+	      f);
+	fclose(f);
+	f = fopen(map, "w");
+	assert_non_null(f);
+	fputs("V1 { global: vfn; };\nV2 { global: *; } V1;\n", f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd),
+		 "cc -shared -fPIC -O1 -Wl,--hash-style=%s -Wl,--version-script=%s -o %s %s", style,
+		 map, lib, src);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(elf_info__load(lib, &info), 0);
+	/* the GNU style is looked up, the SysV one listed */
+	assert_true(!strcmp(style, "gnu") ? info.dynhash != NULL : info.dynhash == NULL);
+	for (int i = 0; i < 400; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		assert_true(elf_info__find(&info, name) != 0);
+		assert_int_equal(elf_info__find(&info, name), nm_offset(lib, "-D -p", name));
+	}
+	assert_true(elf_info__find(&info, "vfn") != 0);
+	assert_int_equal(elf_info__find(&info, "vfn"), nm_offset(lib, "-D -p", "vfn"));
+	assert_int_equal(elf_info__find(&info, "data_not_func"), 0);
+	assert_int_equal(elf_info__find(&info, "f400"), 0);
+	assert_int_equal(elf_info__find(&info, "f"), 0);
+	assert_int_equal(nm_offset(lib, "-D -p", "hid"), 0); /* not exported... */
+	assert_true(elf_info__find(&info, "hid") != 0);	     /* ...but in .symtab */
+	assert_int_equal(elf_info__find(&info, "hid"), nm_offset(lib, "-p", "hid"));
+	elf_info__free(&info);
+}
+
+static void test_hash_lookup_matches_nm(void **state)
+{
+	(void)state;
+	check_hash_style("gnu");
+	check_hash_style("sysv");
+}
+
 static void test_deps_of_bash(void **state)
 {
 	struct dep_list deps;
@@ -249,10 +337,14 @@ static void test_preload_covers_families(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_preload_covers_families),
-	    cmocka_unit_test(test_fake_allocator),	     cmocka_unit_test(test_libc),
-	    cmocka_unit_test(test_offsets_match_vaddr),	     cmocka_unit_test(test_deps_of_bash),
-	    cmocka_unit_test(test_deps_preload_and_missing), cmocka_unit_test(test_not_elf),
+	    cmocka_unit_test(test_preload_covers_families),
+	    cmocka_unit_test(test_fake_allocator),
+	    cmocka_unit_test(test_libc),
+	    cmocka_unit_test(test_offsets_match_vaddr),
+	    cmocka_unit_test(test_hash_lookup_matches_nm),
+	    cmocka_unit_test(test_deps_of_bash),
+	    cmocka_unit_test(test_deps_preload_and_missing),
+	    cmocka_unit_test(test_not_elf),
 	    cmocka_unit_test(test_ldcache_follows_file),
 	};
 
