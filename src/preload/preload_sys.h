@@ -5,7 +5,7 @@
  * function whose code sits in a 64 KiB window the child has not run yet is a page fault, ~10-15
  * us on this VM (a child's first allocation faulted on gettid, sysconf and __errno_location's
  * code, ~40 us of its ~0.35 ms). An inline `syscall` instruction runs from the interposer's own
- * code, already mapped, and sets no errno. Elsewhere than x86-64 and i386: libc's syscall().
+ * code, already mapped, and sets no errno. Elsewhere than x86-64: libc's syscall().
  * Each returns the kernel's value: >= 0, or -errno.
  */
 #ifndef MEMTRACK_PRELOAD_SYS_H
@@ -26,16 +26,8 @@ static inline long pl_sys3(long nr, long a, long b, long c)
 			 : "rcx", "r11", "memory");
 	return ret;
 }
-#elif defined(__i386__)
-static inline long pl_sys3(long nr, long a, long b, long c)
-{
-	long ret;
-
-	/* int $0x80 rather than the vDSO's entry: no call, nothing looked up */
-	__asm__ volatile("int $0x80" : "=a"(ret) : "0"(nr), "b"(a), "c"(b), "d"(c) : "memory");
-	return ret;
-}
 #else
+/* i386 too: this kernel refuses 32-bit programs, so no test here could run inline code there */
 static inline long pl_sys3(long nr, long a, long b, long c)
 {
 	int saved = errno;
