@@ -101,6 +101,7 @@ struct pl_thread {
 	/* vfork (preload_vfork.c): set by the interposer's vfork, which keeps the thread's ring
 	 * state in vf and sets gen to PL_GEN_VFORK, until the parent's first record after it */
 	int vfork_on;
+	int32_t vf_foreign; /* a vfork child in another pid namespace, counted unserved */
 	struct pl_vfork_saved {
 		struct mt_shm_slot *slot;
 		struct mt_event *ring;

@@ -127,6 +127,18 @@ int pl_vfork_side(struct pl_thread *t)
 	}
 	/* the child (or a child's own vfork child): a slot of its own at its first record */
 	if (pid != t->pid || !t->slot) {
+		/* unless it is in a pid namespace of its own (its parent ran
+		 * unshare(CLONE_NEWPID)): its pid is not the one memtrack knows (pl_other_pidns),
+		 * and it sees no parent. It runs on its parent's memory, where no state of its own
+		 * can say "pass": counted once, each of its records dropped */
+		if (pl_sys_getppid() == 0) {
+			if (t->vf_foreign != pid) {
+				t->vf_foreign = pid;
+				pl_ctl_unserved();
+			}
+			t->gen = PL_GEN_VFORK;
+			return -1;
+		}
 		if (pl_claim(t, __atomic_load_n(pl.wipe, __ATOMIC_RELAXED)))
 			return -1;
 		pl_register(); /* as a fork child is: the manifest's mechanism for its pid */

@@ -294,6 +294,49 @@ static void check_fork_into_namespace(void **state, const char *mode)
 	check_heap_pids_known(r);
 }
 
+/* The same with vfork: the child runs on its parent's memory, where the parent's answer to
+ * "which namespace" is kept; it must be counted unserved, none of its calls recorded under its
+ * pid inside (they were, under pid 1, until 7 December 2026). */
+static void check_vfork_into_namespace(void **state, const char *mode)
+{
+	struct mt_run *r = mt_new_run(state);
+	const char *const opts[] = {"--alloc-hooks", mode, NULL};
+	struct mt_run_opts o = {.track_opts = opts, .no_expect_fd = true};
+	struct mt_filter child_f = {.type = MT_EV_MALLOC, .by_size = true, .size = 13135};
+	struct mt_filter parent_f = {.type = MT_EV_MALLOC, .by_size = true, .size = 13132};
+	bool uprobe = !strcmp(mode, "uprobe");
+	int32_t child;
+
+	MT_REQUIRE_ROOT();
+	mt_track_ok(r, &o, MT_TARGET_ARGV("preload_edges", "pidns_vfork"), uprobe ? 0 : 123);
+	child = pid_of(r, "preload_edges", 1, NULL);
+	MT_CHECK(r, child > 0 && child != r->root_pid, "the vfork child is not in the manifest");
+	parent_f.pid = r->root_pid;
+	MT_CHECK(r, mt_count(r, &parent_f) == 8, "%zu Mallocs of 13132 bytes by the parent, want 8",
+		 mt_count(r, &parent_f));
+	child_f.pid = child;
+	MT_CHECK(r, mt_count(r, &child_f) == (uprobe ? 4 : 0),
+		 "%zu Mallocs of 13135 bytes under the child's pid %d, want %d",
+		 mt_count(r, &child_f), child, uprobe ? 4 : 0);
+	child_f.pid = 0;
+	MT_CHECK(r, mt_count(r, &child_f) == (uprobe ? 4 : 0),
+		 "%zu Mallocs of 13135 bytes in all, want %d", mt_count(r, &child_f),
+		 uprobe ? 4 : 0);
+	MT_CHECK(r, mt_need_u64(r, "drops.unserved") == !uprobe, "drops.unserved %llu, want %d",
+		 (unsigned long long)mt_need_u64(r, "drops.unserved"), !uprobe);
+	check_heap_pids_known(r);
+}
+
+static void test_vfork_into_namespace_auto(void **state)
+{
+	check_vfork_into_namespace(state, "auto");
+}
+
+static void test_vfork_into_namespace_uprobe(void **state)
+{
+	check_vfork_into_namespace(state, "uprobe");
+}
+
 static void test_fork_into_namespace_auto(void **state)
 {
 	check_fork_into_namespace(state, "auto");
@@ -316,6 +359,8 @@ int main(void)
 	    cmocka_unit_test_teardown(test_tree_enters_namespace_late_link, mt_teardown),
 	    cmocka_unit_test_teardown(test_fork_into_namespace_auto, mt_teardown),
 	    cmocka_unit_test_teardown(test_fork_into_namespace_uprobe, mt_teardown),
+	    cmocka_unit_test_teardown(test_vfork_into_namespace_auto, mt_teardown),
+	    cmocka_unit_test_teardown(test_vfork_into_namespace_uprobe, mt_teardown),
 	};
 
 	if (getenv("MT_TEST_FILTER")) /* one test by name (a glob), e.g. to repeat it */

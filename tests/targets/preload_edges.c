@@ -23,6 +23,9 @@
  *                          pairs of 13133 bytes, then makes 8 pairs of 13131 bytes itself,
  *                          neither exec'ing; then 8 pairs of 13132 bytes in the parent.
  *                          Unreported: the children's pids differ between namespaces.
+ *   preload_edges pidns_vfork  (root) the same namespace entered, then a vfork child that
+ *                          makes 4 pairs of 13135 bytes and _exits; then 8 pairs of 13132
+ *                          bytes in the parent. Unreported.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -273,6 +276,36 @@ static int pidns_fork(void)
 	return 0;
 }
 
+static int pidns_vfork(void)
+{
+	pid_t pid;
+	int st;
+
+	if (unshare(CLONE_NEWPID))
+		return 2;
+	pid = vfork();
+	if (pid < 0)
+		return 2;
+	if (pid == 0) {
+		for (int i = 0; i < 4; i++) {
+			void *p = malloc(13135);
+
+			sink = p;
+			free(p);
+		}
+		_exit(0);
+	}
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+		return 3;
+	for (int i = 0; i < 8; i++) {
+		void *p = malloc(13132);
+
+		sink = p;
+		free(p);
+	}
+	return 0;
+}
+
 /* vfork, whose child allocates size bytes and execs noop; waits for it */
 static int vfork_alloc(size_t size)
 {
@@ -330,5 +363,7 @@ int main(int argc, char **argv)
 		return vfork_loop(atoi(argv[2]));
 	if (argc > 1 && !strcmp(argv[1], "pidns_fork"))
 		return pidns_fork();
+	if (argc > 1 && !strcmp(argv[1], "pidns_vfork"))
+		return pidns_vfork();
 	return edges();
 }
