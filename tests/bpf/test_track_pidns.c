@@ -258,73 +258,63 @@ static void test_tree_enters_namespace_late_link(void **state)
 	check_tree_enters_namespace(state, late_env);
 }
 
-static void check_fork_into_namespace(void **state, const char *mode)
+/* A run of preload_edges ARG (pidns_fork, pidns_vfork): the parent's 8 Mallocs of 13132
+ * bytes recorded; those of each size in sizes (n[i] of them, by a process in the new
+ * namespace) recorded only in uprobe mode, and in auto each such process counted unserved. */
+static void check_into_namespace(void **state, const char *mode, const char *arg,
+				 const size_t *sizes, const size_t *n, size_t nr)
 {
 	struct mt_run *r = mt_new_run(state);
 	const char *const opts[] = {"--alloc-hooks", mode, NULL};
 	struct mt_run_opts o = {.track_opts = opts, .no_expect_fd = true};
-	struct mt_filter child_f = {.type = MT_EV_MALLOC, .by_size = true, .size = 13131};
-	struct mt_filter parent_f = {.type = MT_EV_MALLOC, .by_size = true, .size = 13132};
-	struct mt_filter grand_f = {.type = MT_EV_MALLOC, .by_size = true, .size = 13133};
+	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 13132};
 	bool uprobe = !strcmp(mode, "uprobe");
 	int32_t child;
 
 	MT_REQUIRE_ROOT();
-	mt_track_ok(r, &o, MT_TARGET_ARGV("preload_edges", "pidns_fork"), uprobe ? 0 : 123);
+	mt_track_ok(r, &o, MT_TARGET_ARGV("preload_edges", arg), uprobe ? 0 : 123);
 	child = pid_of(r, "preload_edges", 1, NULL);
-	MT_CHECK(r, child > 0 && child != r->root_pid, "the forked child is not in the manifest");
-	parent_f.pid = r->root_pid;
-	MT_CHECK(r, mt_count(r, &parent_f) == 8, "%zu Mallocs of 13132 bytes by the parent, want 8",
-		 mt_count(r, &parent_f));
-	child_f.pid = child;
-	MT_CHECK(r, mt_count(r, &child_f) == (uprobe ? 8 : 0),
-		 "%zu Mallocs of 13131 bytes under the child's pid %d, want %d", mt_count(r, &child_f),
-		 child, uprobe ? 8 : 0);
-	child_f.pid = 0;
-	MT_CHECK(r, mt_count(r, &child_f) == (uprobe ? 8 : 0),
-		 "%zu Mallocs of 13131 bytes in all, want %d", mt_count(r, &child_f), uprobe ? 8 : 0);
-	/* the grandchild, forked by the child before any call of its own: in the child's
-	 * namespace, which its fork handler must not take for memtrack's (preload_ring.c) */
-	MT_CHECK(r, mt_count(r, &grand_f) == (uprobe ? 8 : 0),
-		 "%zu Mallocs of 13133 bytes (the grandchild's) in all, want %d",
-		 mt_count(r, &grand_f), uprobe ? 8 : 0);
-	MT_CHECK(r, mt_need_u64(r, "drops.unserved") == (uprobe ? 0 : 2),
-		 "drops.unserved %llu, want %d",
-		 (unsigned long long)mt_need_u64(r, "drops.unserved"), uprobe ? 0 : 2);
+	MT_CHECK(r, child > 0 && child != r->root_pid, "the child is not in the manifest");
+	f.pid = r->root_pid;
+	MT_CHECK(r, mt_count(r, &f) == 8, "%zu Mallocs of 13132 bytes by the parent, want 8",
+		 mt_count(r, &f));
+	f.pid = 0;
+	for (size_t i = 0; i < nr; i++) {
+		f.size = sizes[i];
+		MT_CHECK(r, mt_count(r, &f) == (uprobe ? n[i] : 0),
+			 "%s: %zu Mallocs of %zu bytes in all, want %zu", arg, mt_count(r, &f),
+			 sizes[i], uprobe ? n[i] : 0);
+	}
+	/* the first child's, under its pid as memtrack knows it */
+	f.size = sizes[0];
+	f.pid = child;
+	MT_CHECK(r, mt_count(r, &f) == (uprobe ? n[0] : 0),
+		 "%zu Mallocs of %zu bytes under the child's pid %d, want %zu", mt_count(r, &f),
+		 sizes[0], child, uprobe ? n[0] : 0);
+	MT_CHECK(r, mt_need_u64(r, "drops.unserved") == (uprobe ? 0 : nr),
+		 "drops.unserved %llu, want %zu",
+		 (unsigned long long)mt_need_u64(r, "drops.unserved"), uprobe ? 0 : nr);
 	check_heap_pids_known(r);
 }
 
+/* The child, in the new namespace, first forks a grandchild before either makes a call: in
+ * the child's namespace, which its fork handler must not take for memtrack's
+ * (preload_ring.c). */
+static void check_fork_into_namespace(void **state, const char *mode)
+{
+	static const size_t sizes[] = {13131, 13133}, n[] = {8, 8};
+
+	check_into_namespace(state, mode, "pidns_fork", sizes, n, 2);
+}
+
 /* The same with vfork: the child runs on its parent's memory, where the parent's answer to
- * "which namespace" is kept; it must be counted unserved, none of its calls recorded under its
- * pid inside (they were, under pid 1, until 7 December 2026). */
+ * "which namespace" is kept (its calls were recorded under its pid inside, 1, until 7
+ * December 2026). */
 static void check_vfork_into_namespace(void **state, const char *mode)
 {
-	struct mt_run *r = mt_new_run(state);
-	const char *const opts[] = {"--alloc-hooks", mode, NULL};
-	struct mt_run_opts o = {.track_opts = opts, .no_expect_fd = true};
-	struct mt_filter child_f = {.type = MT_EV_MALLOC, .by_size = true, .size = 13135};
-	struct mt_filter parent_f = {.type = MT_EV_MALLOC, .by_size = true, .size = 13132};
-	bool uprobe = !strcmp(mode, "uprobe");
-	int32_t child;
+	static const size_t sizes[] = {13135}, n[] = {4};
 
-	MT_REQUIRE_ROOT();
-	mt_track_ok(r, &o, MT_TARGET_ARGV("preload_edges", "pidns_vfork"), uprobe ? 0 : 123);
-	child = pid_of(r, "preload_edges", 1, NULL);
-	MT_CHECK(r, child > 0 && child != r->root_pid, "the vfork child is not in the manifest");
-	parent_f.pid = r->root_pid;
-	MT_CHECK(r, mt_count(r, &parent_f) == 8, "%zu Mallocs of 13132 bytes by the parent, want 8",
-		 mt_count(r, &parent_f));
-	child_f.pid = child;
-	MT_CHECK(r, mt_count(r, &child_f) == (uprobe ? 4 : 0),
-		 "%zu Mallocs of 13135 bytes under the child's pid %d, want %d",
-		 mt_count(r, &child_f), child, uprobe ? 4 : 0);
-	child_f.pid = 0;
-	MT_CHECK(r, mt_count(r, &child_f) == (uprobe ? 4 : 0),
-		 "%zu Mallocs of 13135 bytes in all, want %d", mt_count(r, &child_f),
-		 uprobe ? 4 : 0);
-	MT_CHECK(r, mt_need_u64(r, "drops.unserved") == !uprobe, "drops.unserved %llu, want %d",
-		 (unsigned long long)mt_need_u64(r, "drops.unserved"), !uprobe);
-	check_heap_pids_known(r);
+	check_into_namespace(state, mode, "pidns_vfork", sizes, n, 1);
 }
 
 static void test_vfork_into_namespace_auto(void **state)

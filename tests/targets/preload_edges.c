@@ -231,10 +231,27 @@ static int ring_pages(void)
 	return 0;
 }
 
+/* n malloc/free pairs of size bytes, each pointer escaping */
+static void pairs(size_t size, int n)
+{
+	for (int i = 0; i < n; i++) {
+		void *p = malloc(size);
+
+		sink = p;
+		free(p);
+	}
+}
+
+static int waited_ok(pid_t pid)
+{
+	int st;
+
+	return waitpid(pid, &st, 0) == pid && WIFEXITED(st) && !WEXITSTATUS(st);
+}
+
 static int pidns_fork(void)
 {
 	pid_t pid;
-	int st;
 
 	if (unshare(CLONE_NEWPID))
 		return 2;
@@ -247,39 +264,23 @@ static int pidns_fork(void)
 		pid_t g = fork();
 
 		if (g == 0) {
-			for (int i = 0; i < 8; i++) {
-				void *p = malloc(13133);
-
-				sink = p;
-				free(p);
-			}
+			pairs(13133, 8);
 			_exit(0);
 		}
-		if (g < 0 || waitpid(g, &st, 0) != g || !WIFEXITED(st) || WEXITSTATUS(st))
+		if (g < 0 || !waited_ok(g))
 			_exit(3);
-		for (int i = 0; i < 8; i++) {
-			void *p = malloc(13131);
-
-			sink = p;
-			free(p);
-		}
+		pairs(13131, 8);
 		_exit(0);
 	}
-	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+	if (!waited_ok(pid))
 		return 3;
-	for (int i = 0; i < 8; i++) {
-		void *p = malloc(13132);
-
-		sink = p;
-		free(p);
-	}
+	pairs(13132, 8);
 	return 0;
 }
 
 static int pidns_vfork(void)
 {
 	pid_t pid;
-	int st;
 
 	if (unshare(CLONE_NEWPID))
 		return 2;
@@ -287,22 +288,12 @@ static int pidns_vfork(void)
 	if (pid < 0)
 		return 2;
 	if (pid == 0) {
-		for (int i = 0; i < 4; i++) {
-			void *p = malloc(13135);
-
-			sink = p;
-			free(p);
-		}
+		pairs(13135, 4);
 		_exit(0);
 	}
-	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+	if (!waited_ok(pid))
 		return 3;
-	for (int i = 0; i < 8; i++) {
-		void *p = malloc(13132);
-
-		sink = p;
-		free(p);
-	}
+	pairs(13132, 8);
 	return 0;
 }
 
