@@ -112,7 +112,7 @@ void early_links__publish(uint32_t *live)
  * publishes when the slot is filled already), sends it, exits: once memtrack has gone, the
  * send fails and the exit closes it. */
 static void __attribute__((noreturn))
-early__ctl_child(struct early_links *e, int sock, unsigned delay_ms)
+early__ctl_child(struct early_links *e, int sock, unsigned delay_ms, const char *hold)
 {
 	struct early_ctl_shared *sh = e->sh;
 	int keep[2] = {e->ctl_prog, sock}, fd;
@@ -121,6 +121,9 @@ early__ctl_child(struct early_links *e, int sock, unsigned delay_ms)
 	fds__close_all_but(0, keep, 2);
 	if (delay_ms)
 		usleep((useconds_t)delay_ms * 1000);
+	/* the tests' hold: until the tree made `hold` (60 s at most: a failed test still ends) */
+	for (int ms = 0; hold && ms < 60000 && access(hold, F_OK); ms++)
+		usleep(1000);
 	fd =
 	    attach__multi_link(e->ctl_prog, e->lib, e->ctl_offs, e->ctl_cookies, MT_PRELOAD_CTL_NR);
 	sh->end_ns = early__ns();
@@ -137,7 +140,9 @@ early__ctl_child(struct early_links *e, int sock, unsigned delay_ms)
 /* Starts the control link's child. 0 or -errno. */
 int early__ctl_fork(struct early_links *e)
 {
-	const char *delay = getenv("MEMTRACK_TEST_CTL_DELAY_MS"); /* the tests' late link */
+	/* the tests' late link: a time, or (deterministic) until the tree makes a file */
+	const char *delay = getenv("MEMTRACK_TEST_CTL_DELAY_MS");
+	const char *hold = getenv("MEMTRACK_TEST_CTL_HOLD");
 	unsigned delay_ms = delay ? (unsigned)atoi(delay) : 0;
 	int sv[2];
 	pid_t pid;
@@ -153,7 +158,7 @@ int early__ctl_fork(struct early_links *e)
 		return err;
 	}
 	if (pid == 0)
-		early__ctl_child(e, sv[1], delay_ms);
+		early__ctl_child(e, sv[1], delay_ms, hold);
 	close(sv[1]);
 	e->ctl_sock = sv[0];
 	e->ctl_pid = pid;
@@ -218,9 +223,9 @@ void early__adopt_ctl(struct early_links *e, const char *dir, bool take)
 		fds[i] = bpf_obj_get(pin);
 		unlink(pin);
 	}
-	/* MEMTRACK_TEST_CTL_DELAY_MS (the tests' late link, early__ctl_fork): never a taken one,
-	 * which would be live from the start */
-	if (getenv("MEMTRACK_TEST_CTL_DELAY_MS"))
+	/* MEMTRACK_TEST_CTL_DELAY_MS or _HOLD (the tests' late link, early__ctl_fork): never a
+	 * taken one, which would be live from the start */
+	if (getenv("MEMTRACK_TEST_CTL_DELAY_MS") || getenv("MEMTRACK_TEST_CTL_HOLD"))
 		take = false;
 	ok = take && fds[0] >= 0 && fds[1] >= 0 && fds[2] >= 0 && e->lib && e->multi &&
 	     !early__lib_stat(e->lib, &want) && !bpf_map_lookup_elem(fds[2], &zero, &had) &&

@@ -11,14 +11,18 @@
  * - a dlopen announced in the first milliseconds still stops (the interposer waits for the
  *   link): jemalloc's calls recorded once;
  * - a refusal before the link is counted once (drops.unserved), from the shared memory's
- *   header or, when it cannot be mapped, by the call (memtrack waits for the link at that
- *   exec's stop).
+ *   header: the root shell refuses, and the link is held (MEMTRACK_TEST_CTL_HOLD) until that
+ *   shell has written a file, an order no machine's speed can change;
+ * - a refusal after the link (each exec's stop waits for it) is counted once too, by the call,
+ *   the only way for a process that cannot map its shared memory.
  */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -86,32 +90,63 @@ static void test_dlopen_before_link(void **state)
 	check_complete(r);
 }
 
-/* One refusal, told before the link: drops.unserved exactly 1, the run incomplete. */
-static void check_unserved(const char *const *opts, const char *how)
+/*
+ * One refusal: drops.unserved exactly 1, the run incomplete (status 123). `how` is put before
+ * `cmd` in the shell's command line; `env`, the run's environment.
+ */
+static void check_unserved(const char *const *opts, const char *const *env, const char *how,
+			   const char *cmd)
 {
 	struct mt_run r = {0};
-	char cmd[512];
-	struct mt_run_opts o = {.track_opts = opts, .shell = cmd, .no_expect_fd = true,
-				.env = late_env};
+	char line[1024];
+	struct mt_run_opts o = {
+	    .track_opts = opts, .shell = line, .no_expect_fd = true, .env = env};
 
-	snprintf(cmd, sizeof(cmd), "%s '%s' 64 12345", how, mt_target("alloc_fixed"));
+	snprintf(line, sizeof(line), "%s%s", how, cmd);
 	assert_int_equal(mt_track(&r, &o, NULL), 0);
-	MT_CHECK(&r, r.status == 123, "%s: memtrack status %d, want 123 (events lost)", how,
-		 r.status);
-	MT_CHECK(&r, mt_need_u64(&r, "drops.unserved") == 1, "%s: drops.unserved %llu, want 1",
-		 how, (unsigned long long)mt_need_u64(&r, "drops.unserved"));
+	MT_CHECK(&r, r.status == 123, "%s %s: memtrack status %d, want 123 (events lost)", opts[1],
+		 how, r.status);
+	MT_CHECK(&r, mt_need_u64(&r, "drops.unserved") == 1, "%s %s: drops.unserved %llu, want 1",
+		 opts[1], how, (unsigned long long)mt_need_u64(&r, "drops.unserved"));
 	mt_run_free(&r);
 }
 
+/*
+ * A refusal before the link is counted in the shared memory's header, not called. Only the
+ * root's image runs before the link (every later exec's stop waits for it: tracker_control.c),
+ * so the root shell refuses (MEMTRACK_TEST_PRELOAD_UNSERVED in the run's environment), and the
+ * link is held until that shell has written a file (MEMTRACK_TEST_CTL_HOLD; a redirection, no
+ * exec) after its refusal: the order is certain whatever the machine's speed.
+ */
 static void test_unserved_before_link(void **state)
 {
+	char dir[128], file[192], hold[256], cmd[256];
+	const char *const env[] = {"MEMTRACK_TEST_PRELOAD_UNSERVED=1", hold, NULL};
+
 	(void)state;
 	MT_REQUIRE_ROOT();
-	/* mapped, cannot record: counted in the header */
-	check_unserved(preload_opts, "MEMTRACK_TEST_PRELOAD_UNSERVED=1");
-	check_unserved(auto_opts, "MEMTRACK_TEST_PRELOAD_UNSERVED=1");
-	/* cannot even map: the call, once memtrack waited for the link at the exec's stop */
-	check_unserved(preload_opts, "MEMTRACK_PRELOAD_SHM=/dev/shm/memtrack-none");
+	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "hold"), 0);
+	snprintf(file, sizeof(file), "%s/linked", dir);
+	snprintf(hold, sizeof(hold), "MEMTRACK_TEST_CTL_HOLD=%s", file);
+	snprintf(cmd, sizeof(cmd), ": > '%s'", file);
+	check_unserved(preload_opts, env, "", cmd);
+	unlink(file);
+	check_unserved(auto_opts, env, "", cmd);
+	mt_tmpdir_remove(dir);
+}
+
+/* After the link (the exec's stop waits for it), the refusal is a call of the control point;
+ * a process that cannot map its shared memory at all can only call it */
+static void test_unserved_after_link(void **state)
+{
+	char cmd[256];
+
+	(void)state;
+	MT_REQUIRE_ROOT();
+	snprintf(cmd, sizeof(cmd), "'%s' 64 12345", mt_target("alloc_fixed"));
+	check_unserved(preload_opts, late_env, "MEMTRACK_TEST_PRELOAD_UNSERVED=1 ", cmd);
+	check_unserved(auto_opts, late_env, "MEMTRACK_TEST_PRELOAD_UNSERVED=1 ", cmd);
+	check_unserved(preload_opts, late_env, "MEMTRACK_PRELOAD_SHM=/dev/shm/memtrack-none ", cmd);
 }
 
 /*
@@ -145,8 +180,11 @@ int main(void)
 	    cmocka_unit_test_teardown(test_served_before_link, mt_teardown),
 	    cmocka_unit_test_teardown(test_dlopen_before_link, mt_teardown),
 	    cmocka_unit_test_teardown(test_unserved_before_link, mt_teardown),
+	    cmocka_unit_test_teardown(test_unserved_after_link, mt_teardown),
 	    cmocka_unit_test_teardown(test_vfork_then_fork, mt_teardown),
 	};
 
+	if (getenv("MT_TEST_FILTER")) /* one test by name (a glob), e.g. to repeat it */
+		cmocka_set_test_filter(getenv("MT_TEST_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
