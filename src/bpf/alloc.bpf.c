@@ -320,6 +320,19 @@ static __always_inline bool mt_direct_self_call(struct pt_regs *ctx, __u32 spec)
 	return ret + (__s64)rel == entry;
 }
 
+/* A site of glibc's links of another generation than the one in now (taken out, still
+ * closing): it does nothing (probe_spec.h, MT_COOKIE_GEN). */
+static __always_inline bool mt_site_stale(__u64 cookie)
+{
+	__u32 key = 13, gen = MT_COOKIE_GEN(cookie);
+	__u64 *now;
+
+	if (!gen)
+		return false;
+	now = bpf_map_lookup_elem(&stop_ctl, &key);
+	return !now || *now != gen;
+}
+
 /* What the entry tells a session's kernel (the session programs below): its return has nothing
  * to do, do not prepare it (UPROBE_HANDLER_IGNORE), or run it. */
 #define MT_RETURN_SKIP 1
@@ -335,12 +348,16 @@ static __always_inline int mt_alloc_entry(struct pt_regs *ctx)
 	struct mt_args args;
 	struct mt_proc *p;
 	bool outer, internal;
+	__u64 cookie;
 	__u32 spec;
 
 	p = bpf_map_lookup_elem(&procs, &tgid);
 	if (!p)
 		return MT_RETURN_SKIP;
-	spec = (__u32)bpf_get_attach_cookie(ctx);
+	cookie = bpf_get_attach_cookie(ctx);
+	if (mt_site_stale(cookie))
+		return MT_RETURN_SKIP;
+	spec = (__u32)cookie;
 	/* not an allocator: its return stops (library discovery), but for a process the
 	 * interposer serves, which announces its dlopens itself (src/preload/preload_dl.c) */
 	if (spec & MT_SPEC_DLOPEN)
@@ -406,13 +423,16 @@ static __always_inline int mt_alloc_return(struct pt_regs *ctx)
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct mt_thread *t;
 	struct mt_proc *p;
-	__u64 ret, addr;
+	__u64 ret, addr, cookie;
 	__u32 spec;
 
 	p = bpf_map_lookup_elem(&procs, &tgid);
 	if (!p)
 		return 0;
-	spec = (__u32)bpf_get_attach_cookie(ctx);
+	cookie = bpf_get_attach_cookie(ctx);
+	if (mt_site_stale(cookie))
+		return 0;
+	spec = (__u32)cookie;
 	if (spec & MT_SPEC_DLOPEN) {
 		/* A library may have been loaded: stop before the caller can use it, and let
 		 * user space attach to it first (its constructors have run already). A process

@@ -171,8 +171,9 @@ struct mt_stop_ctl_map {
 	 * judged the interposer's without a stop (auto mode, exec_judge.bpf.c); [8], [9], [10]:
 	 * the root's environment there (enum mt_env_var, proc.h); [11]: 1 + the root's file
 	 * system root (a struct dentry address), taken at the tree's first exec like [3]; [12]:
-	 * the execs judged so (mechanisms.execs_judged) */
-	__uint(max_entries, 13);
+	 * the execs judged so (mechanisms.execs_judged); [13]: the generation of glibc's links
+	 * now in (auto mode; probe_spec.h, MT_COOKIE_GEN) */
+	__uint(max_entries, 14);
 	__type(key, __u32);
 	__type(value, __u64); /* 64 bits: the only width of atomic fetch-add before -mcpu=v3 */
 };

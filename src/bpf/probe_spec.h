@@ -12,6 +12,12 @@
  *   24-29 MT_SPEC_AT: bytes from the function's entry to its probes (probe_place.h)
  *   30    MT_SPEC_PL: a family the preload interposer serves (glibc, libstdc++, a shared
  *         jemalloc, mimalloc or tcmalloc)
+ *   32-63 MT_COOKIE_GEN: the generation of glibc's links the site belongs to (auto mode,
+ *         src/track/tracker_glibc.c), 0 for a site kept in for the whole run. The programs
+ *         do nothing at a site of another generation than stop_ctl[13]'s: links taken out and
+ *         still closing (the kernel's grace period, ~25-40 ms) beside the next generation's
+ *         would otherwise run for the same call.
+ * The programs read bits 0-31 as `spec` (__u32).
  */
 #ifndef MEMTRACK_PROBE_SPEC_H
 #define MEMTRACK_PROBE_SPEC_H
@@ -45,6 +51,8 @@
  * family's bit, MT_SERVED_FAM_BIT); another process that calls it (one that dlopen'ed it
  * RTLD_LOCAL and calls it through dlsym) is recorded at the site. 0: glibc or libstdc++. */
 #define MT_SPEC_FAM(s)		 (((s) >> 14) & 3)
+#define MT_COOKIE_GEN_SHIFT	 32
+#define MT_COOKIE_GEN(c)	 ((__u32)((c) >> MT_COOKIE_GEN_SHIFT))
 #define MT_SPEC_WITH_FAM(s, fam) ((unsigned)(s) | ((unsigned)(fam) << 14))
 
 #define MT_SPEC(type, size_arg, nmemb_arg, ptr_arg, flags)                                          \

@@ -12,6 +12,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
+#include "bpf/probe_spec.h"
 #include "common/log.h"
 #include "track/attach.h"
 
@@ -66,6 +67,7 @@ struct attach_set {
 	struct bpf_link **links; /* perf uprobes */
 	uint8_t *group;		 /* each link's (attach_set__group): 0 for good */
 	uint8_t cur_group;
+	uint32_t cur_gen; /* in the cookies of the links made now (attach_set__generation) */
 	unsigned nr, cap;
 };
 
@@ -242,6 +244,11 @@ void attach_set__group(struct attach_set *s, uint8_t group)
 	s->cur_group = group;
 }
 
+void attach_set__generation(struct attach_set *s, uint32_t gen)
+{
+	s->cur_gen = gen;
+}
+
 void attach_set__regroup(struct attach_set *s, uint8_t from, uint8_t to)
 {
 	for (unsigned i = 0; i < s->nr; i++)
@@ -328,6 +335,11 @@ void attach_taken__close(struct attach_taken *t)
  * session's return is prepared at its entry: a call that began before the link has neither (no race
  * to order).
  */
+static uint64_t attach_set__cookie(const struct attach_set *s, const struct alloc_site *site)
+{
+	return (uint64_t)site->spec | (uint64_t)s->cur_gen << MT_COOKIE_GEN_SHIFT;
+}
+
 static int attach_set__multi(struct attach_set *s, const char *path, const struct alloc_site *sites,
 			     int n)
 {
@@ -347,7 +359,7 @@ static int attach_set__multi(struct attach_set *s, const char *path, const struc
 			    (!dir && session && sites[i].ret))
 				continue;
 			offs[cnt] = sites[i].probe;
-			cookies[cnt++] = sites[i].spec;
+			cookies[cnt++] = attach_set__cookie(s, &sites[i]);
 		}
 		if (!cnt)
 			continue;
@@ -369,7 +381,7 @@ static int attach_set__perf(struct attach_set *s, const char *path, const struct
 	for (int dir = 1; dir >= 0; dir--) { /* returns first (ATTACH_RETURNS_FIRST) */
 		for (int i = 0; i < n; i++) {
 			LIBBPF_OPTS(bpf_uprobe_opts, o, .retprobe = dir == 1,
-				    .bpf_cookie = sites[i].spec);
+				    .bpf_cookie = attach_set__cookie(s, &sites[i]));
 			struct bpf_link *l;
 
 			if ((dir && !sites[i].ret) || (!dir && !sites[i].entry))

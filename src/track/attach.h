@@ -66,6 +66,9 @@ int attach_set__usdt(struct attach_set *s, const char *path, const struct usdt_s
 unsigned attach_set__links(const struct attach_set *s);
 /* The links made from now on belong to group (0, the default: until attach_set__free). */
 void attach_set__group(struct attach_set *s, uint8_t group);
+/* The allocator sites attached from now on carry gen in their cookies (probe_spec.h:
+ * MT_COOKIE_GEN; 0, the default: run whatever stop_ctl[13] says). */
+void attach_set__generation(struct attach_set *s, uint32_t gen);
 struct attach_taken;
 /* Takes the links of every group from `from` up out of the set into *out (NULL on failure),
  * for attach_taken__close. Their count, or -errno. */

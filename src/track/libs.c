@@ -222,7 +222,10 @@ static int libs__attach_later(struct libs *l, struct lib_entry *e)
 	if (!l->set || !e->nr_later)
 		return 0;
 	attach_set__group(l->set, e->group);
+	/* a family's group may be kept for good (libs__family_dlopened): no generation */
+	attach_set__generation(l->set, e->group == LIBS_GROUP_GLIBC ? l->glibc_gen : 0);
 	err = libs__attach_sites(l, e, e->later, e->nr_later);
+	attach_set__generation(l->set, 0);
 	attach_set__group(l->set, 0);
 	return err;
 }
@@ -417,6 +420,7 @@ int libs__attach_glibc(struct libs *l)
 		return 0;
 	l->glibc_on = true;
 	l->glibc_used = true;
+	l->glibc_gen++;
 	for (size_t i = 0; i < l->nr && !err; i++) {
 		struct lib_entry *e = &l->v[i];
 
@@ -427,6 +431,19 @@ int libs__attach_glibc(struct libs *l)
 		added += !err;
 	}
 	return err ? err : added;
+}
+
+uint32_t libs__glibc_next_gen(const struct libs *l)
+{
+	return l->glibc_on ? l->glibc_gen : l->glibc_gen + 1;
+}
+
+bool libs__glibc_untagged(const struct libs *l)
+{
+	for (size_t i = 0; l->glibc_on && i < l->nr; i++)
+		if (l->v[i].group >= LIBS_GROUP_FAMILY && l->v[i].nr_later)
+			return true;
+	return false;
 }
 
 int libs__detach_glibc(struct libs *l, struct attach_taken **out)

@@ -28,6 +28,12 @@ struct attach_taken;
 /* Auto mode: takes out what libs__attach_glibc attached (the sites are kept back again, for
  * its next call) into *out, for attach_taken__close. The number of links, or -errno. */
 int libs__detach_glibc(struct libs *l, struct attach_taken **out);
+/* The generation the links of libs__attach_glibc carry (probe_spec.h, MT_COOKIE_GEN): set it
+ * in stop_ctl[13] before the call, and links taken out before, still closing, do nothing. */
+uint32_t libs__glibc_next_gen(const struct libs *l);
+/* Are links without a generation among those libs__detach_glibc would take out (a shared
+ * family's, which can be kept for good)? Those still closing would run beside new ones. */
+bool libs__glibc_untagged(const struct libs *l);
 /* Auto mode: attaches only glibc's dlopen stop kept back so far, and every later one at once;
  * the allocator sites wait on (libs__attach_glibc). For a process whose executable defines
  * malloc (libs__exe_malloc): the loader binds every malloc, calloc, free... of the process,

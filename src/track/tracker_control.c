@@ -113,6 +113,23 @@ int tracker__mark_proc(struct tracker *t, int32_t pid, uint64_t ts, uint32_t wha
 	return (int)o.retval;
 }
 
+/* libs__attach_glibc, its links' generation set first (stop_ctl[13]): links taken out before
+ * and still closing then do nothing, and the process that needs the new ones need not wait
+ * for them (~30 ms, tracker_glibc.c). Unless a family's links without a generation are among
+ * them: those would run beside the new ones (two entries for one call). */
+int tracker__glibc_attach(struct tracker *t)
+{
+	uint32_t gen = libs__glibc_next_gen(t->libs);
+	int err;
+
+	if (t->glibc_closing_untagged)
+		tracker__glibc_wait(t);
+	/* MEMTRACK_TEST_GLIBC_STALE: a generation no link carries (the tests' way to see that
+	 * the programs check it: nothing recorded at glibc's sites) */
+	err = stop_ctl__set(t, 13, gen + (getenv("MEMTRACK_TEST_GLIBC_STALE") ? 1 : 0));
+	return err ? err : libs__attach_glibc(t->libs);
+}
+
 /* Auto mode: glibc's and libstdc++'s probes go in (a process the interposer cannot serve),
  * until no process of the tree needs them (tracker_glibc.c); the processes it serves are
  * skipped by the BPF side (mt_proc.served). The execs go on stopping to be judged, but those of
@@ -121,8 +138,7 @@ static int tracker__glibc_on(struct tracker *t, pid_t pid)
 {
 	int err;
 
-	tracker__glibc_wait(t);
-	err = libs__attach_glibc(t->libs);
+	err = tracker__glibc_attach(t);
 	if (err < 0)
 		return err;
 	err = tracker__set_glibc_in(t);

@@ -117,6 +117,7 @@ static bool glibc__reap(struct tracker *t, bool block)
 		return false;
 	free(t->glibc_stack);
 	attach_taken__free(t->glibc_taken);
+	t->glibc_closing_untagged = false;
 	t->glibc_closer = 0;
 	t->glibc_stack = NULL;
 	t->glibc_taken = NULL;
@@ -125,10 +126,13 @@ static bool glibc__reap(struct tracker *t, bool block)
 
 void tracker__glibc_wait(struct tracker *t)
 {
-	/* The old links and new ones on the same sites would both run for a call: two entries,
-	 * one return (its depth never back to 0: every later call of the thread nested, lost),
-	 * a free written twice. Rare (a process needing them within ~0.1 s of their going out):
-	 * that process waits, stopped at its exec. */
+	/* Old links and new ones on the same sites would both run for a call: two entries, one
+	 * return when the old return's breakpoints left first (its depth never back to 0: every
+	 * later call of the thread nested, lost), a free written twice. glibc's links carry their
+	 * generation, and the old ones do nothing once the next are in (tracker__glibc_attach):
+	 * only links without one (a shared family's, libs__glibc_untagged) make the next process
+	 * that needs them wait, stopped at its exec. Until 7 December 2026 every such process
+	 * within ~0.1 s of their going out waited (~30 ms). */
 	glibc__reap(t, true);
 }
 
@@ -147,6 +151,7 @@ void tracker__glibc_end(struct tracker *t)
 void tracker__glibc_tick(struct tracker *t)
 {
 	struct attach_taken *taken;
+	bool untagged;
 	uint64_t now;
 	int n;
 
@@ -163,6 +168,7 @@ void tracker__glibc_tick(struct tracker *t)
 	if (glibc__needed(t))
 		return;
 	tracker__glibc_wait(t); /* one close at a time (the last one is long done by now) */
+	untagged = libs__glibc_untagged(t->libs);
 	n = libs__detach_glibc(t->libs, &taken);
 	if (n < 0) {
 		log__warn("cannot take glibc's uprobes out: %s", strerror(-n));
@@ -181,4 +187,5 @@ void tracker__glibc_tick(struct tracker *t)
 		   "%7.2f ms no process of the tree needs glibc's uprobes: %d links taken out",
 		   ((double)now - (double)t->t_start) / 1e6, n);
 	glibc__close_off(t, taken);
+	t->glibc_closing_untagged = untagged && t->glibc_closer > 0;
 }

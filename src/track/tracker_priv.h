@@ -122,6 +122,7 @@ struct tracker {
 	pid_t glibc_closer;   /* the child closing the links taken out (tracker_glibc.c), 0 */
 	void *glibc_stack;    /* its stack */
 	struct attach_taken *glibc_taken; /* and its links */
+	bool glibc_closing_untagged;	  /* some without a generation (libs__glibc_untagged) */
 	bool root_glibc;
 	bool glibc_dlopen_kept; /* an executable defining malloc judged while they were in */
 	uint64_t drops_total; /* drops of every reason (BPF side, preload), by tracker__finish */
@@ -207,11 +208,15 @@ void tracker__seen_publish(struct tracker *t);
  * (inert_cache.h) when some are not in it yet. */
 void tracker__inert_store(struct tracker *t);
 int tracker__set_glibc_in(struct tracker *t);
+/* Auto mode: glibc's uprobes go in (libs__attach_glibc), a generation of their own
+ * (tracker_control.c). The libraries attached, or -errno. */
+int tracker__glibc_attach(struct tracker *t);
 /* tracker_glibc.c: marks pid (its image stamped ts) as needing glibc's uprobes or not */
 void tracker__glibc_mark(struct tracker *t, pid_t pid, uint64_t ts, bool need);
 /* From the loop: takes glibc's uprobes out once no process of the tree needs them. */
 void tracker__glibc_tick(struct tracker *t);
-/* Before glibc's uprobes go in again: waits for the links taken out to be closed. */
+/* Waits for the links taken out to be closed (before glibc's uprobes go in again while
+ * some without a generation close, before glibc's dlopen stop alone, at the end). */
 void tracker__glibc_wait(struct tracker *t);
 /* At the end: leaves a close still running to finish on its own. */
 void tracker__glibc_end(struct tracker *t);

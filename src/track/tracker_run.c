@@ -109,7 +109,7 @@ int tracker__attach_root(struct tracker *t)
 			if (libs__exe_malloc(t->libs))
 				libs__attach_glibc_dlopen(t->libs);
 			else
-				t->root_glibc = libs__attach_glibc(t->libs) >= 0;
+				t->root_glibc = tracker__glibc_attach(t) >= 0;
 		}
 	}
 	err = tracker__set_shm_owner(t);
