@@ -20,11 +20,6 @@
 #include "track/usdt.h"
 
 #define LIBS_MAX_SITES 96
-/* The attach set's group of glibc's probes in auto mode (libs__attach_glibc): taken out again
- * by libs__detach_glibc */
-#define LIBS_GROUP_GLIBC 1
-/* ... and the groups of the family files kept back with them, one each (lib_entry.group) */
-#define LIBS_GROUP_FAMILY 2
 
 static uint64_t libs__now(void)
 {
@@ -52,8 +47,7 @@ static struct lib_entry *libs__seen(struct libs *l, const struct stat *st)
 }
 
 /* Attaches n sites of e's file; e->sites counts them already. */
-static int libs__attach_sites(struct libs *l, struct lib_entry *e, const struct alloc_site *sites,
-			      int n)
+int libs__attach_sites(struct libs *l, struct lib_entry *e, const struct alloc_site *sites, int n)
 {
 	char fdpath[32];
 	const char *path = e->path;
@@ -168,8 +162,8 @@ static void libs__note(struct libs *l, struct lib_entry *e, bool is_exe)
 /* Appends n sites of e's file to *dst (holding have) for later: libs__bind, or
  * libs__attach_glibc. The file is held open meanwhile: its path may be seen through a process
  * (/proc/PID/root/...) that is gone by then. */
-static int libs__keep(struct lib_entry *e, struct alloc_site **dst, int have,
-		      const struct alloc_site *sites, int n)
+int libs__keep(struct lib_entry *e, struct alloc_site **dst, int have,
+	       const struct alloc_site *sites, int n)
 {
 	struct alloc_site *v;
 
@@ -186,7 +180,7 @@ static int libs__keep(struct lib_entry *e, struct alloc_site **dst, int have,
 }
 
 /* Moves the dlopen sites (MT_SPEC_DLOPEN) of sites[n] to the front, in order. Their count. */
-static int libs__dlopen_first(struct alloc_site *sites, int n)
+int libs__dlopen_first(struct alloc_site *sites, int n)
 {
 	int k = 0;
 
@@ -211,23 +205,6 @@ static int libs__preload_filter(const struct lib_entry *e, struct alloc_site *si
 		if (sites[i].spec & MT_SPEC_DLOPEN)
 			sites[kept++] = sites[i];
 	return kept;
-}
-
-/* Attaches e's kept-back sites (e->sites counts them already) in glibc's group, which
- * libs__detach_glibc takes out; before libs__bind, libs__bind does. */
-static int libs__attach_later(struct libs *l, struct lib_entry *e)
-{
-	int err;
-
-	if (!l->set || !e->nr_later)
-		return 0;
-	attach_set__group(l->set, e->group);
-	/* a family's group may be kept for good (libs__family_dlopened): no generation */
-	attach_set__generation(l->set, e->group == LIBS_GROUP_GLIBC ? l->glibc_gen : 0);
-	err = libs__attach_sites(l, e, e->later, e->nr_later);
-	attach_set__generation(l->set, 0);
-	attach_set__group(l->set, 0);
-	return err;
 }
 
 /*
@@ -410,91 +387,6 @@ void libs__set_pl_gate(struct libs *l, int (*gate)(void *ctx), void *ctx)
 {
 	l->pl_gate = gate;
 	l->pl_ctx = ctx;
-}
-
-int libs__attach_glibc(struct libs *l)
-{
-	int err = 0, added = 0;
-
-	if (l->glibc_on)
-		return 0;
-	l->glibc_on = true;
-	l->glibc_used = true;
-	l->glibc_gen++;
-	for (size_t i = 0; i < l->nr && !err; i++) {
-		struct lib_entry *e = &l->v[i];
-
-		if (!e->nr_later)
-			continue;
-		e->sites += e->nr_later;
-		err = libs__attach_later(l, e);
-		added += !err;
-	}
-	return err ? err : added;
-}
-
-uint32_t libs__glibc_next_gen(const struct libs *l)
-{
-	return l->glibc_on ? l->glibc_gen : l->glibc_gen + 1;
-}
-
-bool libs__glibc_untagged(const struct libs *l)
-{
-	for (size_t i = 0; l->glibc_on && i < l->nr; i++)
-		if (l->v[i].group >= LIBS_GROUP_FAMILY && l->v[i].nr_later)
-			return true;
-	return false;
-}
-
-int libs__detach_glibc(struct libs *l, struct attach_taken **out)
-{
-	*out = NULL;
-	if (!l->glibc_on || !l->set)
-		return 0;
-	l->glibc_on = false;
-	for (size_t i = 0; i < l->nr; i++)
-		l->v[i].sites -= l->v[i].nr_later;
-	return attach_set__take_groups(l->set, LIBS_GROUP_GLIBC, out);
-}
-
-int libs__attach_glibc_dlopen(struct libs *l)
-{
-	int err = 0, added = 0;
-
-	if (l->glibc_on || l->dlopen_on)
-		return 0;
-	l->dlopen_on = true;
-	for (size_t i = 0; i < l->nr && !err; i++) {
-		struct lib_entry *e = &l->v[i];
-		int k = e->nr_later ? libs__dlopen_first(e->later, e->nr_later) : 0;
-
-		if (!k)
-			continue;
-		if (!l->set) /* libs__bind attaches them */
-			err = libs__keep(e, &e->pending, e->sites, e->later, k);
-		e->sites += k;
-		if (l->set && !err)
-			err = libs__attach_sites(l, e, e->later, k);
-		memmove(e->later, e->later + k, (size_t)(e->nr_later - k) * sizeof(*e->later));
-		e->nr_later -= k;
-		added += !err;
-	}
-	return err ? err : added;
-}
-
-bool libs__exe_malloc(const struct libs *l)
-{
-	return l->exe_malloc && !l->lib_family;
-}
-
-bool libs__glibc_attached(const struct libs *l)
-{
-	return !l->defer || l->glibc_on;
-}
-
-bool libs__glibc_used(const struct libs *l)
-{
-	return !l->defer || l->glibc_used;
 }
 
 uint64_t libs__attaches(const struct libs *l)

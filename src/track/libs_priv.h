@@ -93,6 +93,20 @@ int libs__attach_file(struct libs *l, const char *path, const char *name, bool i
  * exe in the manifest, NULL for exe itself); sets l->kinds. Returns the sites added or -errno. */
 int libs__inspect(struct libs *l, const char *root, const char *exe, const char *exe_name,
 		  const char *ld_path, const char *ld_pre);
+/* The attach set's group of glibc's probes in auto mode (libs__attach_glibc): taken out again
+ * by libs__detach_glibc */
+#define LIBS_GROUP_GLIBC 1
+/* ... and the groups of the family files kept back with them, one each (lib_entry.group) */
+#define LIBS_GROUP_FAMILY 2
+/* Attaches n sites of e's file; e->sites counts them already. */
+int libs__attach_sites(struct libs *l, struct lib_entry *e, const struct alloc_site *sites, int n);
+/* Keeps sites[n] in *dst (have there already) for a later attach, e's file held open. */
+int libs__keep(struct lib_entry *e, struct alloc_site **dst, int have,
+	       const struct alloc_site *sites, int n);
+/* Moves the dlopen sites (MT_SPEC_DLOPEN) of sites[n] to the front, in order. Their count. */
+int libs__dlopen_first(struct alloc_site *sites, int n);
+/* Attaches e's kept-back sites in its group (libs_glibc.c). 0 or -errno. */
+int libs__attach_later(struct libs *l, struct lib_entry *e);
 /* Frees the memo of inspections (libs_proc.c). */
 void libs__memo_free(struct libs *l);
 
