@@ -32,7 +32,7 @@ __attribute__((visibility("default"), noinline, used)) void
 __memtrack_preload_served(uint32_t flags)
 {
 	/* a body the compiler can neither drop nor merge with another function */
-	__asm__ volatile("" ::"r"(flags) : "memory");
+	__asm__ volatile(PL_CTL_FIRST ::"r"(flags) : "memory");
 }
 
 /* The opposite message: the interposer was loaded in a tracked process (memtrack named its
@@ -40,7 +40,7 @@ __memtrack_preload_served(uint32_t flags)
  * (drops.unserved): a process is never left untracked silently. */
 __attribute__((visibility("default"), noinline, used)) void __memtrack_preload_unserved(void)
 {
-	__asm__ volatile("" ::: "memory");
+	__asm__ volatile(PL_CTL_FIRST ::: "memory");
 }
 
 static int pl_ctl_live(void)

@@ -52,7 +52,7 @@ static void *pl_dl_next;
 __attribute__((visibility("default"), noinline, used)) void __memtrack_preload_dlopen(void)
 {
 	/* a body the compiler can neither drop nor merge with another function */
-	__asm__ volatile("" ::: "memory");
+	__asm__ volatile(PL_CTL_FIRST ::: "memory");
 }
 
 static int pl_dl_adds_cb(struct dl_phdr_info *info, size_t size, void *arg)

@@ -4,6 +4,7 @@
  * files of this machine and against a library built here with known symbols.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,8 +16,10 @@
 #include <cmocka.h>
 #include "bpf/events.h"
 #include "bpf/probe_spec.h"
+#include "bpf/proc.h"
 #include "track/alloc_table.h"
 #include "track/deps.h"
+#include "track/early_links.h"
 #include "track/elf_syms.h"
 #include "../lib/mt_tmpdir.h"
 
@@ -364,10 +367,43 @@ static void test_preload_covers_families(void **state)
 		skip();
 }
 
+/* Each control point of the interposer (early_ctl_fns) starts with `jmp .+2` (eb 00), which a
+ * uprobe emulates: no out-of-line page in every served process (src/preload/preload.h). */
+static void test_ctl_points_emulated(void **state)
+{
+	char self[PATH_MAX], pre[PATH_MAX + 32];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	struct elf_info ours;
+	int fd;
+
+	(void)state;
+	assert_true(n > 0);
+	self[n] = 0;
+	*strrchr(self, '/') = 0; /* build/tests */
+	*strrchr(self, '/') = 0; /* build */
+	snprintf(pre, sizeof(pre), "%s/libmemtrack-preload.so", self);
+	assert_int_equal(elf_info__load(pre, &ours), 0);
+	fd = open(pre, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	for (int i = 0; i < MT_PRELOAD_CTL_NR; i++) {
+		uint64_t off = elf_info__find(&ours, early_ctl_fns[i]);
+		unsigned char b[2] = {0};
+
+		assert_true(off != 0);
+		assert_int_equal(pread(fd, b, 2, (off_t)off), 2);
+		if (b[0] != 0xeb || b[1] != 0)
+			fail_msg("%s starts with %02x %02x, want eb 00 (jmp .+2)", early_ctl_fns[i],
+				 b[0], b[1]);
+	}
+	close(fd);
+	elf_info__free(&ours);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_preload_covers_families),
+	    cmocka_unit_test(test_ctl_points_emulated),
 	    cmocka_unit_test(test_fake_allocator),
 	    cmocka_unit_test(test_libc),
 	    cmocka_unit_test(test_offsets_match_vaddr),
