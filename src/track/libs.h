@@ -31,6 +31,9 @@ int libs__detach_glibc(struct libs *l, struct attach_taken **out);
 /* The generation the links of libs__attach_glibc carry (probe_spec.h, MT_COOKIE_GEN): set it
  * in stop_ctl[13] before the call, and links taken out before, still closing, do nothing. */
 uint32_t libs__glibc_next_gen(const struct libs *l);
+/* Before the run's first libs__attach_glibc: its generations follow last (one above any an
+ * earlier run's links may carry, tracker__glibc_attach). */
+void libs__glibc_gen_after(struct libs *l, uint32_t last);
 /* Are links without a generation among those libs__detach_glibc would take out (a shared
  * family's, which can be kept for good)? Those still closing would run beside new ones. */
 bool libs__glibc_untagged(const struct libs *l);

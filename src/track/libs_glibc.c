@@ -31,9 +31,9 @@ int libs__attach_glibc(struct libs *l)
 
 	if (l->glibc_on)
 		return 0;
+	l->glibc_gen = libs__glibc_next_gen(l);
 	l->glibc_on = true;
 	l->glibc_used = true;
-	l->glibc_gen++;
 	for (size_t i = 0; i < l->nr && !err; i++) {
 		struct lib_entry *e = &l->v[i];
 
@@ -48,7 +48,15 @@ int libs__attach_glibc(struct libs *l)
 
 uint32_t libs__glibc_next_gen(const struct libs *l)
 {
-	return l->glibc_on ? l->glibc_gen : l->glibc_gen + 1;
+	uint32_t gen = l->glibc_on ? l->glibc_gen : l->glibc_gen + 1;
+
+	return gen ? gen : 1; /* 0: no generation */
+}
+
+void libs__glibc_gen_after(struct libs *l, uint32_t last)
+{
+	if (!l->glibc_used)
+		l->glibc_gen = last;
 }
 
 bool libs__glibc_untagged(const struct libs *l)

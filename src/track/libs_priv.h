@@ -65,7 +65,7 @@ struct libs {
 	bool defer;	   /* auto: glibc's and libstdc++'s sites wait for libs__attach_glibc */
 	bool glibc_on;	   /* libs__attach_glibc was called, and no libs__detach_glibc since */
 	bool glibc_used;   /* libs__attach_glibc was called */
-	uint32_t glibc_gen; /* the generation of glibc's links in (or last in), from 1 */
+	uint32_t glibc_gen; /* the generation of glibc's links in (or last in); 0: none yet */
 	bool dlopen_on;	   /* libs__attach_glibc_dlopen was called: glibc's dlopen stop is in */
 	bool loading;	   /* inspecting what an exec maps (not a dlopen) */
 	int (*pl_gate)(void *ctx); /* libs__set_pl_gate; NULL once passed */

@@ -119,9 +119,16 @@ int tracker__mark_proc(struct tracker *t, int32_t pid, uint64_t ts, uint32_t wha
  * them: those would run beside the new ones (two entries for one call). */
 int tracker__glibc_attach(struct tracker *t)
 {
-	uint32_t gen = libs__glibc_next_gen(t->libs);
+	uint32_t gen;
 	int err;
 
+	/* The programs of a kept load are the last run's, whose links its detacher may still be
+	 * closing: this run's generations start above any of its, at the time in units of 2^20
+	 * ns (~1 ms; a run takes fewer generations than milliseconds: each take-out follows a
+	 * 10 ms look) */
+	if (!libs__glibc_used(t->libs))
+		libs__glibc_gen_after(t->libs, (uint32_t)(now_ns(CLOCK_MONOTONIC) >> 20));
+	gen = libs__glibc_next_gen(t->libs);
 	if (t->glibc_closing_untagged)
 		tracker__glibc_wait(t);
 	/* MEMTRACK_TEST_GLIBC_STALE: a generation no link carries (the tests' way to see that
@@ -145,9 +152,10 @@ static int tracker__glibc_on(struct tracker *t, pid_t pid)
 	if (err)
 		return err;
 	log__debug(LOG_VERBOSE,
-		   "process %d is not served by the interposer: uprobes on glibc and libstdc++ "
-		   "(every process calling them on this machine traps while they are in)",
-		   pid);
+		   "process %d is not served by the interposer: uprobes on glibc and libstdc++, "
+		   "generation %u (every process calling them on this machine traps while they "
+		   "are in)",
+		   pid, libs__glibc_next_gen(t->libs));
 	return 0;
 }
 
