@@ -67,7 +67,8 @@ unsigned attach_set__links(const struct attach_set *s);
 /* The links made from now on belong to group (0, the default: until attach_set__free). */
 void attach_set__group(struct attach_set *s, uint8_t group);
 /* The allocator sites attached from now on carry gen in their cookies (probe_spec.h:
- * MT_COOKIE_GEN; 0, the default: run whatever stop_ctl[13] says). */
+ * MT_COOKIE_GEN): they run only while stop_ctl[13] is gen. 0, the default: no generation,
+ * they always run. */
 void attach_set__generation(struct attach_set *s, uint32_t gen);
 struct attach_taken;
 /* Takes the links of every group from `from` up out of the set into *out (NULL on failure),
