@@ -45,12 +45,16 @@ struct lib_entry {
 
 /* An executable's inspection, by what decides its outcome: the file, the root it is seen from,
  * the loader's environment. An exec of the same again finds every file seen already; only
- * its kinds are needed (auto mode judges every exec). */
+ * the verdict is needed (auto mode judges every exec): all of what libs__kinds and
+ * libs__exe_malloc read. A hit restores the whole of it: one part left from the last
+ * inspection, another executable's, misjudged (an executable defining malloc inspected in
+ * between made an `env -i` program's next exec "glibc's dlopen stop only", its calls lost). */
 struct libs_memo {
 	dev_t xdev, rdev;
 	ino_t xino, rino;
 	char *ld_path, *ld_pre; /* NULL when unset */
 	unsigned kinds;
+	bool exe_malloc, lib_family;
 };
 
 struct libs {

@@ -100,10 +100,17 @@ int libs__inspect_pid(struct libs *l, pid_t pid)
 	ld_pre = libs__environ(pid, "LD_PRELOAD", pre, sizeof(pre));
 	if (stat(exe, &xs) || stat(root, &rs))
 		return -ESRCH;
-	key = (struct libs_memo){xs.st_dev, rs.st_dev, xs.st_ino, rs.st_ino, ld_path, ld_pre, 0};
+	key = (struct libs_memo){.xdev = xs.st_dev,
+				 .rdev = rs.st_dev,
+				 .xino = xs.st_ino,
+				 .rino = rs.st_ino,
+				 .ld_path = ld_path,
+				 .ld_pre = ld_pre};
 	hit = libs__memo_find(l, &key);
 	if (hit) {
 		l->kinds = hit->kinds;
+		l->exe_malloc = hit->exe_malloc;
+		l->lib_family = hit->lib_family;
 		return 0;
 	}
 	err = libs__inspect(l, root, exe, n > 0 ? name : NULL, ld_path, ld_pre);
@@ -117,6 +124,8 @@ int libs__inspect_pid(struct libs *l, pid_t pid)
 		return -ESRCH;
 	if (err >= 0) {
 		key.kinds = l->kinds;
+		key.exe_malloc = l->exe_malloc;
+		key.lib_family = l->lib_family;
 		libs__memo_add(l, &key);
 	}
 	return err;

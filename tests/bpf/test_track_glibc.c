@@ -202,6 +202,31 @@ static void test_glibc_generation_checked(void **state)
 }
 
 /*
+ * An executable inspected earlier in the run is judged again from the memo of inspections
+ * (libs_proc.c), which must give back its whole verdict: until 7 December 2026 it gave back
+ * its kinds only, and whether the executable defines malloc was left from the last
+ * inspection. So an `env -i` alloc_fixed run again after an `env -i` program whose executable
+ * defines malloc (alloc_jemalloc_exe) was judged "glibc's dlopen stop only": its 64 Mallocs
+ * of 12345 bytes went unrecorded, status 0, nothing dropped. Both runs' 64 are recorded.
+ */
+static void test_glibc_memo_whole_verdict(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 12345};
+	const char *af = mt_target("alloc_fixed");
+	char cmd[4096];
+	struct mt_run_opts o = {.track_opts = auto_opts, .shell = cmd, .no_expect_fd = true};
+
+	MT_REQUIRE_ROOT();
+	snprintf(cmd, sizeof(cmd),
+		 "env -i '%s' 64 12345 && env -i '%s' >/dev/null && env -i '%s' 64 12345", af,
+		 mt_target("alloc_jemalloc_exe"), af);
+	mt_track_ok(r, &o, NULL, 0);
+	MT_CHECK(r, mt_count(r, &f) == 128, "%zu Mallocs of 12345 bytes, want 128 (64 a run)",
+		 mt_count(r, &f));
+}
+
+/*
  * A process that needs them execs unstopped while they are in (stop_ctl[6]): an `env -i` bash
  * runs alloc_each five times; env's exec and bash's stop (judged: bash needs them), the first
  * exec of alloc_each stops (an executable not inspected yet), the four others do not (until 7
@@ -280,6 +305,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_glibc_out_at_served_exec, mt_teardown),
 	    cmocka_unit_test_teardown(test_glibc_rounds, mt_teardown),
 	    cmocka_unit_test_teardown(test_glibc_generation_checked, mt_teardown),
+	    cmocka_unit_test_teardown(test_glibc_memo_whole_verdict, mt_teardown),
 	    cmocka_unit_test_teardown(test_glibc_need_execs_unstopped, mt_teardown),
 	    cmocka_unit_test_teardown(test_glibc_dlopen_kept, mt_teardown),
 	    cmocka_unit_test_teardown(test_glibc_stays_perf, mt_teardown),
