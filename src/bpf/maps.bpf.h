@@ -189,12 +189,65 @@ struct mt_known_exe_map {
 };
 extern struct mt_known_exe_map known_exe SEC(".maps");
 
+/* struct inode's change time across kernels: i_ctime_sec and i_ctime_nsec since 6.11 (since
+ * 6.13 the nanoseconds' top bits may hold the "queried" flag of multigrain timestamps),
+ * __i_ctime in 6.6-6.10, i_ctime before. */
+struct inode___ctime_split {
+	time64_t i_ctime_sec;
+	u32 i_ctime_nsec;
+} __attribute__((preserve_access_index));
+struct inode___ctime_hidden {
+	struct timespec64 __i_ctime;
+} __attribute__((preserve_access_index));
+struct inode___ctime_ts {
+	struct timespec64 i_ctime;
+} __attribute__((preserve_access_index));
+
+/* One reader per layout, not inlined and called only where bpf_core_field_exists() says its
+ * layout is this kernel's: the others' relocations fail, libbpf poisons their instructions,
+ * and the verifier accepts those only where it can prove them unreachable (inlined, clang may
+ * hoist a field offset above the test: rss.bpf.h, mt_rss_read_old). */
+static __noinline __u64 mt_ctime_split(struct inode *ino)
+{
+	struct inode___ctime_split *i = (void *)ino;
+
+	return (__u64)BPF_CORE_READ(i, i_ctime_sec) * 1000000000ull +
+	       (BPF_CORE_READ(i, i_ctime_nsec) & MT_CTIME_NSEC_MASK);
+}
+
+static __noinline __u64 mt_ctime_hidden(struct inode *ino)
+{
+	struct inode___ctime_hidden *i = (void *)ino;
+
+	return (__u64)BPF_CORE_READ(i, __i_ctime.tv_sec) * 1000000000ull +
+	       (__u64)BPF_CORE_READ(i, __i_ctime.tv_nsec);
+}
+
+static __noinline __u64 mt_ctime_ts(struct inode *ino)
+{
+	struct inode___ctime_ts *i = (void *)ino;
+
+	return (__u64)BPF_CORE_READ(i, i_ctime.tv_sec) * 1000000000ull +
+	       (__u64)BPF_CORE_READ(i, i_ctime.tv_nsec);
+}
+
+/* The inode's change time, ns since the epoch, as stat(2) shows it (st_ctim). */
+static __always_inline __u64 mt_inode_ctime_ns(struct inode *ino)
+{
+	if (bpf_core_field_exists(struct inode___ctime_split, i_ctime_sec))
+		return mt_ctime_split(ino);
+	if (bpf_core_field_exists(struct inode___ctime_hidden, __i_ctime))
+		return mt_ctime_hidden(ino);
+	return mt_ctime_ts(ino);
+}
+
 /* The known_exe key (mt_exe_key) of the executable an exec runs (its struct linux_binprm). */
 static __always_inline __u64 mt_bprm_exe_key(__u64 bprm)
 {
 	struct inode *ino = BPF_CORE_READ((struct linux_binprm *)bprm, file, f_inode);
 
-	return mt_exe_key(BPF_CORE_READ(ino, i_sb, s_dev), BPF_CORE_READ(ino, i_ino));
+	return mt_exe_key(BPF_CORE_READ(ino, i_sb, s_dev), BPF_CORE_READ(ino, i_ino),
+			  mt_inode_ctime_ns(ino), (__u64)BPF_CORE_READ(ino, i_size));
 }
 
 /* 1 when the current task's exec (bprm) may go on unstopped in auto mode: exec_judge.bpf.c. */

@@ -99,14 +99,24 @@ struct mt_proc {
 	mt_s64 rmap_sum[MT_RSS_NR];
 };
 
+/* The nanoseconds of an inode's change time: below 10^9, so 30 bits; since 6.13 the kernel
+ * keeps a flag in the top bit of i_ctime_nsec (multigrain timestamps) */
+#define MT_CTIME_NSEC_MASK ((1u << 30) - 1)
+
 /*
  * The known_exe map's key of an executable: its file system's dev_t as the kernel encodes it
- * (s_dev: 12-bit major, 20-bit minor) above, the inode number xor'ed in. The BPF side computes
- * it at exec from the inode; user space from stat(), with mt_kernel_dev.
+ * (s_dev: 12-bit major, 20-bit minor) above, the inode number xor'ed in, and its change time
+ * (ns since the epoch) mixed in: a file rewritten in place, or a new file given the inode
+ * number of a deleted one (ext4 reuses them at once), is another executable, with a verdict
+ * of its own (until 7 December 2026 it took the old file's: its calls went unrecorded). Its
+ * size too: without multigrain timestamps (before 6.13) a change time has the resolution of
+ * a clock tick, and a rewrite within the same tick keeps it. The BPF side computes it at
+ * exec from the inode; user space from stat(), with mt_kernel_dev.
  */
-static inline mt_u64 mt_exe_key(mt_u32 s_dev, mt_u64 ino)
+static inline mt_u64 mt_exe_key(mt_u32 s_dev, mt_u64 ino, mt_u64 ctime_ns, mt_u64 size)
 {
-	return ((mt_u64)s_dev << 32) ^ ino;
+	return (((mt_u64)s_dev << 32) ^ ino) ^
+	       ((ctime_ns + size * 0xff51afd7ed558ccdull) * 0x9e3779b97f4a7c15ull);
 }
 
 /* The known_exe map's value: bits. */

@@ -38,10 +38,27 @@ int libs__new(struct libs **l, struct attach_set *set)
 	return 0;
 }
 
+struct libs_file_id libs__file_id(const struct stat *st)
+{
+	return (struct libs_file_id){
+	    .dev = st->st_dev,
+	    .ino = st->st_ino,
+	    .size = (uint64_t)st->st_size,
+	    .mtime_ns =
+		(uint64_t)st->st_mtim.tv_sec * 1000000000ull + (uint64_t)st->st_mtim.tv_nsec,
+	    .ctime_ns =
+		(uint64_t)st->st_ctim.tv_sec * 1000000000ull + (uint64_t)st->st_ctim.tv_nsec,
+	};
+}
+
+/* By the whole identity: a file rewritten in place, or a new one given a deleted file's inode
+ * number, is inspected as the new file it is. */
 static struct lib_entry *libs__seen(struct libs *l, const struct stat *st)
 {
+	struct libs_file_id id = libs__file_id(st);
+
 	for (size_t i = 0; i < l->nr; i++)
-		if (l->v[i].id.dev == st->st_dev && l->v[i].id.ino == st->st_ino)
+		if (!memcmp(&l->v[i].id, &id, sizeof(id)))
 			return &l->v[i];
 	return NULL;
 }
@@ -272,13 +289,7 @@ int libs__attach_file(struct libs *l, const char *path, const char *name, bool i
 	e = &l->v[l->nr++];
 	memset(e, 0, sizeof(*e));
 	e->fd = -1;
-	e->id = (struct libs_file_id){
-	    .dev = st.st_dev,
-	    .ino = st.st_ino,
-	    .size = (uint64_t)st.st_size,
-	    .mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec,
-	    .ctime_ns = (uint64_t)st.st_ctim.tv_sec * 1000000000ull + (uint64_t)st.st_ctim.tv_nsec,
-	};
+	e->id = libs__file_id(&st);
 	e->path = strdup(path);
 	e->name = name ? strdup(name) : NULL;
 	if (!e->path || (name && !e->name))

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include "track/libs.h"
 #include "track/usdt.h"
@@ -50,8 +51,11 @@ struct lib_entry {
  * inspection, another executable's, misjudged (an executable defining malloc inspected in
  * between made an `env -i` program's next exec "glibc's dlopen stop only", its calls lost). */
 struct libs_memo {
-	dev_t xdev, rdev;
-	ino_t xino, rino;
+	struct libs_file_id exe; /* the whole identity: a file rewritten is another (libs__seen) */
+	dev_t rdev;
+	ino_t rino;
+	/* the mount namespace: the same root may show other files in another (bind mounts) */
+	ino_t mntns;
 	char *ld_path, *ld_pre; /* NULL when unset */
 	unsigned kinds;
 	bool exe_malloc, lib_family;
@@ -111,6 +115,8 @@ int libs__keep(struct lib_entry *e, struct alloc_site **dst, int have,
 int libs__dlopen_first(struct alloc_site *sites, int n);
 /* Attaches e's kept-back sites in its group (libs_glibc.c). 0 or -errno. */
 int libs__attach_later(struct libs *l, struct lib_entry *e);
+/* A file's identity from its stat (libs.c). */
+struct libs_file_id libs__file_id(const struct stat *st);
 /* Frees the memo of inspections (libs_proc.c). */
 void libs__memo_free(struct libs *l);
 

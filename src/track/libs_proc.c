@@ -47,9 +47,9 @@ static struct libs_memo *libs__memo_find(struct libs *l, const struct libs_memo 
 	for (size_t i = 0; i < l->nr_memo; i++) {
 		struct libs_memo *m = &l->memo[i];
 
-		if (m->xdev == k->xdev && m->xino == k->xino && m->rdev == k->rdev &&
-		    m->rino == k->rino && libs__same(m->ld_path, k->ld_path) &&
-		    libs__same(m->ld_pre, k->ld_pre))
+		if (!memcmp(&m->exe, &k->exe, sizeof(k->exe)) && m->rdev == k->rdev &&
+		    m->rino == k->rino && m->mntns == k->mntns &&
+		    libs__same(m->ld_path, k->ld_path) && libs__same(m->ld_pre, k->ld_pre))
 			return m;
 	}
 	return NULL;
@@ -83,14 +83,16 @@ static void libs__memo_add(struct libs *l, const struct libs_memo *k)
 
 int libs__inspect_pid(struct libs *l, pid_t pid)
 {
-	char root[64], exe[64], name[PATH_MAX], ldp[PATH_MAX], pre[PATH_MAX], *ld_path, *ld_pre;
+	char root[64], exe[64], mnt[64], name[PATH_MAX], ldp[PATH_MAX], pre[PATH_MAX], *ld_path,
+	    *ld_pre;
 	struct libs_memo key = {0}, *hit;
-	struct stat xs, rs, xs2, rs2;
+	struct stat xs, rs, ms, xs2, rs2;
 	ssize_t n;
 	int err;
 
 	snprintf(root, sizeof(root), "/proc/%d/root", pid);
 	snprintf(exe, sizeof(exe), "/proc/%d/exe", pid);
+	snprintf(mnt, sizeof(mnt), "/proc/%d/ns/mnt", pid);
 	/* opened through the link (it works whatever the path, even deleted or in another
 	 * mount namespace), shown by the path it points to */
 	n = readlink(exe, name, sizeof(name) - 1);
@@ -98,12 +100,12 @@ int libs__inspect_pid(struct libs *l, pid_t pid)
 		name[n] = 0;
 	ld_path = libs__environ(pid, "LD_LIBRARY_PATH", ldp, sizeof(ldp));
 	ld_pre = libs__environ(pid, "LD_PRELOAD", pre, sizeof(pre));
-	if (stat(exe, &xs) || stat(root, &rs))
+	if (stat(exe, &xs) || stat(root, &rs) || stat(mnt, &ms))
 		return -ESRCH;
-	key = (struct libs_memo){.xdev = xs.st_dev,
+	key = (struct libs_memo){.exe = libs__file_id(&xs),
 				 .rdev = rs.st_dev,
-				 .xino = xs.st_ino,
 				 .rino = rs.st_ino,
+				 .mntns = ms.st_ino,
 				 .ld_path = ld_path,
 				 .ld_pre = ld_pre};
 	hit = libs__memo_find(l, &key);
@@ -119,9 +121,15 @@ int libs__inspect_pid(struct libs *l, pid_t pid)
 	 * task left running at its exec was judged not to need glibc's probes, its calls lost
 	 * and the run called complete (script over su -: 3 runs in 100 just after an uprobe-mode
 	 * run), and the memo would have said so of every later exec of that file */
-	if (err >= 0 && (stat(exe, &xs2) || stat(root, &rs2) || xs2.st_dev != xs.st_dev ||
-			 xs2.st_ino != xs.st_ino || rs2.st_ino != rs.st_ino))
-		return -ESRCH;
+	if (err >= 0) {
+		struct libs_file_id now;
+
+		if (stat(exe, &xs2) || stat(root, &rs2) || rs2.st_ino != rs.st_ino)
+			return -ESRCH;
+		now = libs__file_id(&xs2);
+		if (memcmp(&now, &key.exe, sizeof(now)))
+			return -ESRCH;
+	}
 	if (err >= 0) {
 		key.kinds = l->kinds;
 		key.exe_malloc = l->exe_malloc;

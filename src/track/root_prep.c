@@ -22,7 +22,10 @@ int root_prep__exe_key(const char *path, uint64_t *key)
 
 	if (stat(path, &st))
 		return -errno;
-	*key = mt_exe_key(mt_kernel_dev(major(st.st_dev), minor(st.st_dev)), st.st_ino);
+	*key =
+	    mt_exe_key(mt_kernel_dev(major(st.st_dev), minor(st.st_dev)), st.st_ino,
+		       (uint64_t)st.st_ctim.tv_sec * 1000000000ull + (uint64_t)st.st_ctim.tv_nsec,
+		       (uint64_t)st.st_size);
 	return 0;
 }
 
