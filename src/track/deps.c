@@ -234,6 +234,9 @@ int deps__resolve(const char *root, const char *exe, const char *ld_path, const 
 				   */
 		if (i == 0 && !ld_preload)
 			test_delay__sleep("MEMTRACK_TEST_INSPECT_DELAY_MS", &deps_test_ms);
+		if (i == 0)
+			out->exe_loader =
+			    !info.interp && info.soname && !strncmp(info.soname, "ld-", 3);
 		if (i == 0 && info.interp &&
 		    deps__exists(root, info.interp, found, sizeof(found)) &&
 		    (err = deps__add(out, found)) < 0) {

@@ -8,11 +8,16 @@
 #ifndef MEMTRACK_DEPS_H
 #define MEMTRACK_DEPS_H
 
+#include <stdbool.h>
+
 #include <stddef.h>
 
 struct dep_list {
 	char **paths; /* prefixed paths; [0] is the executable itself */
 	size_t nr;
+	/* the executable is the loader itself (no interpreter of its own, a soname "ld-...":
+	 * glibc's ld-linux-x86-64.so.2) run as a program, `ld.so PROGRAM` */
+	bool exe_loader;
 };
 
 /* env_ld_library_path and env_ld_preload may be NULL. */

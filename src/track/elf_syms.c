@@ -114,7 +114,7 @@ static int elf__read_dynamic(Elf *elf, int fd, Elf_Scn *scn, GElf_Shdr *sh, stru
 {
 	Elf_Data *data = elf_getdata(scn, NULL);
 	size_t n = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
-	char *runpath = NULL, *rpath = NULL;
+	char *runpath = NULL, *rpath = NULL, *soname = NULL;
 	GElf_Shdr strh;
 	int err = 0;
 
@@ -130,6 +130,8 @@ static int elf__read_dynamic(Elf *elf, int fd, Elf_Scn *scn, GElf_Shdr *sh, stru
 			path = &runpath;
 		else if (dyn.d_tag == DT_RPATH)
 			path = &rpath;
+		else if (dyn.d_tag == DT_SONAME)
+			path = &soname;
 		else if (dyn.d_tag != DT_NEEDED)
 			continue;
 		errno = 0;
@@ -156,6 +158,11 @@ static int elf__read_dynamic(Elf *elf, int fd, Elf_Scn *scn, GElf_Shdr *sh, stru
 			nn[info->nr_needed++] = s;
 		}
 	}
+	if (!err) {
+		info->soname = soname;
+		soname = NULL;
+	}
+	free(soname);
 	if (!err && (runpath || rpath)) {
 		info->runpath = runpath ? runpath : rpath;
 		if (runpath)
@@ -418,6 +425,7 @@ void elf_info__free(struct elf_info *info)
 	free(info->syms);
 	free(info->needed);
 	free(info->runpath);
+	free(info->soname);
 	free(info->interp);
 	memset(info, 0, sizeof(*info));
 	info->fd = -1;

@@ -25,6 +25,7 @@ struct elf_info {
 	size_t nr_needed;
 	char *runpath; /* DT_RUNPATH, else DT_RPATH; NULL when none */
 	char *interp; /* PT_INTERP; NULL for static executables and libraries */
+	char *soname; /* DT_SONAME; NULL when none */
 	bool dynamic; /* has a PT_DYNAMIC segment */
 	/* The file stays open (read by libelf, or mapped when its symbol tables are large:
 	 * elf_syms.c) while the info lives: symbol names point into libelf's copy and are not
@@ -36,8 +37,9 @@ struct elf_info {
 
 /* Reads path. Returns 0 or -errno (-ENOEXEC when not an ELF file). */
 int elf_info__load(const char *path, struct elf_info *info);
-/* The same without symbols (nr_syms = 0): interpreter, DT_NEEDED, RUNPATH/RPATH only. */
+/* The same without symbols (nr_syms = 0): interpreter, DT_NEEDED, DT_SONAME, RUNPATH/RPATH. */
 int elf_info__load_dynamic(const char *path, struct elf_info *info);
+
 void elf_info__free(struct elf_info *info);
 /* File offset of a defined function, or 0 when absent. */
 uint64_t elf_info__find(const struct elf_info *info, const char *name);

@@ -441,6 +441,7 @@ int libs__inspect(struct libs *l, const char *root, const char *exe, const char 
 	err = deps__resolve(root, exe, ld_path, ld_pre, &deps);
 	if (err)
 		return err;
+	l->exe_loader = deps.exe_loader;
 	l->loading = true;
 	for (size_t i = 0; i < deps.nr; i++) {
 		err = libs__attach_file(l, deps.paths[i], i == 0 ? exe_name : NULL, i == 0);

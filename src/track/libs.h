@@ -77,6 +77,9 @@ int libs__bind(struct libs *l, struct attach_set *set);
 /* Resolves what pid's (just exec'd) executable maps and attaches to every allocator in it not
  * attached yet. Returns the number of libraries newly attached, or -errno. */
 int libs__inspect_pid(struct libs *l, pid_t pid);
+/* Was that executable the loader run as a program (`ld.so PROGRAM`)? Then the program was
+ * inspected, and the loader's file must not be marked known (known_exe): it runs any program. */
+bool libs__exe_loader(const struct libs *l);
 /* The same for an executable file seen from root ("" = our own view), with the loader's
  * environment given (either may be NULL); used before the exec, e.g. by memtrack-floor. */
 int libs__inspect_exe(struct libs *l, const char *root, const char *exe, const char *ld_path,

@@ -89,6 +89,8 @@ struct libs {
 	bool malloc_first; /* a file defining malloc comes before the interposer: the
 			    * interposer's malloc is not the program's, it serves nothing */
 	bool exe_malloc;   /* the executable defines malloc (libs__exe_malloc) */
+	bool exe_loader; /* the last libs__inspect_pid's executable is the loader (libs__exe_loader)
+			  */
 	bool lib_family;   /* a library (not the executable) of a jemalloc/mimalloc/tcmalloc kind */
 	uint8_t last_group; /* the last link group given to a family file (lib_entry.group) */
 	unsigned dl_served; /* libs__inspect_maps' process: what the interposer serves there */

@@ -81,6 +81,83 @@ static void libs__memo_add(struct libs *l, const struct libs_memo *k)
 	l->nr_memo++;
 }
 
+/*
+ * `ld.so [OPTION...] PROGRAM [ARG...]` (pid's executable is the loader, elf__is_loader): the
+ * program the loader maps, as pid sees it (the loader takes it as a path: through pid's root,
+ * or its working directory), into prog. The options that change what the loader maps are
+ * applied: --library-path replaces *ld_path, --preload adds to *ld_pre (after LD_PRELOAD's, as
+ * the loader loads them). Returns 0; -ENOTSUP when an option memtrack does not model changes
+ * it (--audit, --inhibit-cache, --inhibit-rpath, --glibc-hwcaps-*: prog is still set); -ENOENT
+ * when no program runs (--list, --verify, --help, --version, ... or none given).
+ */
+static int libs__loader_program(pid_t pid, char *prog, size_t cap, char **ld_path, char *ldp,
+				size_t ldp_cap, char **ld_pre, char *pre, size_t pre_cap)
+{
+	static const char *const no_program[] = {
+	    "--list", "--verify", "--help", "--version", "--list-tunables", "--list-diagnostics"};
+	static const char *const unmodelled[] = {"--audit", "--inhibit-rpath",
+						 "--glibc-hwcaps-prepend", "--glibc-hwcaps-mask"};
+	char path[64], buf[8192], *arg, *end;
+	int fd, err = 0;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -ENOENT;
+	buf[n] = 0;
+	end = buf + n;
+	arg = buf + strlen(buf) + 1; /* past argv[0], the loader */
+	for (; arg < end && !strncmp(arg, "--", 2); arg += strlen(arg) + 1) {
+		char *val = arg + strlen(arg) + 1;
+		bool takes = false;
+
+		for (size_t i = 0; i < sizeof(no_program) / sizeof(no_program[0]); i++)
+			if (!strcmp(arg, no_program[i]))
+				return -ENOENT;
+		if (!strcmp(arg, "--inhibit-cache")) {
+			err = -ENOTSUP;
+			continue;
+		}
+		for (size_t i = 0; i < sizeof(unmodelled) / sizeof(unmodelled[0]); i++)
+			if (!strcmp(arg, unmodelled[i]))
+				takes = true, err = -ENOTSUP;
+		if (!strcmp(arg, "--library-path") && val < end) {
+			snprintf(ldp, ldp_cap, "%s", val);
+			*ld_path = ldp;
+			takes = true;
+		} else if (!strcmp(arg, "--preload") && val < end) {
+			size_t have = *ld_pre ? strlen(*ld_pre) : 0;
+
+			if (*ld_pre && *ld_pre != pre)
+				snprintf(pre, pre_cap, "%s", *ld_pre);
+			snprintf(pre + have, pre_cap - have, "%s%s", have ? ":" : "", val);
+			*ld_pre = pre;
+			takes = true;
+		} else if (!strcmp(arg, "--argv0")) {
+			takes = true;
+		} else if (!takes) {
+			return -ENOTSUP; /* an option of a later loader: what it does is unknown */
+		}
+		if (takes) {
+			if (val >= end)
+				return -ENOENT;
+			arg = val;
+		}
+	}
+	if (arg >= end)
+		return -ENOENT;
+	if (arg[0] == '/')
+		snprintf(prog, cap, "/proc/%d/root%s", pid, arg);
+	else
+		snprintf(prog, cap, "/proc/%d/cwd/%s", pid, arg);
+	return err;
+}
+
 int libs__inspect_pid(struct libs *l, pid_t pid)
 {
 	char root[64], exe[64], mnt[64], name[PATH_MAX], ldp[PATH_MAX], pre[PATH_MAX], *ld_path,
@@ -113,9 +190,26 @@ int libs__inspect_pid(struct libs *l, pid_t pid)
 		l->kinds = hit->kinds;
 		l->exe_malloc = hit->exe_malloc;
 		l->lib_family = hit->lib_family;
+		l->exe_loader = false; /* never memoized */
 		return 0;
 	}
 	err = libs__inspect(l, root, exe, n > 0 ? name : NULL, ld_path, ld_pre);
+	/* the loader run as a program (`ld.so PROGRAM`): the program is what it maps, and the
+	 * loader's own file (no allocator, no glibc) says nothing of it. Until 7 December 2026
+	 * it was judged by the loader's file ("no glibc", a static program): an `env -i ld.so
+	 * alloc_fixed` lost its calls, and its verdict went to every later `ld.so` exec. */
+	if (err >= 0 && l->exe_loader) {
+		char prog[PATH_MAX + 64];
+		int perr = libs__loader_program(pid, prog, sizeof(prog), &ld_path, ldp, sizeof(ldp),
+						&ld_pre, pre, sizeof(pre));
+
+		if (perr != -ENOENT &&
+		    (err = libs__inspect(l, root, prog, NULL, ld_path, ld_pre)) >= 0)
+			err = perr; /* -ENOTSUP: judged as a failed inspection, uprobes for glibc */
+		if (err < 0 && err != -ENOTSUP)
+			err = -ENOTSUP;
+		l->exe_loader = true; /* the program's inspection said otherwise of itself */
+	}
 	/* still there, the same image: a process that exited meanwhile left its libraries
 	 * unreachable through its root, and the inspection found none (kinds 0, "no glibc"): a
 	 * task left running at its exec was judged not to need glibc's probes, its calls lost
@@ -130,13 +224,18 @@ int libs__inspect_pid(struct libs *l, pid_t pid)
 		if (memcmp(&now, &key.exe, sizeof(now)))
 			return -ESRCH;
 	}
-	if (err >= 0) {
+	if (err >= 0 && !l->exe_loader) { /* the loader's file runs any program */
 		key.kinds = l->kinds;
 		key.exe_malloc = l->exe_malloc;
 		key.lib_family = l->lib_family;
 		libs__memo_add(l, &key);
 	}
 	return err;
+}
+
+bool libs__exe_loader(const struct libs *l)
+{
+	return l->exe_loader;
 }
 
 int libs__inspect_maps(struct libs *l, pid_t pid, unsigned served)

@@ -380,6 +380,9 @@ static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 		bpf_map_lookup_elem(t->fd.known_exe, &ev->addr, &exe);
 		tracker__judge(t, ev, err, denied, &exe);
 	}
+	/* the loader run as a program: each of its execs runs another, and stops to be judged */
+	if (libs__exe_loader(t->libs))
+		return;
 	exe |= MT_EXE_KNOWN;
 	bpf_map_update_elem(t->fd.known_exe, &ev->addr, &exe, BPF_ANY);
 }

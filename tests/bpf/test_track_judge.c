@@ -113,11 +113,56 @@ static void test_memo_other_mount_ns(void **state)
 	mt_tmpdir_remove(dir);
 }
 
+/*
+ * The loader run as a program (`ld.so PROGRAM`): /proc/PID/exe is the loader, whose file holds
+ * no allocator and no glibc; the program it maps is judged, and the loader's file is never
+ * marked (each of its execs runs another program). `env -i ld.so alloc_fixed` (glibc's
+ * uprobes), `ld.so alloc_fixed` (the interposer, or uprobes), then `ld.so alloc_ownmalloc` as
+ * the root's last image (uprobes on that executable): 128 Mallocs of 12345 bytes, and the last
+ * image's 64 Mallocs of 100 + i bytes each once. Preload mode serves no `env -i` process: the
+ * first is left out there. Until 7 December 2026 the first and the last went unrecorded
+ * (judged by the loader's file: "no glibc", nothing to attach) and the exec of the last was
+ * not even stopped in uprobe mode (the loader's file was known).
+ */
+static void test_loader_run_directly(void **state)
+{
+	static const char ld[] = "/lib64/ld-linux-x86-64.so.2";
+	const char *const *modes[] = {auto_opts, uprobe_opts, preload_opts};
+	const char *fixed = mt_target("alloc_fixed"), *own = mt_target("alloc_ownmalloc");
+
+	MT_REQUIRE_ROOT();
+	if (access(ld, X_OK))
+		skip(); /* not x86-64 glibc's loader path */
+	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+		struct mt_run *r = mt_new_run(state);
+		struct mt_run_opts o = {.track_opts = modes[m], .no_expect_fd = true};
+		struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 12345};
+		bool with_env_i = modes[m] != preload_opts;
+		char first[1024] = "", cmd[2048];
+
+		if (with_env_i)
+			snprintf(first, sizeof(first), "env -i %s '%s' 64 12345 && ", ld, fixed);
+		snprintf(cmd, sizeof(cmd), "%s%s '%s' 64 12345 && exec %s '%s' 64", first, ld,
+			 fixed, ld, own);
+		o.shell = cmd;
+		mt_track_ok(r, &o, NULL, 0);
+		MT_CHECK(r, mt_count(r, &f) == (with_env_i ? 128u : 64u),
+			 "%s: %zu Mallocs of 12345 bytes, want %d", modes[m][1], mt_count(r, &f),
+			 with_env_i ? 128 : 64);
+		for (uint64_t i = 0; i < 64; i++)
+			MT_CHECK(r, root_mallocs_last_image(r, 100 + i) == 1,
+				 "%s: alloc_ownmalloc's Mallocs of %llu bytes: %zu, want 1",
+				 modes[m][1], (unsigned long long)(100 + i),
+				 root_mallocs_last_image(r, 100 + i));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_exe_rewritten, mt_teardown),
 	    cmocka_unit_test_teardown(test_memo_other_mount_ns, mt_teardown),
+	    cmocka_unit_test_teardown(test_loader_run_directly, mt_teardown),
 	};
 
 	if (getenv("MT_TEST_FILTER")) /* one test by name (a glob), e.g. to repeat it */
