@@ -11,23 +11,34 @@
 #include <unistd.h>
 #include "track/libs_priv.h"
 
-/* Reads NAME=value from /proc/pid/environ into out (empty when unset). */
-static char *libs__environ(pid_t pid, const char *name, char *out, size_t cap)
+/* /proc/pid/what (NUL-separated strings: environ, cmdline) into buf, NUL-terminated: its length,
+ * or 0 when it cannot be read or is empty (a process gone, or not exec'd yet). */
+static size_t libs__proc_read(pid_t pid, const char *what, char *buf, size_t cap)
 {
-	char path[64], buf[65536];
-	size_t nl = strlen(name);
+	char path[64];
 	ssize_t n;
 	int fd;
 
-	snprintf(path, sizeof(path), "/proc/%d/environ", pid);
+	snprintf(path, sizeof(path), "/proc/%d/%s", pid, what);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return NULL;
-	n = read(fd, buf, sizeof(buf) - 1);
+		return 0;
+	n = read(fd, buf, cap - 1);
 	close(fd);
 	if (n <= 0)
-		return NULL;
+		return 0;
 	buf[n] = 0;
+	return (size_t)n;
+}
+
+/* Reads NAME=value from /proc/pid/environ into out (empty when unset). */
+static char *libs__environ(pid_t pid, const char *name, char *out, size_t cap)
+{
+	char buf[65536];
+	size_t nl = strlen(name), n = libs__proc_read(pid, "environ", buf, sizeof(buf));
+
+	if (!n)
+		return NULL;
 	for (char *p = buf; p < buf + n; p += strlen(p) + 1) {
 		if (!strncmp(p, name, nl) && p[nl] == '=') {
 			snprintf(out, cap, "%s", p + nl + 1);
@@ -97,19 +108,12 @@ static int libs__loader_program(pid_t pid, char *prog, size_t cap, char **ld_pat
 	    "--list", "--verify", "--help", "--version", "--list-tunables", "--list-diagnostics"};
 	static const char *const unmodelled[] = {"--audit", "--inhibit-rpath",
 						 "--glibc-hwcaps-prepend", "--glibc-hwcaps-mask"};
-	char path[64], buf[8192], *arg, *end;
-	int fd, err = 0;
-	ssize_t n;
+	char buf[8192], *arg, *end;
+	size_t n = libs__proc_read(pid, "cmdline", buf, sizeof(buf));
+	int err = 0;
 
-	snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
+	if (!n)
 		return -ENOENT;
-	buf[n] = 0;
 	end = buf + n;
 	arg = buf + strlen(buf) + 1; /* past argv[0], the loader */
 	for (; arg < end && !strncmp(arg, "--", 2); arg += strlen(arg) + 1) {
