@@ -72,6 +72,12 @@ const struct drop_reason records__drops[DROP_NR] = {
 					      "unrecorded",
 					      "The interposer is not in a namespace that dlmopen "
 					      "makes: try --alloc-hooks uprobe."},
+    [DROP_PRELOAD + MT_SHM_DROP_SIGNAL] = {"signal",
+					   "signal handlers' calls while the interposer wrote a "
+					   "record",
+					   "A signal handler allocated while its thread was inside "
+					   "the interposer: make the handler not allocate, or use "
+					   "--alloc-hooks uprobe."},
     [DROP_ABI] = {"abi", "32-bit program images unrecorded",
 		  "32-bit programs are recorded by the i386 interposer only (auto and preload "
 		  "modes; dynamically linked, not set-id, stopped at their exec; memtrack built "

@@ -106,6 +106,10 @@ struct pl_thread {
 	uint64_t tsc_a, ns_a, tsc_span, ts_floor;
 	uint32_t gen; /* the process generation the slot was claimed in */
 	int depth; /* hooked calls in progress: only the outermost is recorded */
+	/* 1 while pl_emit writes a record (its slot claimed, up to the record's publication):
+	 * a hooked call then made at depth > 0 is a signal handler's that interrupted the write,
+	 * not a call nested in the allocator; it is counted lost (MT_SHM_DROP_SIGNAL) */
+	int own;
 	int32_t pid, tid;
 	int in_init;
 	/* set by fork's prepare handler: the forking process is in memtrack's pid namespace
@@ -242,14 +246,21 @@ static inline uint64_t pl_stamp(struct pl_thread *t)
 }
 #endif
 
+void pl_signal_lost(void) PL_HIDDEN;
+
 /* Marks the thread inside a hooked call; returns nonzero for the outermost one. The compiler
  * barriers keep the ring writes inside the marked region: a signal handler that allocates in
- * between sees depth > 0 and records nothing, rather than writing the same ring slot. */
+ * between sees depth > 0 and records nothing, rather than writing the same ring slot; while
+ * a record is being written (t->own) such a call is counted lost, never silent. While the
+ * thread looks for room in its ring (the doorbell, the wait when full) no record is
+ * half-written, and depth is 0 there (pl_room): a handler's calls are recorded. */
 static inline int pl_enter(struct pl_thread *t)
 {
 	int outer = t->depth++ == 0;
 
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (pl_unlikely(!outer && t->own))
+		pl_signal_lost();
 	return outer;
 }
 
@@ -276,9 +287,11 @@ void *pl_fam_new(void *thr, void *nothrow, _Bool is_nothrow, uint32_t type, int 
 		 uintptr_t a, uintptr_t b) PL_HIDDEN;
 
 /* Writes one record for the calling thread; the caller holds depth, so that a signal handler
- * allocating meanwhile is nested (not recorded), never a second writer of the ring. */
-static inline void pl_emit(struct pl_thread *t, uint32_t type, uint64_t addr, uint64_t size,
-			   uint64_t old)
+ * allocating meanwhile is never a second writer of the ring: while the record is written
+ * (own) its calls are counted lost (pl_enter), and while pl_room looks for room, when no
+ * record is half-written, they are recorded (pl_room). */
+static inline __attribute__((always_inline)) void
+pl_emit(struct pl_thread *t, uint32_t type, uint64_t addr, uint64_t size, uint64_t old)
 {
 	struct mt_event *e;
 	/* the allocation records (1..4) carry their stack */
@@ -287,8 +300,13 @@ static inline void pl_emit(struct pl_thread *t, uint32_t type, uint64_t addr, ui
 	if (pl_unlikely(!t->slot || t->gen != __atomic_load_n(pl.wipe, __ATOMIC_RELAXED)) &&
 	    pl_thread_prepare(t))
 		return;
-	if (pl_unlikely(t->head >= t->check) && pl_room(t))
+	t->own = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (pl_unlikely(t->head >= t->check) && pl_room(t)) {
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		t->own = 0;
 		return;
+	}
 	e = &t->ring[t->head & pl.mask];
 	e->type = type;
 	e->pid = t->pid;
@@ -300,6 +318,8 @@ static inline void pl_emit(struct pl_thread *t, uint32_t type, uint64_t addr, ui
 	e->old_addr = old;
 	t->head++;
 	__atomic_store_n(&t->slot->head, t->head, __ATOMIC_RELEASE);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->own = 0;
 }
 
 #endif

@@ -532,6 +532,12 @@ static void pl_ring_bell(void)
 	errno = saved;
 }
 
+void pl_signal_lost(void)
+{
+	if (pl.hdr)
+		__atomic_fetch_add(&pl.hdr->drops[MT_SHM_DROP_SIGNAL], 1, __ATOMIC_RELAXED);
+}
+
 /* The ring is full: wait for the consumer (back-pressure). 0 when there is room; -1 when
  * memtrack stopped reading: the process then passes through, untracked, and never hangs. */
 static int pl_wait_room(struct pl_thread *t)
@@ -618,7 +624,7 @@ static uint64_t pl_populate(struct pl_thread *t, uint64_t from)
  * mapped part (pl_populate) until the whole ring was mapped once. 0 when there is room, -1
  * when memtrack stopped reading.
  */
-int pl_room(struct pl_thread *t)
+static int pl_room_look(struct pl_thread *t)
 {
 	uint64_t half = pl.nrec / 2;
 
@@ -641,4 +647,28 @@ int pl_room(struct pl_thread *t)
 			t->check = t->pop;
 	}
 	return 0;
+}
+
+/*
+ * No record is half-written while pl_room looks, rings the doorbell or waits (pl_emit writes
+ * its own afterwards, at the head as it is then): the thread's depth and own mark are taken
+ * down meanwhile, so a signal handler that allocates then, during a wait of hundreds of ms
+ * say, is recorded like any other call, in this ring (waiting itself if it is full). Until 7
+ * December 2026 it was taken for a nested call and went unrecorded, uncounted. Its records
+ * may take the room found: looked at again once the marks are back, when no handler can write.
+ */
+int pl_room(struct pl_thread *t)
+{
+	int depth = t->depth, own = t->own, rc;
+
+	for (;;) {
+		t->depth = t->own = 0;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		rc = pl_room_look(t);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		t->depth = depth;
+		t->own = own;
+		if (rc || t->head - __atomic_load_n(&t->slot->tail, __ATOMIC_ACQUIRE) < pl.nrec)
+			return rc;
+	}
 }

@@ -58,7 +58,7 @@
 #define MT_HANDOFF_PREFIX  "memtrack-handoff:"
 #define MT_HANDOFF_WAIT_MS 2000
 #define MT_SHM_MAGIC 0x316b61727474656dull /* "mettrak1" little-endian */
-#define MT_SHM_VERSION	   8
+#define MT_SHM_VERSION	   9
 #define MT_SHM_MAX_PROCS 16384
 /* entries of the seen-files table (a power of two; memtrack fills at most 3/4 of it) */
 #define MT_SHM_SEEN_NR 4096
@@ -81,6 +81,9 @@ enum mt_shm_drop {
 	 * of its own: the interposer is not in it (glibc preloads nothing into a new namespace),
 	 * so what is allocated there goes unrecorded (version 6) */
 	MT_SHM_DROP_NAMESPACE,
+	/* a signal handler's allocator calls made while the interrupted thread was writing a
+	 * record (a few instructions of the interposer): not recorded (version 9) */
+	MT_SHM_DROP_SIGNAL,
 	MT_SHM_DROP_NR,
 };
 

@@ -743,6 +743,37 @@ static void test_backpressure_counted(void **state)
 		 (unsigned long long)mt_need_u64(r, "mechanisms.preload_waits"));
 }
 
+/*
+ * A signal handler that allocates while its thread waits on the full ring (stall_consumer
+ * `signal`: ten malloc(200) per SIGALRM that interrupts the interposer's syscall()): each call
+ * is recorded, or counted lost (drops.signal) when it interrupted a record being written (the
+ * doorbell's wake-up); none silent, and the wait's are recorded. Until 7 December 2026 every
+ * one was taken for a nested call: unrecorded and uncounted, the run complete.
+ */
+static void test_signal_during_wait(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	struct mt_run_opts o = {.track_opts = preload_opts};
+	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 200};
+	const struct mt_expect *e;
+	uint64_t lost;
+	size_t n;
+
+	MT_REQUIRE_ROOT();
+	mt_track(r, &o, MT_TARGET_ARGV("stall_consumer", "40000", "signal"));
+	e = mt_need_expect(r, "sigallocs", 0, 0);
+	n = mt_count(r, &f);
+	lost = mt_need_u64(r, "drops.signal");
+	MT_CHECK(r, e->size > 0, "no handler interrupted the interposer's wait");
+	MT_CHECK(r, n + lost == e->size,
+		 "%zu Mallocs of 200 bytes recorded and %llu counted lost, want the handler's %llu",
+		 n, (unsigned long long)lost, (unsigned long long)e->size);
+	MT_CHECK(r, n > 0, "none of the handler's %llu Mallocs recorded",
+		 (unsigned long long)e->size);
+	MT_CHECK(r, r->status == (lost ? 123 : 0), "memtrack status %d, want %d", r->status,
+		 lost ? 123 : 0);
+}
+
 /* A process that loads the interposer but cannot record (here: the shared memory its
  * environment names cannot be opened) is counted (drops.unserved), and the run is incomplete:
  * it used to pass through untracked with the run complete. */
@@ -901,6 +932,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_same_user_ns, mt_teardown),
 	    cmocka_unit_test_teardown(test_handoff_tree_only, mt_teardown),
 	    cmocka_unit_test_teardown(test_backpressure_counted, mt_teardown),
+	    cmocka_unit_test_teardown(test_signal_during_wait, mt_teardown),
 	    cmocka_unit_test_teardown(test_unserved_counted, mt_teardown),
 	    cmocka_unit_test_teardown(test_dlmopen_counted, mt_teardown),
 	    cmocka_unit_test_teardown(test_valgrind_unserved, mt_teardown),
