@@ -60,9 +60,10 @@ const struct drop_reason records__drops[DROP_NR] = {
     [MT_DROP_NEST_OVERFLOW] = {"nest_overflow", "nesting overflow", NULL},
     [MT_DROP_UNSERVED] = {"unserved", "processes the interposer could not serve",
 			  "The interposer could not map memtrack's shared memory in those "
-			  "processes, they were forked into a pid namespace of their own, or "
-			  "they ran under valgrind: try --alloc-hooks uprobe (not under "
-			  "valgrind, which executes uprobes as breakpoints: SIGTRAP)."},
+			  "processes, they were forked into a pid namespace of their own, ran "
+			  "under valgrind, or (preload mode) dropped LD_PRELOAD from their "
+			  "environment or made a secure exec: try --alloc-hooks auto or uprobe "
+			  "(not under valgrind, which executes uprobes as breakpoints: SIGTRAP)."},
     [DROP_PRELOAD + MT_SHM_DROP_NO_SLOT] = {"no_slot", "preload no slot",
 					    "More threads were alive at once than the preload "
 					    "rings have slots: try --alloc-hooks uprobe."},

@@ -335,15 +335,19 @@ static bool preload_setup__secure(pid_t pid, bool i386)
 
 /* Is our interposer in pid's LD_PRELOAD (the same file, seen from its root) and our shared
  * memory in its MEMTRACK_PRELOAD_SHM? */
-bool preload_setup__env_reaches(const struct preload_setup *p, pid_t pid)
+/* Does pid's environment name our interposer in LD_PRELOAD (*lib: the same file under its
+ * root) and our shared memory (*mem)? */
+static void preload_setup__env_names(const struct preload_setup *p, pid_t pid, bool *lib_out,
+				     bool *mem_out)
 {
 	static char env[256 << 10];
 	ssize_t n = preload_setup__read(pid, "environ", env, sizeof(env) - 1);
 	const char *shm = shm_source__path(p->shm);
 	bool lib = false, mem = false;
 
+	*lib_out = *mem_out = false;
 	if (n <= 0)
-		return false;
+		return;
 	env[n] = 0;
 	for (char *e = env; e < env + n; e += strlen(e) + 1) {
 		if (!strncmp(e, "LD_PRELOAD=", 11)) {
@@ -360,6 +364,15 @@ bool preload_setup__env_reaches(const struct preload_setup *p, pid_t pid)
 		snprintf(path, sizeof(path), "/proc/%d/root%s", pid, p->lib);
 		lib = !stat(path, &st) && st.st_dev == p->dev && st.st_ino == p->ino;
 	}
+	*lib_out = lib;
+	*mem_out = mem;
+}
+
+bool preload_setup__env_reaches(const struct preload_setup *p, pid_t pid)
+{
+	bool lib, mem;
+
+	preload_setup__env_names(p, pid, &lib, &mem);
 	return lib && mem;
 }
 
@@ -427,6 +440,14 @@ bool preload_setup__needs_probes(const struct preload_setup *p, pid_t pid, unsig
 		return true;
 	return preload_setup__secure(pid, false) || !preload_setup__env_reaches(p, pid) ||
 	       preload_setup__other_pidns(p, pid);
+}
+
+bool preload_setup__leaves_silently(const struct preload_setup *p, pid_t pid)
+{
+	bool lib, mem;
+
+	preload_setup__env_names(p, pid, &lib, &mem);
+	return !lib || preload_setup__secure(pid, false) || preload_setup__other_pidns(p, pid);
 }
 
 bool preload_setup__serves_i386(const struct preload_setup *p, pid_t pid)

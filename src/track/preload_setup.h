@@ -80,6 +80,10 @@ bool preload_setup__env_reaches(const struct preload_setup *p, pid_t pid);
  * of a process in another mount namespace (MT_EXEC_OTHER_MNTNS): its /dev/shm may be another. */
 bool preload_setup__shm_reaches(const struct preload_setup *p, pid_t pid);
 bool preload_setup__needs_probes(const struct preload_setup *p, pid_t pid, unsigned kinds);
+/* Preload mode: does pid's new image go unserved without the interposer saying so (not in its
+ * LD_PRELOAD, a secure exec: the loader does not load it; another pid namespace: it leaves)?
+ * Where it loads but cannot map our shared memory it refuses, and that is counted already. */
+bool preload_setup__leaves_silently(const struct preload_setup *p, pid_t pid);
 /* Is pid, stopped at its exec, where the command would be: the command's LD_PRELOAD,
  * MEMTRACK_PRELOAD_SHM and LD_LIBRARY_PATH (env_root), each set once, our root directory and
  * pid namespace, not a secure exec? What the BPF side checks before it judges an exec of an

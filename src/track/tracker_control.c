@@ -52,7 +52,7 @@ int tracker__set_stop_all(struct tracker *t, bool on)
 	/* stop_ctl[7]: the BPF side's own judgement (exec_judge.bpf.c), never once a 32-bit
 	 * program's environment was rewritten: its execs must stop to get their name back */
 	if (!err)
-		err = stop_ctl__set(t, 7, on && t->pre.autom && !t->abi32.rewrote);
+		err = stop_ctl__set(t, 7, on && t->pre.on && !t->abi32.rewrote);
 	return err ? err : tracker__set_glibc_in(t);
 }
 
@@ -74,15 +74,15 @@ int tracker__set_glibc_in(struct tracker *t)
 			     t->pre.autom && !t->abi32.rewrote && libs__glibc_attached(t->libs));
 }
 
-/* Auto mode: the uid owning the interposer's shared memory, so that the exec of a process
- * whose credentials cannot open it stops and is judged (stop_ctl[2], mt_shm_denied in
+/* Auto and preload modes: the uid owning the interposer's shared memory, so that the exec of a
+ * process whose credentials cannot open it stops and is judged (stop_ctl[2], mt_shm_denied in
  * maps.bpf.h), and our mount namespace, so that an exec in another stops too (stop_ctl[4],
  * mt_other_mntns); 0 otherwise. Set at every run: the map may be a kept one (tracker_kept.c). */
 int tracker__set_shm_owner(struct tracker *t)
 {
-	__u64 uid = t->pre.autom ? (__u64)t->pre.shm_uid + 1 : 0;
-	__u64 mnt = t->pre.autom && t->pre.mntns_ino ? (__u64)t->pre.mntns_ino + 1 : 0;
-	__u64 net = t->pre.autom && handoff__netns() ? handoff__netns() + 1 : 0;
+	__u64 uid = t->pre.on ? (__u64)t->pre.shm_uid + 1 : 0;
+	__u64 mnt = t->pre.on && t->pre.mntns_ino ? (__u64)t->pre.mntns_ino + 1 : 0;
+	__u64 net = t->pre.on && handoff__netns() ? handoff__netns() + 1 : 0;
 	int err = stop_ctl__set(t, 2, uid);
 
 	if (!err)
@@ -93,7 +93,7 @@ int tracker__set_shm_owner(struct tracker *t)
 		err = stop_ctl__set(t, 6, 0); /* glibc's uprobes not in yet */
 	/* the command's environment (exec_judge.bpf.c); its root directory, at its exec */
 	for (__u32 v = 0; v < MT_ENV_NR && !err; v++)
-		err = stop_ctl__set(t, 8 + v, t->pre.autom ? t->pre.env_root[v] : 0);
+		err = stop_ctl__set(t, 8 + v, t->pre.on ? t->pre.env_root[v] : 0);
 	if (!err)
 		err = stop_ctl__set(t, 11, 0);
 	if (!err)
@@ -172,6 +172,22 @@ static bool control_same_image(const struct mt_event *ev)
 	return !root_prep__exe_key(exe, &key) && key == ev->addr;
 }
 
+/* Preload mode, at pid's exec stop: an image the interposer cannot serve (its environment
+ * dropped LD_PRELOAD or our shared memory's name, a secure exec, another pid namespace, another
+ * user's credentials) whose glibc calls auto mode would give to uprobes: they go unrecorded,
+ * counted once per image (drops.unserved, exit 123). Until 7 December 2026 preload mode did
+ * not judge execs, and such images were lost silently. */
+static void tracker__preload_lost(struct tracker *t, pid_t pid)
+{
+	if (!t->preload_unserved++)
+		log__warn("process %d cannot be served by the interposer (its environment dropped "
+			  "LD_PRELOAD, a secure exec, another pid namespace or user): in preload "
+			  "mode its allocator calls go unrecorded (counted in drops.unserved); "
+			  "--alloc-hooks auto records them with uprobes",
+			  (int)pid);
+	log__debug(LOG_VERBOSE, "process %d: not served, lost in preload mode", (int)pid);
+}
+
 /* Auto mode, at pid's exec stop (its image inspected into t->libs): does it need glibc's
  * probes? Attaches them if so. A failed inspection errs on the probes' side; so does an image
  * whose credentials cannot open our shared memory (denied: the BPF side judged them at its
@@ -208,6 +224,16 @@ static void tracker__judge(struct tracker *t, const struct mt_event *ev, int ins
 		*exe = served ? *exe | MT_EXE_SERVED : *exe & ~MT_EXE_SERVED;
 	log__debug(LOG_DEBUG, "process %d: allocator kinds %#x, %s", pid, kinds,
 		   need ? "needs uprobes" : "the interposer's");
+	/* preload mode: nothing attaches for it. An image whose interposer refuses (loaded, no
+	 * shared memory) counts itself, but not with our shared memory denied to it (the BPF side
+	 * took that refusal for uprobes' to make up: mt_preload_ctl) */
+	if (!t->pre.autom) {
+		if (need && inspected >= 0 && kinds & 1u << ALLOC_LIBC &&
+		    !libs__exe_malloc(t->libs) &&
+		    (denied || preload_setup__leaves_silently(&t->pre, pid)))
+			tracker__preload_lost(t, pid);
+		return;
+	}
 	preload_setup__mark_probed(&t->pre, pid, kinds, need || (kinds & PRELOAD_OTHER_ALLOCATORS));
 	/* its executable's malloc is the process's (below): glibc's probes are not its need */
 	tracker__glibc_mark(t, pid, ev->ts, need && !(inspected >= 0 && libs__exe_malloc(t->libs)));
@@ -356,7 +382,7 @@ static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 	 * and no drop. The link is made on a thread since the load: this waits for its end. */
 	if (t->pre.on && !t->ctl_ready)
 		tracker__ctl_ready(t);
-	if (t->pre.autom) {
+	if (t->pre.on) { /* auto and preload modes judge each exec */
 		bool denied = ev->size & MT_EXEC_SHM_DENIED;
 
 		/* another mount namespace: a sandbox's or a container's own /dev/shm lacks our

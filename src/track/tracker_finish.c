@@ -206,7 +206,7 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 
 	tracker__read_drops(t, t->m.drops);
 	/* refusals told before the control link was live (preload_ctl.c) */
-	t->m.drops[MT_DROP_UNSERVED] += shm_source__unserved(t->pre.shm);
+	t->m.drops[MT_DROP_UNSERVED] += shm_source__unserved(t->pre.shm) + t->preload_unserved;
 	t->drops_total = drops_total = records__drops_sum(t->m.drops);
 	bpf_map_lookup_elem(t->fd.global, &zero, &g);
 	heap_acct__fill(t->acct, &t->m);

@@ -111,6 +111,9 @@ struct tracker {
 	uint64_t ctl_stops;
 	uint64_t ctl_not_stopped; /* control records whose task the BPF side left running */
 	uint64_t abi_unrecorded;  /* execs of 32-bit programs (drops.abi, control_inspect_exe) */
+	/* preload mode: images the interposer cannot serve, lost (drops.unserved, tracker__judge)
+	 */
+	uint64_t preload_unserved;
 	uint64_t late_probes;	  /* images run on while probed (drops.late_probes) */
 	bool inspect_gone;	  /* the last exec inspection found its process gone */
 	/* auto: processes marked as needing glibc's uprobes (tracker_glibc.c), the last look at

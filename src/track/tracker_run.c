@@ -112,6 +112,12 @@ int tracker__attach_root(struct tracker *t)
 				t->root_glibc = tracker__glibc_attach(t) >= 0;
 		}
 	}
+	/* preload mode: a set-id root is judged at its exec like any other (whether that exec is
+	 * secure is known only then: a secure one is lost, tracker__judge) */
+	if (t->pre.on && !t->pre.autom && t->root.known &&
+	    preload_setup__root_needs_probes(&t->pre, t->root.exe, libs__kinds(t->libs)) &&
+	    preload_setup__root_setid(t->root.exe))
+		t->root.known = false;
 	err = tracker__set_shm_owner(t);
 	if (!err) {
 		err = libs__bind(t->libs, t->set); /* logs its own failures */
@@ -121,7 +127,7 @@ int tracker__attach_root(struct tracker *t)
 		/* a 32-bit root is not known: its exec stops and counts (control_foreign_abi) */
 		if (t->root.known && elf__native_abi(t->root.exe) != 0)
 			bpf_map_update_elem(t->fd.known_exe, &t->root.key, &one, BPF_ANY);
-		if (t->pre.autom)
+		if (t->pre.on)
 			err = tracker__set_stop_all(t, true); /* each exec judged */
 	}
 	if (err)

@@ -774,6 +774,34 @@ static void test_signal_during_wait(void **state)
 		 lost ? 123 : 0);
 }
 
+/*
+ * Preload mode judges each exec as auto mode does, and an image the interposer cannot serve,
+ * whose glibc calls auto mode would give to uprobes, is counted lost once (drops.unserved,
+ * exit 123): an `env -i` process (no LD_PRELOAD) and one exec'd in a pid namespace of its own
+ * (the interposer leaves it). Until 7 December 2026 both were lost silently (status 0).
+ */
+static void test_unserved_exec_counted(void **state)
+{
+	const char *af = mt_target("alloc_fixed");
+	char cmds[2][1024];
+
+	MT_REQUIRE_ROOT();
+	snprintf(cmds[0], sizeof(cmds[0]), "env -i '%s' 64 12345; true", af);
+	snprintf(cmds[1], sizeof(cmds[1]), "unshare -pf --mount-proc '%s' 64 12345; true", af);
+	for (int i = 0; i < 2; i++) {
+		struct mt_run *r = mt_new_run(state);
+		struct mt_run_opts o = {
+		    .track_opts = preload_opts, .shell = cmds[i], .no_expect_fd = true};
+
+		assert_int_equal(mt_track(r, &o, NULL), 0);
+		MT_CHECK(r, r->status == 123, "%s: memtrack status %d, want 123 (events lost)",
+			 cmds[i], r->status);
+		MT_CHECK(r, mt_need_u64(r, "drops.unserved") == 1,
+			 "%s: drops.unserved %llu, want 1", cmds[i],
+			 (unsigned long long)mt_need_u64(r, "drops.unserved"));
+	}
+}
+
 /* A process that loads the interposer but cannot record (here: the shared memory its
  * environment names cannot be opened) is counted (drops.unserved), and the run is incomplete:
  * it used to pass through untracked with the run complete. */
@@ -933,6 +961,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_handoff_tree_only, mt_teardown),
 	    cmocka_unit_test_teardown(test_backpressure_counted, mt_teardown),
 	    cmocka_unit_test_teardown(test_signal_during_wait, mt_teardown),
+	    cmocka_unit_test_teardown(test_unserved_exec_counted, mt_teardown),
 	    cmocka_unit_test_teardown(test_unserved_counted, mt_teardown),
 	    cmocka_unit_test_teardown(test_dlmopen_counted, mt_teardown),
 	    cmocka_unit_test_teardown(test_valgrind_unserved, mt_teardown),
