@@ -294,8 +294,20 @@ int libs__attach_file(struct libs *l, const char *path, const char *name, bool i
 	e->name = name ? strdup(name) : NULL;
 	if (!e->path || (name && !e->name))
 		return -ENOMEM;
-	if (elf_info__load(path, &info))
+	err = elf_info__load(path, &info);
+	if (err == -ENOEXEC)
+		return 0; /* not ELF: nothing to attach, ever */
+	if (err) {
+		/* Not read (a process gone between the stat and the open: its files are no longer
+		 * reachable through its root): forgotten, not kept as a file with nothing in it,
+		 * which every later inspection of the same file would find "seen" and take for a
+		 * file without an allocator (a libc.so.6 kept so made the next `env -i` process
+		 * "no glibc: a static program", its calls lost). */
+		free(e->path);
+		free(e->name);
+		l->nr--;
 		return 0;
+	}
 	e->nr_usdt = usdt__sites(info.elf, &e->usdt);
 	err = libs__attach_usdt(l, e);
 	if (err) {
