@@ -235,10 +235,15 @@ static int libs__family_dlopened(struct libs *l, struct lib_entry *e)
 {
 	int err = 0;
 
-	/* a dlopen stop reads every mapping: in the process whose malloc it is (or one that
-	 * uprobes serve, which keeps everything kept back in while it lives) it is not new */
-	if (!e->nr_later || !libs__family(e->kind) || !l->set || !(l->dl_served & MT_SERVED_LIBC) ||
-	    (l->dl_served & MT_SERVED_FAM_BIT(libs__family_index(e->kind))))
+	/* a dlopen stop reads every mapping: in the process whose malloc it is, served, it is
+	 * not new. Any other process calls it directly, an unserved one too: glibc's uprobes (and
+	 * the kept-back sites with them) are in only while a process needs them, and not at all
+	 * for one whose executable defines malloc (until 7 December 2026 an unserved process was
+	 * taken to have them in: `env -i dlopen_mimalloc_exe` after a served alloc_mimalloc lost
+	 * its mi_malloc and mi_free) */
+	if (!e->nr_later || !libs__family(e->kind) || !l->set ||
+	    ((l->dl_served & MT_SERVED_LIBC) &&
+	     (l->dl_served & MT_SERVED_FAM_BIT(libs__family_index(e->kind)))))
 		return 0;
 	if (l->glibc_on) {
 		attach_set__regroup(l->set, e->group, 0);

@@ -272,6 +272,26 @@ static void test_glibc_dlopen_kept(void **state)
 		 (unsigned long long)detaches(r));
 }
 
+/*
+ * A shared libmimalloc an exec mapped as its process's malloc (alloc_mimalloc, served by the
+ * interposer) has its sites kept back; then an `env -i` process whose executable defines
+ * malloc (dlopen_mimalloc_exe: glibc's dlopen stop only, glibc's uprobes not in) dlopens it and
+ * calls mi_malloc and mi_free directly: at that dlopen stop the library's sites go in for good.
+ * Until 7 December 2026 only a served process's dlopen put them in (an unserved one was taken
+ * to have every kept-back site in while it lives, as a process needing glibc's uprobes has):
+ * its two calls went unrecorded, uncounted.
+ */
+static void test_glibc_family_dlopen_unserved(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	char cmd[4096];
+
+	MT_REQUIRE_ROOT();
+	snprintf(cmd, sizeof(cmd), "'%s' && env -i MT_EXPECT_FD=$MT_EXPECT_FD '%s' 0",
+		 mt_target("alloc_mimalloc"), mt_target("dlopen_mimalloc_exe"));
+	track_each_once(r, cmd);
+}
+
 /* Perf uprobes: in for the rest of the run once a process needed them (a served process after
  * it sees glibc patched), never taken out. */
 static void test_glibc_stays_perf(void **state)
@@ -308,6 +328,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_glibc_memo_whole_verdict, mt_teardown),
 	    cmocka_unit_test_teardown(test_glibc_need_execs_unstopped, mt_teardown),
 	    cmocka_unit_test_teardown(test_glibc_dlopen_kept, mt_teardown),
+	    cmocka_unit_test_teardown(test_glibc_family_dlopen_unserved, mt_teardown),
 	    cmocka_unit_test_teardown(test_glibc_stays_perf, mt_teardown),
 	};
 
