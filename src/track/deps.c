@@ -175,19 +175,38 @@ static bool deps__search(const char *root, const char *list, const char *origin,
 	return false;
 }
 
+/* The executable's DT_RPATH and $ORIGIN (deps__find): NULLs when it has none (or a RUNPATH). */
+struct deps_exe_rpath {
+	const char *list, *origin;
+};
+
+/* As the loader searches (glibc's _dl_map_object): an object's DT_RPATH, unless it has a
+ * DT_RUNPATH, then the DT_RPATH of what loaded it up to the executable (here: the
+ * executable's; the loaders in between are not tracked), LD_LIBRARY_PATH, the object's
+ * DT_RUNPATH, ld.so.cache, the default directories. Until 7 December 2026 a DT_RUNPATH was
+ * searched before LD_LIBRARY_PATH, and the executable's DT_RPATH was not inherited: another
+ * file than the loader's could be inspected and attached to. */
 static bool deps__find(const char *root, const char *name, const struct elf_info *from,
-		       const char *from_path, const char *ld_path, char *out, size_t cap)
+		       const char *from_path, const char *ld_path, const struct deps_exe_rpath *exe,
+		       char *out, size_t cap)
 {
 	char origin[PATH_MAX], cached[PATH_MAX], tmp[PATH_MAX];
 	size_t rl = strlen(root);
+	bool runpath = from && from->runpath && !from->runpath_is_rpath;
 
 	if (strchr(name, '/'))
 		return deps__exists(root, name, out, cap);
 	snprintf(tmp, sizeof(tmp), "%s", from_path + (strncmp(from_path, root, rl) ? 0 : rl));
 	snprintf(origin, sizeof(origin), "%s", dirname(tmp));
-	if (from && deps__search(root, from->runpath, origin, name, out, cap))
+	if (from && from->runpath && from->runpath_is_rpath &&
+	    deps__search(root, from->runpath, origin, name, out, cap))
+		return true;
+	if (!runpath && exe && exe->list &&
+	    deps__search(root, exe->list, exe->origin, name, out, cap))
 		return true;
 	if (deps__search(root, ld_path, origin, name, out, cap))
+		return true;
+	if (runpath && deps__search(root, from->runpath, origin, name, out, cap))
 		return true;
 	if (!deps__ldcache_lookup(root, name, cached, sizeof(cached)) &&
 	    deps__exists(root, cached, out, cap))
@@ -209,7 +228,9 @@ static long deps_test_ms = -1;
 int deps__resolve(const char *root, const char *exe, const char *ld_path, const char *ld_preload,
 		  struct dep_list *out)
 {
-	char found[PATH_MAX];
+	char found[PATH_MAX], rp_list[PATH_MAX * 2], rp_origin[PATH_MAX];
+	struct deps_exe_rpath exe_rp = {NULL, NULL};
+	size_t rl = strlen(root);
 	int err;
 
 	memset(out, 0, sizeof(*out));
@@ -221,7 +242,7 @@ int deps__resolve(const char *root, const char *exe, const char *ld_path, const 
 
 		snprintf(buf, sizeof(buf), "%s", ld_preload);
 		for (tok = strtok_r(buf, ": ", &save); tok; tok = strtok_r(NULL, ": ", &save))
-			if (deps__find(root, tok, NULL, exe, ld_path, found, sizeof(found)) &&
+			if (deps__find(root, tok, NULL, exe, ld_path, NULL, found, sizeof(found)) &&
 			    (err = deps__add(out, found)) < 0)
 				goto cleanup;
 	}
@@ -237,6 +258,14 @@ int deps__resolve(const char *root, const char *exe, const char *ld_path, const 
 		if (i == 0)
 			out->exe_loader =
 			    !info.interp && info.soname && !strncmp(info.soname, "ld-", 3);
+		if (i == 0 && info.runpath && info.runpath_is_rpath) {
+			char tmp[PATH_MAX];
+
+			snprintf(rp_list, sizeof(rp_list), "%s", info.runpath);
+			snprintf(tmp, sizeof(tmp), "%s", exe + (strncmp(exe, root, rl) ? 0 : rl));
+			snprintf(rp_origin, sizeof(rp_origin), "%s", dirname(tmp));
+			exe_rp = (struct deps_exe_rpath){rp_list, rp_origin};
+		}
 		if (i == 0 && info.interp &&
 		    deps__exists(root, info.interp, found, sizeof(found)) &&
 		    (err = deps__add(out, found)) < 0) {
@@ -244,8 +273,8 @@ int deps__resolve(const char *root, const char *exe, const char *ld_path, const 
 			goto cleanup;
 		}
 		for (size_t j = 0; j < info.nr_needed; j++) {
-			if (!deps__find(root, info.needed[j], &info, out->paths[i], ld_path, found,
-					sizeof(found)))
+			if (!deps__find(root, info.needed[j], &info, out->paths[i], ld_path,
+					&exe_rp, found, sizeof(found)))
 				continue; /* the loader will fail on it too; nothing to attach */
 			err = deps__add(out, found);
 			if (err < 0) {

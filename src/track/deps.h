@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The shared objects an executable will map, resolved the way the dynamic loader does it:
- * LD_PRELOAD, then for each DT_NEEDED: DT_RUNPATH/RPATH ($ORIGIN), LD_LIBRARY_PATH,
+ * LD_PRELOAD, then for each DT_NEEDED: the object's DT_RPATH and the executable's (unless the
+ * object has a DT_RUNPATH), LD_LIBRARY_PATH, the object's DT_RUNPATH ($ORIGIN in either),
  * /etc/ld.so.cache, the default directories. Paths are looked up under a root prefix
  * ("/proc/PID/root") so a process in another mount namespace resolves its own files.
  */

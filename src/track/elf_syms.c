@@ -165,6 +165,7 @@ static int elf__read_dynamic(Elf *elf, int fd, Elf_Scn *scn, GElf_Shdr *sh, stru
 	free(soname);
 	if (!err && (runpath || rpath)) {
 		info->runpath = runpath ? runpath : rpath;
+		info->runpath_is_rpath = !runpath;
 		if (runpath)
 			free(rpath);
 		return 0;

@@ -24,6 +24,8 @@ struct elf_info {
 	char **needed; /* DT_NEEDED sonames */
 	size_t nr_needed;
 	char *runpath; /* DT_RUNPATH, else DT_RPATH; NULL when none */
+	bool runpath_is_rpath; /* runpath is DT_RPATH (no DT_RUNPATH): searched before
+				* LD_LIBRARY_PATH, and inherited by what the object loads */
 	char *interp; /* PT_INTERP; NULL for static executables and libraries */
 	char *soname; /* DT_SONAME; NULL when none */
 	bool dynamic; /* has a PT_DYNAMIC segment */

@@ -280,6 +280,76 @@ static void test_deps_preload_and_missing(void **state)
 	assert_int_equal(deps__ldcache_lookup("", "libdoesnotexist.so.9", libpath + 0, 0), -ENOENT);
 }
 
+/* Does deps have a path ending in tail? */
+static bool deps_has(const struct dep_list *deps, const char *tail)
+{
+	size_t tl = strlen(tail);
+
+	for (size_t i = 0; i < deps->nr; i++) {
+		size_t n = strlen(deps->paths[i]);
+
+		if (n >= tl && !strcmp(deps->paths[i] + n - tl, tail))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The loader's search order (glibc): an object's DT_RPATH before LD_LIBRARY_PATH, its
+ * DT_RUNPATH after; an object without DT_RUNPATH also searches the executable's DT_RPATH. Built
+ * here: libdep.so in a/ and b/, libleaf.so in c/, libmid.so (needs libleaf.so, no path of its
+ * own) in d/; prog_run (RUNPATH a/), prog_rp (RPATH a/), prog_inh (RPATH d/:c/, needs libmid).
+ * With LD_LIBRARY_PATH b/: prog_run maps b/libdep.so, prog_rp a/libdep.so, and prog_inh's
+ * libmid finds libleaf in c/ through the executable's RPATH.
+ */
+static void test_deps_search_order(void **state)
+{
+	static const char *const progs[] = {
+	    "run:-Wl,--enable-new-dtags,-rpath,%1$s/a -L%1$s/a -ldep",
+	    "rp:-Wl,--disable-new-dtags,-rpath,%1$s/a -L%1$s/a -ldep",
+	    "inh:-Wl,--disable-new-dtags,-rpath,%1$s/d:%1$s/c -L%1$s/d "
+	    "-lmid -Wl,-rpath-link,%1$s/c"};
+	char cmd[4096], ldp[256], path[512], flags[1024];
+	struct dep_list deps;
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd),
+		 "cd %1$s && mkdir -p a b c d && echo 'int dep(void){return 1;}' > dep.c && "
+		 "echo 'int leaf(void){return 3;}' > leaf.c && "
+		 "echo 'int leaf(void); int mid(void){return leaf();}' > mid.c && "
+		 "echo 'int dep(void); int main(void){return dep();}' > pdep.c && "
+		 "echo 'int mid(void); int main(void){return mid();}' > pmid.c && "
+		 "cc -shared -fPIC -o a/libdep.so dep.c && cp a/libdep.so b/libdep.so && "
+		 "cc -shared -fPIC -o c/libleaf.so leaf.c && "
+		 "cc -shared -fPIC -o d/libmid.so mid.c -Lc -lleaf",
+		 tmpdir);
+	assert_int_equal(system(cmd), 0);
+	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
+		const char *colon = strchr(progs[i], ':');
+
+		snprintf(flags, sizeof(flags), colon + 1, tmpdir);
+		snprintf(cmd, sizeof(cmd), "cd %s && cc -o prog_%.*s %s %s", tmpdir,
+			 (int)(colon - progs[i]), progs[i], i < 2 ? "pdep.c" : "pmid.c", flags);
+		assert_int_equal(system(cmd), 0);
+	}
+	snprintf(ldp, sizeof(ldp), "%s/b", tmpdir);
+	snprintf(path, sizeof(path), "%s/prog_run", tmpdir);
+	assert_int_equal(deps__resolve("", path, ldp, NULL, &deps), 0);
+	assert_true(deps_has(&deps, "/b/libdep.so"));
+	assert_false(deps_has(&deps, "/a/libdep.so"));
+	deps__free(&deps);
+	snprintf(path, sizeof(path), "%s/prog_rp", tmpdir);
+	assert_int_equal(deps__resolve("", path, ldp, NULL, &deps), 0);
+	assert_true(deps_has(&deps, "/a/libdep.so"));
+	assert_false(deps_has(&deps, "/b/libdep.so"));
+	deps__free(&deps);
+	snprintf(path, sizeof(path), "%s/prog_inh", tmpdir);
+	assert_int_equal(deps__resolve("", path, NULL, NULL, &deps), 0);
+	assert_true(deps_has(&deps, "/d/libmid.so"));
+	assert_true(deps_has(&deps, "/c/libleaf.so"));
+	deps__free(&deps);
+}
+
 /* The mapping of ld.so.cache kept between lookups follows the file: replaced (a new inode, as
  * ldconfig does), it is read afresh; another root's cache is its own. */
 static void test_ldcache_follows_file(void **state)
@@ -409,6 +479,7 @@ int main(void)
 	    cmocka_unit_test(test_offsets_match_vaddr),
 	    cmocka_unit_test(test_hash_lookup_matches_nm),
 	    cmocka_unit_test(test_deps_of_bash),
+	    cmocka_unit_test(test_deps_search_order),
 	    cmocka_unit_test(test_deps_preload_and_missing),
 	    cmocka_unit_test(test_not_elf),
 	    cmocka_unit_test(test_ldcache_follows_file),
