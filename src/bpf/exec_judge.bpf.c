@@ -105,38 +105,60 @@ static long mt_env_step(__u64 i, void *unused)
 	return 0;
 }
 
-/* Are the current task's LD_PRELOAD, MEMTRACK_PRELOAD_SHM and LD_LIBRARY_PATH the root's
- * (stop_ctl[8..10])? Read from its new stack (mm->env_start .. env_end), in place at this
- * tracepoint: exec copied the strings there. */
-static __always_inline bool mt_env_is_root(struct task_struct *task)
+/* Variable v's value as mt_env_value (proc.h) gives it: 0 when unset */
+static __always_inline __u64 mt_env_h(const struct mt_env_scan *s, __u32 v)
 {
+	if (v >= MT_ENV_NR || !(s->seen & (1ull << v)))
+		return 0;
+	return s->h[v] ?: 1;
+}
+
+/* The current task's LD_PRELOAD and LD_LIBRARY_PATH, mixed (mt_env_mix, proc.h), read from its
+ * new stack (mm->env_start .. env_end) in place at this tracepoint: exec copied the strings
+ * there. The walk's state stays in env_buf (per CPU; tracepoint programs are not preempted)
+ * for mt_exec_served. MT_ENV_MIX_UNKNOWN when it cannot be read or a variable is set twice. */
+__noinline __u64 mt_exec_env_mix(void)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	__u64 start = BPF_CORE_READ(task, mm, env_start), end = BPF_CORE_READ(task, mm, env_end);
 	__u64 len = end - start;
 	__u32 zero = 0;
 	struct mt_env_buf *e = bpf_map_lookup_elem(&env_buf, &zero);
 
-	if (!e || end <= start || len > MT_ENV_MAX)
-		return false;
-	if (bpf_probe_read_user(e->b, len, (const void *)start))
-		return false;
-	e->s = (struct mt_env_scan){.var = MT_ENV_NR};
+	if (!e)
+		return MT_ENV_MIX_UNKNOWN;
+	e->s = (struct mt_env_scan){.var = MT_ENV_NR, .bad = 1};
+	if (end <= start || len > MT_ENV_MAX || bpf_probe_read_user(e->b, len, (const void *)start))
+		return MT_ENV_MIX_UNKNOWN;
+	e->s.bad = 0;
 	/* the block ends with a NUL: the last value's hash ends there */
 	bpf_loop(len, mt_env_step, NULL, 0);
 	if (e->s.bad)
+		return MT_ENV_MIX_UNKNOWN;
+	return mt_env_mix(mt_env_h(&e->s, MT_ENV_LD_PRELOAD),
+			  mt_env_h(&e->s, MT_ENV_LD_LIBRARY_PATH));
+}
+
+/* Are the current task's LD_PRELOAD, MEMTRACK_PRELOAD_SHM and LD_LIBRARY_PATH the root's
+ * (stop_ctl[8..10])? From the walk mt_exec_env_mix made in this same program run. */
+static __always_inline bool mt_env_is_root(void)
+{
+	__u32 zero = 0;
+	struct mt_env_buf *e = bpf_map_lookup_elem(&env_buf, &zero);
+
+	if (!e || e->s.bad)
 		return false;
 	for (__u32 v = 0; v < MT_ENV_NR; v++) {
 		__u32 key = 8 + v;
-		__u64 *want = bpf_map_lookup_elem(&stop_ctl, &key), h = 0;
+		__u64 *want = bpf_map_lookup_elem(&stop_ctl, &key);
 
-		if (e->s.seen & (1ull << v))
-			h = e->s.h[v] ?: 1;
-		if (!want || *want != h)
+		if (!want || *want != mt_env_h(&e->s, v))
 			return false;
 	}
 	return true;
 }
 
-__noinline int mt_exec_served(__u64 bprm)
+__noinline int mt_exec_served(__u64 bprm, __u64 env_mix)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct linux_binprm *b = (struct linux_binprm *)bprm;
@@ -146,16 +168,16 @@ __noinline int mt_exec_served(__u64 bprm)
 	__u8 *known;
 	__u64 key;
 
-	if (!on || !*on || !root || !*root || !b)
+	if (!on || !*on || !root || !*root || !b || env_mix == MT_ENV_MIX_UNKNOWN)
 		return 0;
-	key = mt_bprm_exe_key(bprm);
+	key = mt_known_key(mt_bprm_exe_key(bprm), env_mix);
 	known = bpf_map_lookup_elem(&known_exe, &key);
 	if (!known || !(*known & MT_EXE_SERVED))
 		return 0;
 	if (BPF_CORE_READ_BITFIELD_PROBED(b, secureexec))
 		return 0;
 	if (!mt_in_our_pidns(task) || (__u64)BPF_CORE_READ(task, fs, root.dentry) + 1 != *root ||
-	    !mt_env_is_root(task))
+	    !mt_env_is_root())
 		return 0;
 	on_key = 12;
 	on = bpf_map_lookup_elem(&stop_ctl, &on_key);

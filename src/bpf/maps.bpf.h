@@ -172,8 +172,10 @@ struct mt_stop_ctl_map {
 	 * the root's environment there (enum mt_env_var, proc.h); [11]: 1 + the root's file
 	 * system root (a struct dentry address), taken at the tree's first exec like [3]; [12]:
 	 * the execs judged so (mechanisms.execs_judged); [13]: the generation of glibc's links
-	 * now in (auto mode; probe_spec.h, MT_COOKIE_GEN) */
-	__uint(max_entries, 14);
+	 * now in (auto mode; probe_spec.h, MT_COOKIE_GEN); [14]: the forks of processes that
+	 * need them (mt_on_fork), which user space reads around its walk of the tree
+	 * (tracker_glibc.c: a child added during the walk may be missed by it) */
+	__uint(max_entries, 15);
 	__type(key, __u32);
 	__type(value, __u64); /* 64 bits: the only width of atomic fetch-add before -mcpu=v3 */
 };
@@ -251,7 +253,9 @@ static __always_inline __u64 mt_bprm_exe_key(__u64 bprm)
 }
 
 /* 1 when the current task's exec (bprm) may go on unstopped in auto mode: exec_judge.bpf.c. */
-int mt_exec_served(__u64 bprm);
+int mt_exec_served(__u64 bprm, __u64 env_mix);
+/* exec_judge.bpf.c: the current task's LD_PRELOAD and LD_LIBRARY_PATH, mixed (proc.h) */
+__u64 mt_exec_env_mix(void);
 
 static __always_inline bool mt_stop_all(void)
 {

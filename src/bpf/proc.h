@@ -119,6 +119,30 @@ static inline mt_u64 mt_exe_key(mt_u32 s_dev, mt_u64 ino, mt_u64 ctime_ns, mt_u6
 	       ((ctime_ns + size * 0xff51afd7ed558ccdull) * 0x9e3779b97f4a7c15ull);
 }
 
+/*
+ * What an exec's loader maps depends on the file and on its environment: LD_PRELOAD adds
+ * objects (`LD_PRELOAD=libjemalloc.so.2 prog`: another allocator), LD_LIBRARY_PATH finds others.
+ * So known_exe's key is the file's (mt_exe_key) with those two variables' values mixed in:
+ * pre and lib as mt_env_value gives them (0: unset). Until 7 December 2026 it was the file's
+ * alone, and an executable known from one exec went unstopped at the next with another
+ * allocator preloaded, whose calls went unrecorded. MT_ENV_MIX_UNKNOWN: the environment could
+ * not be read (larger than MT_ENV_MAX, or a variable set twice): never marked, it stops.
+ */
+#define MT_ENV_MIX_UNKNOWN 0xffffffffffffffffULL
+
+static inline mt_u64 mt_env_mix(mt_u64 pre, mt_u64 lib)
+{
+	mt_u64 m = (pre * 0xbf58476d1ce4e5b9ULL) ^ (lib * 0x94d049bb133111ebULL);
+
+	/* never 0 (the BPF side's "not walked") nor MT_ENV_MIX_UNKNOWN */
+	return m == 0 || m == MT_ENV_MIX_UNKNOWN ? 1 : m;
+}
+
+static inline mt_u64 mt_known_key(mt_u64 exe_key, mt_u64 env_mix)
+{
+	return exe_key ^ (env_mix + 0x9e3779b97f4a7c15ULL);
+}
+
 /* The known_exe map's value: bits. */
 #define MT_EXE_KNOWN 1 /* inspected: what it maps is attached where needed */
 /* auto mode: judged the interposer's (no uprobe needed) in an environment whose LD_PRELOAD,

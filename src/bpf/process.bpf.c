@@ -214,26 +214,34 @@ __noinline int mt_stop_reaches_queue(void)
  * A global function: checked once, not once per path of mt_on_exec that reaches it (the
  * lock's and the records' outcomes multiply them).
  */
-__noinline int mt_exec_stop(__u32 tgid, __u32 tid, __u64 bprm, bool no_stop, __u64 judge)
+__noinline int mt_exec_stop(__u64 bprm, bool no_stop, __u64 judge, __u64 env_mix)
 {
+	__u64 id = mt_current_ids(), key, kkey;
+	__u32 tgid = id >> 32, tid = (__u32)id;
 	struct mt_event *e;
-	__u64 key;
 
 	if (!mt_stop_on_exec)
 		return 0;
+	/* known_exe: the file (mt_exe_key) inspected at all, then the file in this environment
+	 * (mt_known_key, proc.h); env_mix 0 from the caller: not walked (the file unknown) */
 	key = mt_bprm_exe_key(bprm);
+	if (!env_mix)
+		env_mix = mt_exec_env_mix();
+	kkey = mt_known_key(key, env_mix);
 	/* stop_ctl[1]: every exec stops, known executables too (--alloc-hooks auto: tracker_run.c
 	 * judges whether the process needs glibc's probes); no_stop: the root's, judged before it
 	 * ran, or one that keeps its need (mt_on_exec); judge (MT_EXEC_SHM_DENIED,
 	 * MT_EXEC_OTHER_MNTNS): stops, known or not, so that user space attaches glibc's probes
 	 * before the new image runs */
-	if (bpf_map_lookup_elem(&known_exe, &key) && (no_stop || !mt_stop_all()) && !judge)
+	if (env_mix != MT_ENV_MIX_UNKNOWN && bpf_map_lookup_elem(&known_exe, &kkey) &&
+	    (no_stop || !mt_stop_all()) && !judge)
 		return 0;
 	e = mt_reserve(MT_EV_CTL_EXEC_STOPPED, tgid, tid);
 	if (!e)
 		return 0; /* counted as a ring drop; the task runs on unstopped */
 	e->addr = key;
 	e->size = judge;
+	e->old_addr = env_mix; /* what user space marks known: this file in this environment */
 	/* SIGSTOP is taken on the way back to user space: no instruction of the new image runs
 	 * before the consumer answers with SIGCONT. */
 	mt_stop_submit(e);
@@ -271,6 +279,13 @@ int BPF_PROG(mt_on_fork, struct task_struct *parent, struct task_struct *child)
 		mt_drop(MT_DROP_PROC_MAP);
 		return 0;
 	}
+	if (init.glibc_need) {
+		__u32 k = 14;
+		__u64 *forks = bpf_map_lookup_elem(&stop_ctl, &k);
+
+		if (forks)
+			__sync_fetch_and_add(forks, 1);
+	}
 	cp = bpf_map_lookup_elem(&procs, &ctgid);
 	if (!cp)
 		return 0;
@@ -296,7 +311,7 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	struct mm_struct *mm;
 	struct mt_thread *t;
 	bool locked, no_stop, denied, served;
-	__u64 judge;
+	__u64 judge, exe_key, env_mix = 0;
 
 	if (!p)
 		return 0;
@@ -307,7 +322,11 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	/* auto mode, an executable judged the interposer's before: judged here, no stop
 	 * (exec_judge.bpf.c); before the lock, the environment's walk is this exec's longest
 	 * part. Not a process that needs glibc's uprobes: user space judges its new image. */
-	served = !judge && !p->glibc_need && mt_exec_served((__u64)bprm);
+	/* the environment is walked only for a file inspected before (an unknown one stops) */
+	exe_key = mt_bprm_exe_key((__u64)bprm);
+	if (bpf_map_lookup_elem(&known_exe, &exe_key))
+		env_mix = mt_exec_env_mix();
+	served = !judge && !p->glibc_need && env_mix && mt_exec_served((__u64)bprm, env_mix);
 	/* under p->lock: a reclaimer's record of the old mm cannot follow the Exec (rss.bpf.c
 	 * checks p->mm under the lock) */
 	locked = mt_proc_lock(tgid);
@@ -338,7 +357,7 @@ int BPF_PROG(mt_on_exec, struct task_struct *task, pid_t old_pid, struct linux_b
 	mt_own_mm((__u64)mm, tgid);
 	/* before the re-base (the tail call does not return): the stop is taken on the way back
 	 * to user space, after all of this */
-	mt_exec_stop(tgid, tid, (__u64)bprm, no_stop, judge);
+	mt_exec_stop((__u64)bprm, no_stop, judge, env_mix);
 	/* The old image's memory is gone: the new mm starts from what exec mapped. */
 	mt_rebase_call(ctx, tgid, tid, (__u64)mm, locked, false);
 	return 0;

@@ -453,6 +453,7 @@ int libs__inspect(struct libs *l, const char *root, const char *exe, const char 
 
 	l->kinds = 0;
 	l->first_malloc = -1;
+	l->fam_malloc = false;
 	l->nr_fam = 0;
 	l->pre_seen = l->malloc_first = l->exe_malloc = l->lib_family = false;
 	err = deps__resolve(root, exe, ld_path, ld_pre, &deps);
@@ -470,6 +471,7 @@ int libs__inspect(struct libs *l, const char *root, const char *exe, const char 
 	 * (pl_fam_serve): the first malloc after its own is that library's, which has the
 	 * family's mark. Only one such library: calls into a second one are forwarded
 	 * unrecorded. */
+	l->fam_malloc = l->first_malloc >= 0 && libs__family(l->v[l->first_malloc].kind);
 	if (l->first_malloc >= 0 && l->v[l->first_malloc].fam_mark && l->nr_fam == 1 &&
 	    !l->malloc_first)
 		l->kinds = (l->kinds & ~l->v[l->first_malloc].kinds) | LIBS_KIND_SERVED_FAMILY;

@@ -80,6 +80,9 @@ int libs__inspect_pid(struct libs *l, pid_t pid);
 /* Was that executable the loader run as a program (`ld.so PROGRAM`)? Then the program was
  * inspected, and the loader's file must not be marked known (known_exe): it runs any program. */
 bool libs__exe_loader(const struct libs *l);
+/* Is the last inspection's malloc (the first library defining it) a jemalloc, mimalloc or
+ * tcmalloc? Its calls, glibc's own included, go to that library, whose sites uprobes take. */
+bool libs__fam_malloc(const struct libs *l);
 /* The same for an executable file seen from root ("" = our own view), with the loader's
  * environment given (either may be NULL); used before the exec, e.g. by memtrack-floor. */
 int libs__inspect_exe(struct libs *l, const char *root, const char *exe, const char *ld_path,

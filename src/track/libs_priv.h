@@ -58,7 +58,7 @@ struct libs_memo {
 	ino_t mntns;
 	char *ld_path, *ld_pre; /* NULL when unset */
 	unsigned kinds;
-	bool exe_malloc, lib_family;
+	bool exe_malloc, lib_family, fam_malloc;
 };
 
 struct libs {
@@ -89,6 +89,9 @@ struct libs {
 	bool malloc_first; /* a file defining malloc comes before the interposer: the
 			    * interposer's malloc is not the program's, it serves nothing */
 	bool exe_malloc;   /* the executable defines malloc (libs__exe_malloc) */
+	/* the first library defining malloc, the process's, is a jemalloc, mimalloc or tcmalloc
+	 * (libs__fam_malloc) */
+	bool fam_malloc;
 	bool exe_loader; /* the last libs__inspect_pid's executable is the loader (libs__exe_loader)
 			  */
 	bool lib_family;   /* a library (not the executable) of a jemalloc/mimalloc/tcmalloc kind */

@@ -194,6 +194,7 @@ int libs__inspect_pid(struct libs *l, pid_t pid)
 		l->kinds = hit->kinds;
 		l->exe_malloc = hit->exe_malloc;
 		l->lib_family = hit->lib_family;
+		l->fam_malloc = hit->fam_malloc;
 		l->exe_loader = false; /* never memoized */
 		return 0;
 	}
@@ -232,9 +233,15 @@ int libs__inspect_pid(struct libs *l, pid_t pid)
 		key.kinds = l->kinds;
 		key.exe_malloc = l->exe_malloc;
 		key.lib_family = l->lib_family;
+		key.fam_malloc = l->fam_malloc;
 		libs__memo_add(l, &key);
 	}
 	return err;
+}
+
+bool libs__fam_malloc(const struct libs *l)
+{
+	return l->fam_malloc;
 }
 
 bool libs__exe_loader(const struct libs *l)

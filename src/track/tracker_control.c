@@ -229,7 +229,7 @@ static void tracker__judge(struct tracker *t, const struct mt_event *ev, int ins
 	 * took that refusal for uprobes' to make up: mt_preload_ctl) */
 	if (!t->pre.autom) {
 		if (need && inspected >= 0 && kinds & 1u << ALLOC_LIBC &&
-		    !libs__exe_malloc(t->libs) &&
+		    !libs__exe_malloc(t->libs) && !libs__fam_malloc(t->libs) &&
 		    (denied || preload_setup__leaves_silently(&t->pre, pid)))
 			tracker__preload_lost(t, pid);
 		return;
@@ -358,6 +358,7 @@ static unsigned control_served(const struct tracker *t, pid_t pid)
 static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 {
 	__u8 exe = 0; /* MT_EXE_* (proc.h): SERVED kept unless judged again in its environment */
+	__u64 kkey = mt_known_key(ev->addr, ev->old_addr);
 	int err;
 
 	/* not stopped and already another image (or gone): its later record tells */
@@ -403,14 +404,19 @@ static void control_inspect_exe(struct tracker *t, const struct mt_event *ev)
 				   "process %d: another mount namespace, without our shared memory",
 				   ev->pid);
 		}
-		bpf_map_lookup_elem(t->fd.known_exe, &ev->addr, &exe);
+		bpf_map_lookup_elem(t->fd.known_exe, &kkey, &exe);
 		tracker__judge(t, ev, err, denied, &exe);
 	}
 	/* the loader run as a program: each of its execs runs another, and stops to be judged */
 	if (libs__exe_loader(t->libs))
 		return;
+	/* the file (so that its next exec walks its environment) and the file in this
+	 * environment (the stop's, mt_known_key: what its next exec may skip the stop with) */
+	bpf_map_update_elem(t->fd.known_exe, &ev->addr, &(__u8){MT_EXE_KNOWN}, BPF_NOEXIST);
+	if (ev->old_addr == MT_ENV_MIX_UNKNOWN)
+		return; /* its environment unread: each exec of it stops */
 	exe |= MT_EXE_KNOWN;
-	bpf_map_update_elem(t->fd.known_exe, &ev->addr, &exe, BPF_ANY);
+	bpf_map_update_elem(t->fd.known_exe, &kkey, &exe, BPF_ANY);
 }
 
 static void control_inspect_maps(struct tracker *t, const struct mt_event *ev)

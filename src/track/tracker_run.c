@@ -125,8 +125,16 @@ int tracker__attach_root(struct tracker *t)
 			return err;
 		tracker__seen_publish(t);
 		/* a 32-bit root is not known: its exec stops and counts (control_foreign_abi) */
-		if (t->root.known && elf__native_abi(t->root.exe) != 0)
+		if (t->root.known && elf__native_abi(t->root.exe) != 0) {
+			/* the root's file, and the file in the environment it inherits (proc.h,
+			 * mt_known_key): memtrack's, with LD_PRELOAD set for the interposer */
+			__u64 k = mt_known_key(t->root.key,
+					       mt_env_mix(mt_env_value(getenv("LD_PRELOAD")),
+							  mt_env_value(getenv("LD_LIBRARY_PATH"))));
+
 			bpf_map_update_elem(t->fd.known_exe, &t->root.key, &one, BPF_ANY);
+			bpf_map_update_elem(t->fd.known_exe, &k, &one, BPF_ANY);
+		}
 		if (t->pre.on)
 			err = tracker__set_stop_all(t, true); /* each exec judged */
 	}

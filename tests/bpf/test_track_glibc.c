@@ -273,6 +273,32 @@ static void test_glibc_dlopen_kept(void **state)
 }
 
 /*
+ * glibc's uprobes stay in while a process that needs them lives, one born during memtrack's
+ * walk of the tree too: an `env -i` fork_chain (2,500 generations of fork and exit) among 200
+ * sleeping processes (a long walk), whose last child sleeps 1 s and then makes 100
+ * malloc(777), each recorded. Until 7 December 2026 the walk (no snapshot) could miss the
+ * child, added behind it, and the probes went out under it: its calls unrecorded, uncounted.
+ * Without the count of such forks (stop_ctl[14]) this failed 3 runs in 5 (the 100 all lost).
+ */
+static void test_glibc_kept_for_fork_chain(void **state)
+{
+	struct mt_run *r = mt_new_run(state);
+	struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 777};
+	struct mt_run_opts o = {.track_opts = auto_opts, .no_expect_fd = true};
+	char cmd[2048];
+
+	MT_REQUIRE_ROOT();
+	NEED_MULTI();
+	snprintf(cmd, sizeof(cmd),
+		 "for i in $(seq 200); do sleep 3 & done; sleep 0.3; env -i '%s' 2500 1000 100; "
+		 "wait",
+		 mt_target("fork_chain"));
+	o.shell = cmd;
+	mt_track_ok(r, &o, NULL, 0);
+	MT_CHECK(r, mt_count(r, &f) == 100, "%zu Mallocs of 777 bytes, want 100", mt_count(r, &f));
+}
+
+/*
  * A shared libmimalloc an exec mapped as its process's malloc (alloc_mimalloc, served by the
  * interposer) has its sites kept back; then an `env -i` process whose executable defines
  * malloc (dlopen_mimalloc_exe: glibc's dlopen stop only, glibc's uprobes not in) dlopens it and
@@ -329,6 +355,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_glibc_need_execs_unstopped, mt_teardown),
 	    cmocka_unit_test_teardown(test_glibc_dlopen_kept, mt_teardown),
 	    cmocka_unit_test_teardown(test_glibc_family_dlopen_unserved, mt_teardown),
+	    cmocka_unit_test_teardown(test_glibc_kept_for_fork_chain, mt_teardown),
 	    cmocka_unit_test_teardown(test_glibc_stays_perf, mt_teardown),
 	};
 

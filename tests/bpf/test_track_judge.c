@@ -157,12 +157,47 @@ static void test_loader_run_directly(void **state)
 	}
 }
 
+/*
+ * What an executable maps depends on its environment too: alloc_fixed run once, then with
+ * LD_PRELOAD=libjemalloc.so.2 (jemalloc its malloc), whose 64 Mallocs of 1000 bytes go to
+ * jemalloc: recorded in every mode, nothing counted lost. The second exec must stop (the
+ * file known, in another environment: known_exe's key mixes LD_PRELOAD and LD_LIBRARY_PATH
+ * in) so that jemalloc is inspected and attached. Until 7 December 2026 uprobe mode, and auto
+ * mode under `env -i` (a process needing glibc's uprobes execs known files unstopped), let it
+ * run unstopped: 0 of the 64 recorded, status 0.
+ */
+static void test_exe_other_preload(void **state)
+{
+	static const char je[] = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+	static const char *const shells[] = {"bash -c", "env -i /bin/bash -c", "bash -c"};
+	const char *const *modes[] = {uprobe_opts, auto_opts, preload_opts};
+	const char *fixed = mt_target("alloc_fixed");
+
+	MT_REQUIRE_ROOT();
+	if (access(je, R_OK))
+		skip(); /* Debian's libjemalloc2 is not installed */
+	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+		struct mt_run *r = mt_new_run(state);
+		struct mt_run_opts o = {.track_opts = modes[m], .no_expect_fd = true};
+		struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 1000};
+		char cmd[2048];
+
+		snprintf(cmd, sizeof(cmd), "%s \"'%s' 1 1; LD_PRELOAD=%s '%s' 64 1000; true\"",
+			 shells[m], fixed, je, fixed);
+		o.shell = cmd;
+		mt_track_ok(r, &o, NULL, 0);
+		MT_CHECK(r, mt_count(r, &f) == 64, "%s (%s): %zu Mallocs of 1000 bytes, want 64",
+			 modes[m][1], shells[m], mt_count(r, &f));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_exe_rewritten, mt_teardown),
 	    cmocka_unit_test_teardown(test_memo_other_mount_ns, mt_teardown),
 	    cmocka_unit_test_teardown(test_loader_run_directly, mt_teardown),
+	    cmocka_unit_test_teardown(test_exe_other_preload, mt_teardown),
 	};
 
 	if (getenv("MT_TEST_FILTER")) /* one test by name (a glob), e.g. to repeat it */
