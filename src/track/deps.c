@@ -228,12 +228,29 @@ static long deps_test_ms = -1;
 int deps__resolve(const char *root, const char *exe, const char *ld_path, const char *ld_preload,
 		  struct dep_list *out)
 {
-	char found[PATH_MAX], rp_list[PATH_MAX * 2], rp_origin[PATH_MAX];
+	return deps__resolve_as(root, exe, NULL, ld_path, ld_preload, out);
+}
+
+int deps__resolve_as(const char *root, const char *exe, const char *exe_as, const char *ld_path,
+		     const char *ld_preload, struct dep_list *out)
+{
+	char found[PATH_MAX], rp_list[PATH_MAX * 2], rp_origin[PATH_MAX], as[PATH_MAX];
 	struct deps_exe_rpath exe_rp = {NULL, NULL};
 	size_t rl = strlen(root);
 	int err;
 
 	memset(out, 0, sizeof(*out));
+	/* the executable's $ORIGIN: where it is, not the link it is opened through */
+	if (exe_as) {
+		size_t n = strlen(exe_as), dl = strlen(" (deleted)");
+
+		snprintf(as, sizeof(as), "%s", exe_as);
+		if (n > dl && !strcmp(as + n - dl, " (deleted)"))
+			as[n - dl] = 0;
+		exe_as = as;
+	} else {
+		exe_as = exe;
+	}
 	err = deps__add(out, exe);
 	if (err < 0)
 		goto cleanup;
@@ -262,7 +279,8 @@ int deps__resolve(const char *root, const char *exe, const char *ld_path, const 
 			char tmp[PATH_MAX];
 
 			snprintf(rp_list, sizeof(rp_list), "%s", info.runpath);
-			snprintf(tmp, sizeof(tmp), "%s", exe + (strncmp(exe, root, rl) ? 0 : rl));
+			snprintf(tmp, sizeof(tmp), "%s",
+				 exe_as + (strncmp(exe_as, root, rl) ? 0 : rl));
 			snprintf(rp_origin, sizeof(rp_origin), "%s", dirname(tmp));
 			exe_rp = (struct deps_exe_rpath){rp_list, rp_origin};
 		}
@@ -273,8 +291,8 @@ int deps__resolve(const char *root, const char *exe, const char *ld_path, const 
 			goto cleanup;
 		}
 		for (size_t j = 0; j < info.nr_needed; j++) {
-			if (!deps__find(root, info.needed[j], &info, out->paths[i], ld_path,
-					&exe_rp, found, sizeof(found)))
+			if (!deps__find(root, info.needed[j], &info, i ? out->paths[i] : exe_as,
+					ld_path, &exe_rp, found, sizeof(found)))
 				continue; /* the loader will fail on it too; nothing to attach */
 			err = deps__add(out, found);
 			if (err < 0) {

@@ -24,6 +24,12 @@ struct dep_list {
 /* env_ld_library_path and env_ld_preload may be NULL. */
 int deps__resolve(const char *root, const char *exe, const char *env_ld_library_path,
 		  const char *env_ld_preload, struct dep_list *out);
+/* The same for an executable opened through a link (exe: /proc/PID/exe) that the process sees
+ * at exe_as (readlink's answer; NULL: exe): its $ORIGIN is exe_as's folder. Until 7 December
+ * 2026 it was /proc/PID's, and a program with RUNPATH $ORIGIN/lib had its libraries looked
+ * up in the system's folders: a jemalloc of its own was never attached, its calls lost. */
+int deps__resolve_as(const char *root, const char *exe, const char *exe_as, const char *ld_path,
+		     const char *ld_preload, struct dep_list *out);
 void deps__free(struct dep_list *l);
 /* One soname through ld.so.cache at root/etc/ld.so.cache; exposed for tests. */
 int deps__ldcache_lookup(const char *root, const char *soname, char *out, size_t cap);

@@ -456,7 +456,7 @@ int libs__inspect(struct libs *l, const char *root, const char *exe, const char 
 	l->fam_malloc = false;
 	l->nr_fam = 0;
 	l->pre_seen = l->malloc_first = l->exe_malloc = l->lib_family = false;
-	err = deps__resolve(root, exe, ld_path, ld_pre, &deps);
+	err = deps__resolve_as(root, exe, exe_name, ld_path, ld_pre, &deps);
 	if (err)
 		return err;
 	l->exe_loader = deps.exe_loader;

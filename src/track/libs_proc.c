@@ -108,7 +108,7 @@ static int libs__loader_program(pid_t pid, char *prog, size_t cap, char **ld_pat
 	    "--list", "--verify", "--help", "--version", "--list-tunables", "--list-diagnostics"};
 	static const char *const unmodelled[] = {"--audit", "--inhibit-rpath",
 						 "--glibc-hwcaps-prepend", "--glibc-hwcaps-mask"};
-	char buf[8192], *arg, *end;
+	char buf[8192], path[64], *arg, *end;
 	size_t n = libs__proc_read(pid, "cmdline", buf, sizeof(buf));
 	int err = 0;
 
@@ -155,10 +155,19 @@ static int libs__loader_program(pid_t pid, char *prog, size_t cap, char **ld_pat
 	}
 	if (arg >= end)
 		return -ENOENT;
-	if (arg[0] == '/')
+	if (arg[0] == '/') {
 		snprintf(prog, cap, "/proc/%d/root%s", pid, arg);
-	else
-		snprintf(prog, cap, "/proc/%d/cwd/%s", pid, arg);
+	} else { /* under its root, by its working folder's path: its $ORIGIN (deps.h) */
+		char cwd[PATH_MAX];
+		ssize_t cn;
+
+		snprintf(path, sizeof(path), "/proc/%d/cwd", pid);
+		cn = readlink(path, cwd, sizeof(cwd) - 1);
+		if (cn <= 0)
+			return -ENOENT;
+		cwd[cn] = 0;
+		snprintf(prog, cap, "/proc/%d/root%s/%s", pid, cwd, arg);
+	}
 	return err;
 }
 

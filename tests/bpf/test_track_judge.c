@@ -191,6 +191,50 @@ static void test_exe_other_preload(void **state)
 	}
 }
 
+/*
+ * A program whose RUNPATH is $ORIGIN/lib, beside its own copy of libjemalloc.so.2 there (as
+ * bundled applications ship): the loader maps that copy, and memtrack, which opens the
+ * executable through /proc/PID/exe, must take $ORIGIN from where the executable is. Its 64
+ * Mallocs of 3333 bytes (jemalloc its malloc) are recorded in uprobe mode, in auto mode under
+ * `env -i` (uprobes) and served, and run through the loader by a relative path. Until 7
+ * December 2026 $ORIGIN was /proc/PID, the system's libjemalloc was attached instead: 0 of
+ * the 64, status 0.
+ */
+static void test_exe_origin_runpath(void **state)
+{
+	static const char je[] = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+	static const char *const shells[] = {"env", "env -i", "env",
+					     "cd %s && env -i /lib64/ld-linux-x86-64.so.2 ./p"};
+	const char *const *modes[] = {uprobe_opts, auto_opts, auto_opts, auto_opts};
+	char dir[128], cmd[2048];
+
+	MT_REQUIRE_ROOT();
+	if (access(je, R_OK))
+		skip(); /* Debian's libjemalloc2 is not installed */
+	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "origin"), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s && mkdir lib && cp %s lib/ && printf '#include <stdlib.h>\n"
+		 "void *volatile s[64];\nint main(void) { for (int i = 0; i < 64; i++) s[i] = "
+		 "malloc(3333); for (int i = 0; i < 64; i++) free(s[i]); return 0; }\n' > p.c && "
+		 "cc -o p p.c lib/libjemalloc.so.2 -Wl,--enable-new-dtags,-rpath,'$ORIGIN/lib'",
+		 dir, je);
+	assert_int_equal(system(cmd), 0);
+	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+		struct mt_run *r = mt_new_run(state);
+		struct mt_run_opts o = {.track_opts = modes[m], .no_expect_fd = true, .shell = cmd};
+		struct mt_filter f = {.type = MT_EV_MALLOC, .by_size = true, .size = 3333};
+
+		if (m == 3)
+			snprintf(cmd, sizeof(cmd), shells[m], dir);
+		else
+			snprintf(cmd, sizeof(cmd), "%s %s/p", shells[m], dir);
+		mt_track_ok(r, &o, NULL, 0);
+		MT_CHECK(r, mt_count(r, &f) == 64, "%s (%s): %zu Mallocs of 3333 bytes, want 64",
+			 modes[m][1], cmd, mt_count(r, &f));
+	}
+	mt_tmpdir_remove(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -198,6 +242,7 @@ int main(void)
 	    cmocka_unit_test_teardown(test_memo_other_mount_ns, mt_teardown),
 	    cmocka_unit_test_teardown(test_loader_run_directly, mt_teardown),
 	    cmocka_unit_test_teardown(test_exe_other_preload, mt_teardown),
+	    cmocka_unit_test_teardown(test_exe_origin_runpath, mt_teardown),
 	};
 
 	if (getenv("MT_TEST_FILTER")) /* one test by name (a glob), e.g. to repeat it */
