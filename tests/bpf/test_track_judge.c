@@ -211,6 +211,10 @@ static void test_exe_origin_runpath(void **state)
 	MT_REQUIRE_ROOT();
 	if (access(je, R_OK))
 		skip(); /* Debian's libjemalloc2 is not installed */
+	/* the program is built here, by its own path: not in the test kernels' guests, which
+	 * have no compiler (and what is tested is user space's, the same on every kernel) */
+	if (system("command -v cc >/dev/null 2>&1"))
+		skip();
 	assert_int_equal(mt_tmpdir_make(dir, sizeof(dir), "origin"), 0);
 	snprintf(cmd, sizeof(cmd),
 		 "cd %s && mkdir lib && cp %s lib/ && printf '#include <stdlib.h>\n"
