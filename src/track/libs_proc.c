@@ -93,7 +93,7 @@ static void libs__memo_add(struct libs *l, const struct libs_memo *k)
 }
 
 /*
- * `ld.so [OPTION...] PROGRAM [ARG...]` (pid's executable is the loader, elf__is_loader): the
+ * `ld.so [OPTION...] PROGRAM [ARG...]` (pid's executable is the loader: deps.h, exe_loader): the
  * program the loader maps, as pid sees it (the loader takes it as a path: through pid's root,
  * or its working directory), into prog. The options that change what the loader maps are
  * applied: --library-path replaces *ld_path, --preload adds to *ld_pre (after LD_PRELOAD's, as
@@ -101,13 +101,39 @@ static void libs__memo_add(struct libs *l, const struct libs_memo *k)
  * it (--audit, --inhibit-cache, --inhibit-rpath, --glibc-hwcaps-*: prog is still set); -ENOENT
  * when no program runs (--list, --verify, --help, --version, ... or none given).
  */
+/* What each of glibc's loader options (rtld.c) does to the program it maps */
+enum ld_opt_effect {
+	LD_OPT_NO_PROGRAM, /* it lists or checks, and runs nothing */
+	LD_OPT_UNMODELLED, /* it changes what is mapped in a way memtrack does not follow */
+	LD_OPT_LIBRARY_PATH,
+	LD_OPT_PRELOAD,
+	LD_OPT_NONE,
+};
+
+static const struct {
+	const char *name;
+	bool takes_value;
+	enum ld_opt_effect effect;
+} ld_opts[] = {
+    {"--list", false, LD_OPT_NO_PROGRAM},
+    {"--verify", false, LD_OPT_NO_PROGRAM},
+    {"--help", false, LD_OPT_NO_PROGRAM},
+    {"--version", false, LD_OPT_NO_PROGRAM},
+    {"--list-tunables", false, LD_OPT_NO_PROGRAM},
+    {"--list-diagnostics", false, LD_OPT_NO_PROGRAM},
+    {"--inhibit-cache", false, LD_OPT_UNMODELLED},
+    {"--audit", true, LD_OPT_UNMODELLED},
+    {"--inhibit-rpath", true, LD_OPT_UNMODELLED},
+    {"--glibc-hwcaps-prepend", true, LD_OPT_UNMODELLED},
+    {"--glibc-hwcaps-mask", true, LD_OPT_UNMODELLED},
+    {"--library-path", true, LD_OPT_LIBRARY_PATH},
+    {"--preload", true, LD_OPT_PRELOAD},
+    {"--argv0", true, LD_OPT_NONE},
+};
+
 static int libs__loader_program(pid_t pid, char *prog, size_t cap, char **ld_path, char *ldp,
 				size_t ldp_cap, char **ld_pre, char *pre, size_t pre_cap)
 {
-	static const char *const no_program[] = {
-	    "--list", "--verify", "--help", "--version", "--list-tunables", "--list-diagnostics"};
-	static const char *const unmodelled[] = {"--audit", "--inhibit-rpath",
-						 "--glibc-hwcaps-prepend", "--glibc-hwcaps-mask"};
 	char buf[8192], path[64], *arg, *end;
 	size_t n = libs__proc_read(pid, "cmdline", buf, sizeof(buf));
 	int err = 0;
@@ -118,40 +144,36 @@ static int libs__loader_program(pid_t pid, char *prog, size_t cap, char **ld_pat
 	arg = buf + strlen(buf) + 1; /* past argv[0], the loader */
 	for (; arg < end && !strncmp(arg, "--", 2); arg += strlen(arg) + 1) {
 		char *val = arg + strlen(arg) + 1;
-		bool takes = false;
+		size_t o = 0, have;
 
-		for (size_t i = 0; i < sizeof(no_program) / sizeof(no_program[0]); i++)
-			if (!strcmp(arg, no_program[i]))
-				return -ENOENT;
-		if (!strcmp(arg, "--inhibit-cache")) {
+		while (o < sizeof(ld_opts) / sizeof(ld_opts[0]) && strcmp(arg, ld_opts[o].name))
+			o++;
+		if (o == sizeof(ld_opts) / sizeof(ld_opts[0]))
+			return -ENOTSUP; /* an option of a later loader: what it does is unknown */
+		if (ld_opts[o].takes_value && val >= end)
+			return -ENOENT;
+		switch (ld_opts[o].effect) {
+		case LD_OPT_NO_PROGRAM:
+			return -ENOENT;
+		case LD_OPT_UNMODELLED:
 			err = -ENOTSUP;
-			continue;
-		}
-		for (size_t i = 0; i < sizeof(unmodelled) / sizeof(unmodelled[0]); i++)
-			if (!strcmp(arg, unmodelled[i]))
-				takes = true, err = -ENOTSUP;
-		if (!strcmp(arg, "--library-path") && val < end) {
+			break;
+		case LD_OPT_LIBRARY_PATH:
 			snprintf(ldp, ldp_cap, "%s", val);
 			*ld_path = ldp;
-			takes = true;
-		} else if (!strcmp(arg, "--preload") && val < end) {
-			size_t have = *ld_pre ? strlen(*ld_pre) : 0;
-
+			break;
+		case LD_OPT_PRELOAD:
+			have = *ld_pre ? strlen(*ld_pre) : 0;
 			if (*ld_pre && *ld_pre != pre)
 				snprintf(pre, pre_cap, "%s", *ld_pre);
 			snprintf(pre + have, pre_cap - have, "%s%s", have ? ":" : "", val);
 			*ld_pre = pre;
-			takes = true;
-		} else if (!strcmp(arg, "--argv0")) {
-			takes = true;
-		} else if (!takes) {
-			return -ENOTSUP; /* an option of a later loader: what it does is unknown */
+			break;
+		case LD_OPT_NONE:
+			break;
 		}
-		if (takes) {
-			if (val >= end)
-				return -ENOENT;
+		if (ld_opts[o].takes_value)
 			arg = val;
-		}
 	}
 	if (arg >= end)
 		return -ENOENT;

@@ -40,9 +40,8 @@ static void *root_prep__run(void *arg)
 	err = libs__inspect_exe(rp->libs, "", exe, getenv("LD_LIBRARY_PATH"), getenv("LD_PRELOAD"));
 	if (err < 0)
 		log__debug(LOG_NORMAL, "cannot inspect '%s' before its exec: %s", exe, strerror(-err));
-	else if (libs__exe_loader(rp->libs))
-		rp->known =
-		    false; /* `ld.so PROGRAM`: its exec stops, the program is judged there */
+	else if (libs__exe_loader(rp->libs)) /* `ld.so PROGRAM`: judged at its exec's stop */
+		rp->known = false;
 	else
 		rp->known = !root_prep__exe_key(exe, &rp->key);
 	return NULL;
