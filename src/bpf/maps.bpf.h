@@ -173,9 +173,11 @@ struct mt_stop_ctl_map {
 	 * system root (a struct dentry address), taken at the tree's first exec like [3]; [12]:
 	 * the execs judged so (mechanisms.execs_judged); [13]: the generation of glibc's links
 	 * now in (auto mode; probe_spec.h, MT_COOKIE_GEN); [14]: the forks of processes that
-	 * need them (mt_on_fork), which user space reads around its walk of the tree
-	 * (tracker_glibc.c: a child added during the walk may be missed by it) */
-	__uint(max_entries, 15);
+	 * need them (mt_on_fork), counted after each is added to procs, which user space reads
+	 * around its walk of the tree (tracker_glibc.c: a child added during the walk may be
+	 * missed by it); [15], [16]: the forks of the tree, counted before and after each is added
+	 * to procs (tracker__tree_alive); [17]: [14]'s count before */
+	__uint(max_entries, 18);
 	__type(key, __u32);
 	__type(value, __u64); /* 64 bits: the only width of atomic fetch-add before -mcpu=v3 */
 };
@@ -263,6 +265,15 @@ static __always_inline bool mt_stop_all(void)
 	__u64 *all = bpf_map_lookup_elem(&stop_ctl, &key);
 
 	return all && *all;
+}
+
+/* stop_ctl[key] += 1 */
+static __always_inline void mt_ctl_add(__u32 key)
+{
+	__u64 *n = bpf_map_lookup_elem(&stop_ctl, &key);
+
+	if (n)
+		__sync_fetch_and_add(n, 1);
 }
 
 /* stop_ctl[6] (above) */

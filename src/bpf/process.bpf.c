@@ -256,6 +256,7 @@ int BPF_PROG(mt_on_fork, struct task_struct *parent, struct task_struct *child)
 	struct mm_struct *cmm;
 	bool locked;
 	__u64 cids;
+	long err;
 
 	/* a new thread: same group, nothing to track */
 	if (BPF_CORE_READ(child, pid) != BPF_CORE_READ(child, tgid))
@@ -275,16 +276,20 @@ int BPF_PROG(mt_on_fork, struct task_struct *parent, struct task_struct *child)
 	init.glibc_need = pp->glibc_need; /* the same image, its needs */
 	init.image_ts = bpf_ktime_get_ns();
 	init.maps_stop = pp->maps_stop; /* so are the maps user space read (--stacks) */
-	if (bpf_map_update_elem(&procs, &ctgid, &init, BPF_NOEXIST)) {
+	/* Each insertion is bracketed by a count before and one after (stop_ctl[15], [16]; for a
+	 * process needing glibc's probes also [17], [14]), both on every path: user space's walks
+	 * of the map are no snapshot, and a walk that read "after" before it and "before" after
+	 * it, the two equal, overlapped no insertion (tracker__tree_alive, glibc__needed). */
+	mt_ctl_add(15);
+	if (init.glibc_need)
+		mt_ctl_add(17);
+	err = bpf_map_update_elem(&procs, &ctgid, &init, BPF_NOEXIST);
+	mt_ctl_add(16);
+	if (init.glibc_need)
+		mt_ctl_add(14);
+	if (err) {
 		mt_drop(MT_DROP_PROC_MAP);
 		return 0;
-	}
-	if (init.glibc_need) {
-		__u32 k = 14;
-		__u64 *forks = bpf_map_lookup_elem(&stop_ctl, &k);
-
-		if (forks)
-			__sync_fetch_and_add(forks, 1);
 	}
 	cp = bpf_map_lookup_elem(&procs, &ctgid);
 	if (!cp)

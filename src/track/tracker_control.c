@@ -56,13 +56,18 @@ int tracker__set_stop_all(struct tracker *t, bool on)
 	return err ? err : tracker__set_glibc_in(t);
 }
 
-/* stop_ctl[12]: the execs the BPF side judged the interposer's, unstopped (exec_judge.bpf.c) */
-uint64_t tracker__execs_judged(struct tracker *t)
+/* stop_ctl[key], one of the BPF side's counts (maps.bpf.h); 0 when it cannot be read */
+uint64_t tracker__ctl_count(struct tracker *t, __u32 key)
 {
-	__u32 key = 12;
 	__u64 n = 0;
 
 	return bpf_map_lookup_elem(t->fd.stop_ctl, &key, &n) ? 0 : n;
+}
+
+/* stop_ctl[12]: the execs the BPF side judged the interposer's, unstopped (exec_judge.bpf.c) */
+uint64_t tracker__execs_judged(struct tracker *t)
+{
+	return tracker__ctl_count(t, 12);
 }
 
 /* stop_ctl[6]: 1 while glibc's uprobes are in (auto mode): the execs of a process that needs

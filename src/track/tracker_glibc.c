@@ -47,28 +47,20 @@ void tracker__glibc_mark(struct tracker *t, pid_t pid, uint64_t ts, bool need)
 	t->glibc_rescan |= !need && m > 0;
 }
 
-/* stop_ctl[14]: the forks of processes that need glibc's probes so far */
-static __u64 glibc__need_forks(struct tracker *t)
-{
-	__u32 k = 14;
-	__u64 n = 0;
-
-	bpf_map_lookup_elem(t->fd.stop_ctl, &k, &n);
-	return n;
-}
-
 /*
  * Does a process of the tree need glibc's probes? Errs on their side. The walk is no snapshot:
  * a key added to a bucket it has passed is not seen, and a process that needs them can fork
  * and exit during it, its child (marked by inheritance) never seen. So the forks of marked
- * processes (stop_ctl[14]) are counted, and any during the walk means yes: looked at again at
- * the next scan. Until 7 December 2026 a fork-and-exit chain of an `env -i` program in a tree
- * of 200 processes had the probes taken out under its last child (4 runs in 5), whose calls
- * went unrecorded, uncounted.
+ * processes are counted, after their insertion (stop_ctl[14], read before the walk) and before
+ * it ([17], read after): any that overlapped the walk makes them differ, and means yes: looked
+ * at again at the next scan. Until 7 December 2026 a fork-and-exit chain of an `env -i`
+ * program in a tree of 200 processes had the probes taken out under its last child (4 runs
+ * in 5), whose calls went unrecorded, uncounted; until 8 December one count, read on both
+ * sides, left an insertion whose count came after the walk unseen.
  */
 static bool glibc__needed(struct tracker *t)
 {
-	__u64 forks = glibc__need_forks(t);
+	__u64 added = tracker__ctl_count(t, 14);
 	struct mt_proc p;
 	__u32 key, next;
 	int err;
@@ -77,7 +69,7 @@ static bool glibc__needed(struct tracker *t)
 	     err = bpf_map_get_next_key(t->fd.procs, &key, &next), key = next)
 		if (!bpf_map_lookup_elem(t->fd.procs, &key, &p) && p.glibc_need)
 			return true;
-	return errno != ENOENT || glibc__need_forks(t) != forks;
+	return errno != ENOENT || tracker__ctl_count(t, 17) != added;
 }
 
 /*

@@ -202,6 +202,7 @@ pid_t tracker__tree_parent(void *ctx, pid_t pid);
 void tracker__settle(void *ctx);
 int tracker__set_stops(struct tracker *t, bool on);
 int tracker__set_stop_all(struct tracker *t, bool on);
+uint64_t tracker__ctl_count(struct tracker *t, __u32 key);
 uint64_t tracker__execs_judged(struct tracker *t);
 /* Lists the files inspected since the last call in the interposers' seen-files table
  * (shm_abi.h): a served process's dlopen of those only goes on without a stop. Not with

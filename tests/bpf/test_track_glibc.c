@@ -279,6 +279,9 @@ static void test_glibc_dlopen_kept(void **state)
  * malloc(777), each recorded. Until 7 December 2026 the walk (no snapshot) could miss the
  * child, added behind it, and the probes went out under it: its calls unrecorded, uncounted.
  * Without the count of such forks (stop_ctl[14]) this failed 3 runs in 5 (the 100 all lost).
+ * Once the sleepers are gone the chain alone is the tree: it also checks that memtrack waits
+ * for its end (until 8 December 2026 the run could end under it, 123, 5 runs in 13 in the 6.12
+ * guest: test_track_tree's test_fork_chain_waited).
  */
 static void test_glibc_kept_for_fork_chain(void **state)
 {
