@@ -338,6 +338,28 @@ static __always_inline bool mt_site_stale(__u64 cookie)
 #define MT_RETURN_SKIP 1
 #define MT_RETURN_RUN  0
 
+/* a * b, or ~0 when it does not fit in 64 bits. In halves: clang turns the usual overflow
+ * tests into a 128-bit multiplication, which BPF has not. */
+static __always_inline __u64 mt_mul_sat(__u64 a, __u64 b)
+{
+	__u64 hi, lo;
+
+	if (!(a >> 32) && !(b >> 32))
+		return a * b;
+	if ((a >> 32) && (b >> 32))
+		return ~0ull;
+	if (a >> 32) { /* a: the factor below 2^32 */
+		hi = a;
+		a = b;
+		b = hi;
+	}
+	hi = a * (b >> 32);
+	if (hi >> 32)
+		return ~0ull;
+	lo = a * (b & 0xffffffffull);
+	return lo + (hi << 32) < lo ? ~0ull : lo + (hi << 32);
+}
+
 /* A call's entry. MT_RETURN_SKIP when its return would do nothing: a process outside the tree,
  * or one the interposer records (the return checks the same). */
 static __always_inline int mt_alloc_entry(struct pt_regs *ctx)
@@ -408,8 +430,10 @@ static __always_inline int mt_alloc_entry(struct pt_regs *ctx)
 		}
 		if (spec & MT_SPEC_HAS_SIZE)
 			size = args.a[MT_SPEC_SIZE(spec)];
+		/* saturated: a wrapped product of 0 would make a failed reallocarray's NULL
+		 * read as realloc(p, 0)'s free (the interposer's pl_product) */
 		if (spec & MT_SPEC_PRODUCT)
-			size *= args.a[MT_SPEC_NMEMB(spec)];
+			size = mt_mul_sat(size, args.a[MT_SPEC_NMEMB(spec)]);
 		t->spec = spec;
 		t->a0 = (spec & (MT_SPEC_OLD | MT_SPEC_MEMPTR)) ? args.a[MT_SPEC_PTR(spec)] : 0;
 		t->a1 = size;

@@ -277,8 +277,9 @@ struct link_map *pl_obj_of(const void *addr) PL_HIDDEN;
 /* preload_dl.c: the next definition of name, also where RTLD_NEXT cannot see it (a library's
  * dependencies loaded with dlopen(RTLD_LOCAL)); NULL when none. */
 void *pl_next_sym(const char *name) PL_HIDDEN;
-/* The first malloc in symbol lookup order is the interposer's (preload_ring.c). */
+/* The first malloc (`name`) in symbol lookup order is the interposer's (preload_ring.c). */
 int pl_malloc_is_ours(void) PL_HIDDEN;
+int pl_sym_is_ours(const char *name) PL_HIDDEN;
 /* preload_families.c: when a shared jemalloc, mimalloc or tcmalloc is the next malloc, the
  * MT_SHM_PROC_* flags the interposer serves it with (LIBC | CXX | its family), else 0. */
 uint32_t pl_fam_serve(void) PL_HIDDEN;

@@ -105,6 +105,16 @@ PL_API void *calloc(size_t nmemb, size_t size)
 	return p;
 }
 
+/* nmemb * size, saturated as the uprobe path computes it (alloc.bpf.c): a product that wrapped
+ * to 0 made a failed reallocarray (NULL, the block untouched) read as realloc(p, 0), a Free of a
+ * block still live, until 8 December 2026 */
+static inline uint64_t pl_product(size_t nmemb, size_t size)
+{
+	uint64_t total;
+
+	return __builtin_mul_overflow((uint64_t)nmemb, (uint64_t)size, &total) ? UINT64_MAX : total;
+}
+
 /* realloc and reallocarray: size is what was asked for (a product for reallocarray). */
 static void pl_realloc_record(struct pl_thread *t, void *old, void *p, uint64_t size)
 {
@@ -176,8 +186,7 @@ PL_API void *reallocarray(void *old, size_t nmemb, size_t size)
 		p = pl.next.reallocarray(old, nmemb, size);
 	} else {
 		p = pl.next.reallocarray(old, nmemb, size);
-		/* the uprobe path multiplies the arguments as they are (u64, wrapping) */
-		pl_realloc_record(t, old, p, (uint64_t)nmemb * size);
+		pl_realloc_record(t, old, p, pl_product(nmemb, size));
 	}
 	pl_leave(t);
 	return p;
@@ -356,22 +365,55 @@ typedef void *(*pl_new1)(size_t);
 typedef void *(*pl_new2)(size_t, uintptr_t);
 typedef void *(*pl_new3)(size_t, uintptr_t, uintptr_t);
 
-/* Is the next operator new libstdc++'s (or libc++'s)? Then it is malloc, or aligned_alloc for
- * the aligned forms, in a loop that calls the new_handler or throws: see pl_new. 1, or 0 when
- * another library defines it (its calls are forwarded; its mallocs are recorded). */
+/* Is f in the C++ standard library (libstdc++, libc++), whose forms call one another? */
+static int pl_cxx_in_std(void *f)
+{
+	struct link_map *o = pl_obj_of(f);
+
+	return o && o->l_name &&
+	       (strstr(o->l_name, "/libstdc++.so") || strstr(o->l_name, "/libc++.so"));
+}
+
+/*
+ * Does the program replace any operator new or delete (the executable, or a library preloaded
+ * before us, defines one: the first definition is not ours)? The standard library's other
+ * forms then call the replacement (its new[] calls new, its sized delete calls delete), so
+ * none may be short-cut: every form is forwarded unrecorded, and the replacement's own malloc
+ * and free are recorded. Until 8 December 2026 new[] went straight to malloc while delete[]
+ * reached the replacement through libstdc++: a program whose operator new adds a header
+ * aborted under the interposer ("bad header"), and each delete was recorded at the pointer the
+ * program saw, not the block malloc gave.
+ */
+static int pl_cxx_replaced(void)
+{
+	static int known; /* 0 unknown, 1 replaced, 2 not */
+	int k = __atomic_load_n(&known, __ATOMIC_ACQUIRE);
+
+	if (pl_unlikely(!k)) {
+		struct pl_thread *t = &pl_t;
+
+		k = 2;
+		pl_enter(t); /* what dlsym allocates is the loader's, not the program's */
+		for (int i = 0; i < PL_CXX_NR && k == 2; i++)
+			if (!pl_sym_is_ours(pl_cxx_names[i]))
+				k = 1;
+		pl_leave(t);
+		__atomic_store_n(&known, k, __ATOMIC_RELEASE);
+	}
+	return k == 1;
+}
+
+/* Is the next operator new libstdc++'s (or libc++'s), and none replaced? Then it is malloc, or
+ * aligned_alloc for the aligned forms, in a loop that calls the new_handler or throws: see
+ * pl_new. 1, or 0 when another library defines it (its calls are forwarded; its mallocs are
+ * recorded). */
 static int pl_cxx_std(void)
 {
 	static int known; /* 0 unknown, 1 std, 2 other */
 	int k = __atomic_load_n(&known, __ATOMIC_ACQUIRE);
 
 	if (pl_unlikely(!k)) {
-		struct link_map *o = pl_obj_of(pl_cxx(PL_NWM));
-
-		k = o && o->l_name &&
-				    (strstr(o->l_name, "/libstdc++.so") ||
-				     strstr(o->l_name, "/libc++.so"))
-			    ? 1
-			    : 2;
+		k = pl_cxx_in_std(pl_cxx(PL_NWM)) && !pl_cxx_replaced() ? 1 : 2;
 		__atomic_store_n(&known, k, __ATOMIC_RELEASE);
 	}
 	return k == 1;
@@ -437,7 +479,9 @@ static inline void pl_delete(enum pl_cxx i, int nargs, void *p, uintptr_t a, uin
 	if (pl_unlikely(m == PL_BOOT))
 		return;
 	f = pl_cxx(i);
-	if (m == PL_ON && p) { /* operator delete never throws */
+	/* the standard library's delete calls a replacement: its free is the record */
+	if (m == PL_ON && p && !(pl_cxx_replaced() && pl_cxx_in_std(f))) {
+		/* operator delete never throws */
 		if (pl_enter(t))
 			pl_emit(t, MT_EV_FREE, (uintptr_t)p, 0, 0);
 		nargs == 1 ? ((pl_del1)f)(p) : nargs == 2 ? ((pl_del2)f)(p, a) : ((pl_del3)f)(p, a, b);

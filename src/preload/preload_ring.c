@@ -66,15 +66,15 @@ size_t pl_boot_size(const void *p)
 
 /* --- initialisation ---------------------------------------------------------------------- */
 
-/* Is the interposer's malloc the one the program calls? Judged by the file that defines the
- * first malloc (`malloc` here is itself looked up, through the GOT, and names the executable's
+/* Is the interposer's `name` the one the program calls? Judged by the file that defines the
+ * first `name` (`malloc` here is itself looked up, through the GOT, and names the executable's
  * when the executable defines one); an undefined symbol with a value is a non-PIE executable's
  * canonical PLT entry (python3 takes malloc's address), which jumps to the first definition:
  * ours, the first preloaded object. */
-int pl_malloc_is_ours(void)
+int pl_sym_is_ours(const char *name)
 {
-	void *m = dlsym(RTLD_DEFAULT, "malloc");
-	struct link_map *self = pl_obj_of((void *)pl_malloc_is_ours);
+	void *m = dlsym(RTLD_DEFAULT, name);
+	struct link_map *self = pl_obj_of((void *)pl_sym_is_ours);
 	const ElfW(Sym) *sym = NULL;
 	Dl_info info;
 
@@ -84,6 +84,11 @@ int pl_malloc_is_ours(void)
 		return 1;
 	/* only then the symbol (dladdr1 scans the object's symbol table) */
 	return dladdr1(m, &info, (void **)&sym, RTLD_DL_SYMENT) && sym && sym->st_shndx == SHN_UNDEF;
+}
+
+int pl_malloc_is_ours(void)
+{
+	return pl_sym_is_ours("malloc");
 }
 
 /* Is the interposer's malloc the one the program calls, and libc's the next? Otherwise another
@@ -499,8 +504,12 @@ static void pl_release(void *arg)
 
 	if (!t->slot || t->slot != arg || t->gen != __atomic_load_n(pl.wipe, __ATOMIC_RELAXED))
 		return;
-	__atomic_store_n(&t->slot->state, MT_SLOT_RELEASED, __ATOMIC_RELEASE);
+	/* forgotten before it is given back: a signal handler allocating in between claims a
+	 * slot of its own, instead of writing into one the consumer may already hand to
+	 * another thread (one record overwritten, uncounted) */
 	t->slot = NULL;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	__atomic_store_n(&((struct mt_shm_slot *)arg)->state, MT_SLOT_RELEASED, __ATOMIC_RELEASE);
 }
 
 int pl_consumer_gone(void)

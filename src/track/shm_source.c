@@ -208,10 +208,57 @@ static void shm__bell_stop(struct shm_source *s, bool join)
 	s->bell_started = false;
 }
 
+#define SHM_ORPHAN_MIN_NS 1000000ull   /* between two looks for slots of gone threads... */
+#define SHM_ORPHAN_MAX_NS 128000000ull /* ...doubling up to this while they find none */
+
+/*
+ * A slot stays OWNED until its thread's key destructor gives it back (pl_release) or its
+ * process's Exit or Exec record arrives. A thread whose last call comes after the destructors
+ * claims one that nothing gives back: glibc's __libc_thread_freeres frees the thread's dlerror
+ * buffer through free. Until 8 December 2026 a program making threads one after another, each
+ * with a failed dlsym, used the slots up and lost its records as no_slot (469 of 1,100
+ * threads, never more than two alive). So when fewer than a quarter of the slots are free, the
+ * drained ones whose thread is gone (tgkill signal 0: ESRCH) go back too; the looks cost a
+ * syscall a slot, so they space out while they find nothing. pid 0 is a claim in progress (the
+ * reclaim zeroes it before FREE, the claim stores it last): never taken.
+ */
+static void shm__reclaim_orphans(struct shm_source *s, uint32_t hwm, uint32_t free_slots,
+				 uint64_t now)
+{
+	uint32_t found = 0;
+
+	if (free_slots >= s->nr_slots / 4 || now < s->orphan_ns + s->orphan_gap_ns)
+		return;
+	for (uint32_t i = 0; i < hwm && i < s->nr_slots; i++) {
+		struct mt_shm_slot *sl = &s->slots[i];
+		uint32_t want = MT_SLOT_OWNED;
+		int32_t pid, tid;
+
+		if (__atomic_load_n(&sl->state, __ATOMIC_ACQUIRE) != MT_SLOT_OWNED)
+			continue;
+		pid = __atomic_load_n(&sl->pid, __ATOMIC_ACQUIRE);
+		tid = __atomic_load_n(&sl->tid, __ATOMIC_RELAXED);
+		if (pid <= 0 || tid <= 0 || !syscall(SYS_tgkill, pid, tid, 0) || errno != ESRCH)
+			continue;
+		/* gone: what it wrote is all there; delivered first, at a later drain */
+		if (__atomic_load_n(&sl->head, __ATOMIC_ACQUIRE) != sl->tail)
+			continue;
+		if (__atomic_compare_exchange_n(&sl->state, &want, MT_SLOT_RELEASED, false,
+						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			shm__reclaim(sl);
+			found++;
+		}
+	}
+	s->orphan_ns = now;
+	s->orphan_gap_ns = found				      ? SHM_ORPHAN_MIN_NS
+			   : s->orphan_gap_ns * 2 > SHM_ORPHAN_MAX_NS ? SHM_ORPHAN_MAX_NS
+								      : s->orphan_gap_ns * 2;
+}
+
 static int shm__drain(struct event_source *src, struct consumer *c)
 {
 	struct shm_source *s = src->priv;
-	uint32_t hwm = __atomic_load_n(&s->hdr->next_slot, __ATOMIC_ACQUIRE);
+	uint32_t hwm = __atomic_load_n(&s->hdr->next_slot, __ATOMIC_ACQUIRE), free_slots = 0;
 	eventfd_t rung;
 	int n;
 
@@ -222,8 +269,13 @@ static int shm__drain(struct event_source *src, struct consumer *c)
 	if (!s->ring || s->ring->caught_up)
 		s->safe_ns = c->round_ns;
 	n = shm__deliver(s, c, 0, s->safe_ns);
-	for (uint32_t i = 0; i < hwm && i < s->nr_slots; i++)
+	if (hwm > s->nr_slots)
+		hwm = s->nr_slots;
+	for (uint32_t i = 0; i < hwm; i++) {
 		shm__reclaim(&s->slots[i]);
+		free_slots += __atomic_load_n(&s->slots[i].state, __ATOMIC_RELAXED) == MT_SLOT_FREE;
+	}
+	shm__reclaim_orphans(s, hwm, free_slots + (s->nr_slots - hwm), c->round_ns);
 	return n;
 }
 
@@ -363,6 +415,7 @@ int shm_source__new(struct shm_source **out, uint32_t nr_slots, uint32_t slot_re
 	s->kept_off = kept_off;
 	s->data = (void *)((char *)s->map + data_off);
 	s->nr_slots = nr_slots;
+	s->orphan_gap_ns = SHM_ORPHAN_MIN_NS;
 	s->nrec = slot_records;
 	s->mask = slot_records - 1;
 	s->ring = ring;

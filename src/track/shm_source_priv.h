@@ -45,6 +45,7 @@ struct shm_source {
 		uint32_t (*fn)(void *ctx, const struct mt_event *ev);
 		void *ctx;
 	} stacks;    /* --stacks: aux translation (shm_source__set_stacks) */
+	uint64_t orphan_ns, orphan_gap_ns; /* shm__reclaim_orphans: last look, the next's wait */
 	int bell_fd; /* eventfd in the event loop's set: the doorbell rang */
 	pthread_t bell_thread;
 	bool bell_started, bell_stopped;

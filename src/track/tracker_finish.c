@@ -125,6 +125,37 @@ static void tracker__explain_running(const struct manifest *m)
 		   len >= sizeof(list) - 32 ? ", ..." : "");
 }
 
+#define FINISH_BUSY_MS 2000 /* a reserved record not committed by then has no live writer */
+
+/*
+ * The last drain stops at a record reserved and not yet committed (the consumer never passes
+ * one: those after it wait for it), and reports nothing left. Each process commits its own
+ * records before its Exit, but another task's may still be in flight: a reclaimer's Rss record
+ * for the last process, reserved under that process's lock, which the exit's program gave up
+ * waiting for (rss.bpf.h). Its writer commits it within microseconds unless its CPU was taken
+ * away: waited for as the watchdog would (WATCHDOG_MAX_MS), then the run says it is incomplete.
+ * Until 8 December 2026 the records from it on were lost, uncounted, the run called complete.
+ */
+static void tracker__drain_busy(struct tracker *t)
+{
+	const struct event_source *ring = t->cons.nr_sources > 0 ? t->cons.sources[0] : NULL;
+	uint64_t end = now_ns(CLOCK_MONOTONIC) + FINISH_BUSY_MS * 1000000ull;
+
+	while (ring && !ring->caught_up && !t->cons.read_err) {
+		if (now_ns(CLOCK_MONOTONIC) > end) {
+			t->cons.read_err = -ETIMEDOUT;
+			log__error(
+			    "a record of the BPF ring was reserved and never committed in %d "
+			    "ms: the records after it are lost and the artifact is incomplete",
+			    FINISH_BUSY_MS);
+			return;
+		}
+		usleep(100);
+		while (consumer__drain(&t->cons) > 0)
+			;
+	}
+}
+
 static int tracker__status(int status)
 {
 	if (WIFSIGNALED(status))
@@ -165,6 +196,7 @@ int tracker__finish(struct tracker *t, int status, uint64_t t_run0, uint64_t t_s
 		log__warn("cannot list the processes still running: out of memory");
 	while (consumer__drain(&t->cons) > 0)
 		;
+	tracker__drain_busy(t);
 	if (t->pre_added) {
 		shm_source__drain_all(t->pre.shm, &t->cons);
 		shm_source__close(t->pre.shm);

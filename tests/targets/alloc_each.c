@@ -19,6 +19,9 @@ extern void free_aligned_sized(void *ptr, size_t align, size_t size) __attribute
 
 /* Keep -O1 from merging or dropping calls whose results only go to the side channel. */
 static void *volatile sink;
+/* volatile: no compile-time size warning, and rb is not taken for freed by it */
+static volatile size_t huge = (size_t)1 << 32;
+static void *volatile rbv;
 
 int main(void)
 {
@@ -76,6 +79,10 @@ int main(void)
 	ro = MT_P(ra);
 	rb = reallocarray(ra, 10, 10);
 	mt_say("realloc", MT_P(rb), ro, 100);
+	/* a product past 64 bits: ENOMEM, rb untouched, no event (one wrapping to 0 was taken for
+	 * realloc(rb, 0)'s free until 8 December 2026) */
+	rbv = rb;
+	sink = reallocarray(rbv, huge, huge);
 
 	e = aligned_alloc(64, 256);
 	mt_say("aligned", MT_P(e), 0, 256);
