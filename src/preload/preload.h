@@ -114,6 +114,7 @@ struct pl_thread {
 	 * call after that (glibc frees the dlerror buffer after the destructors) takes a slot for
 	 * its record alone and gives it back at once, for no destructor would */
 	int exiting;
+	int claim_failed; /* 1 once a wait for a free slot was in vain (pl_claim) */
 	int32_t pid, tid;
 	int in_init;
 	/* set by fork's prepare handler: the forking process is in memtrack's pid namespace

@@ -469,16 +469,19 @@ static int pl_claim_look(struct pl_thread *t, uint32_t gen);
  */
 int pl_claim(struct pl_thread *t, uint32_t gen)
 {
+	/* a thread that waited in vain once only looks from then on: with more threads alive
+	 * than slots, each of its calls would wait 100 ms */
 	for (int i = 0; i <= PL_CLAIM_WAITS; i++) {
 		struct timespec ts = {0, PL_CLAIM_WAIT_NS};
 
 		if (!pl_claim_look(t, gen))
 			return 0;
-		if (i == PL_CLAIM_WAITS || pl_consumer_gone())
+		if (i == PL_CLAIM_WAITS || t->claim_failed || pl_consumer_gone())
 			break;
 		pl_ring_bell();
 		nanosleep(&ts, NULL);
 	}
+	t->claim_failed = 1;
 	__atomic_fetch_add(&pl.hdr->drops[MT_SHM_DROP_NO_SLOT], 1, __ATOMIC_RELAXED);
 	return -1;
 }
