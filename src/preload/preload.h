@@ -110,11 +110,9 @@ struct pl_thread {
 	 * a hooked call then made at depth > 0 is a signal handler's that interrupted the write,
 	 * not a call nested in the allocator; it is counted lost (MT_SHM_DROP_SIGNAL) */
 	int own;
-	/* 1 once its key destructor gave the slot back (pl_release): the thread is exiting, and a
-	 * call after that (glibc frees the dlerror buffer after the destructors) takes a slot for
-	 * its record alone and gives it back at once, for no destructor would */
-	int exiting;
-	int claim_failed; /* 1 once a wait for a free slot was in vain (pl_claim) */
+	/* the process generation in which a wait for a free slot was in vain (pl_claim): no
+	 * waiting again in it; a fork child, in a new generation, waits */
+	uint32_t claim_failed;
 	int32_t pid, tid;
 	int in_init;
 	/* set by fork's prepare handler: the forking process is in memtrack's pid namespace
@@ -292,9 +290,6 @@ uint32_t pl_fam_serve(void) PL_HIDDEN;
 void *pl_fam_new(void *thr, void *nothrow, _Bool is_nothrow, uint32_t type, int nargs, size_t n,
 		 uintptr_t a, uintptr_t b) PL_HIDDEN;
 
-/* Gives the thread's slot back now (preload_ring.c): forgotten first, then RELEASED. */
-void pl_release_now(struct pl_thread *t) PL_HIDDEN;
-
 /* Writes one record for the calling thread; the caller holds depth, so that a signal handler
  * allocating meanwhile is never a second writer of the ring: while the record is written
  * (own) its calls are counted lost (pl_enter), and while pl_room looks for room, when no
@@ -327,8 +322,6 @@ pl_emit(struct pl_thread *t, uint32_t type, uint64_t addr, uint64_t size, uint64
 	e->old_addr = old;
 	t->head++;
 	__atomic_store_n(&t->slot->head, t->head, __ATOMIC_RELEASE);
-	if (pl_unlikely(t->exiting))
-		pl_release_now(t);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	t->own = 0;
 }

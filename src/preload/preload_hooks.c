@@ -365,13 +365,15 @@ typedef void *(*pl_new1)(size_t);
 typedef void *(*pl_new2)(size_t, uintptr_t);
 typedef void *(*pl_new3)(size_t, uintptr_t, uintptr_t);
 
-/* Is f in the C++ standard library (libstdc++, libc++), whose forms call one another? */
+/* Is f in the C++ standard library (libstdc++; libc++, whose operators are libc++abi's), whose
+ * forms call one another? */
 static int pl_cxx_in_std(void *f)
 {
-	struct link_map *o = pl_obj_of(f);
+	struct link_map *o = f ? pl_obj_of(f) : NULL;
 
 	return o && o->l_name &&
-	       (strstr(o->l_name, "/libstdc++.so") || strstr(o->l_name, "/libc++.so"));
+	       (strstr(o->l_name, "/libstdc++.so") || strstr(o->l_name, "/libc++.so") ||
+		strstr(o->l_name, "/libc++abi.so"));
 }
 
 /*
@@ -413,7 +415,9 @@ static int pl_cxx_std(void)
 	int k = __atomic_load_n(&known, __ATOMIC_ACQUIRE);
 
 	if (pl_unlikely(!k)) {
-		k = pl_cxx_in_std(pl_cxx(PL_NWM)) && !pl_cxx_replaced() ? 1 : 2;
+		/* pl_next_sym, not pl_cxx: asked from a delete too, where no operator new after
+		 * ours need exist */
+		k = pl_cxx_in_std(pl_next_sym(pl_cxx_names[PL_NWM])) && !pl_cxx_replaced() ? 1 : 2;
 		__atomic_store_n(&known, k, __ATOMIC_RELEASE);
 	}
 	return k == 1;
@@ -479,8 +483,12 @@ static inline void pl_delete(enum pl_cxx i, int nargs, void *p, uintptr_t a, uin
 	if (pl_unlikely(m == PL_BOOT))
 		return;
 	f = pl_cxx(i);
-	/* the standard library's delete calls a replacement: its free is the record */
-	if (m == PL_ON && p && !(pl_cxx_replaced() && pl_cxx_in_std(f))) {
+	/* Recorded: the standard library's delete with nothing replaced (its free is nested), or
+	 * a served family's own. Any other is forwarded unrecorded and its free recorded: the
+	 * standard library's reaching a replacement (which may free a header before p), a
+	 * library's own operators (pl_new forwards their new unrecorded too). */
+	if (m == PL_ON && p &&
+	    (pl_cxx_std() || ((pl.flags & MT_SHM_PROC_FAMILIES) && !pl_cxx_in_std(f)))) {
 		/* operator delete never throws */
 		if (pl_enter(t))
 			pl_emit(t, MT_EV_FREE, (uintptr_t)p, 0, 0);

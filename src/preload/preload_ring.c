@@ -454,35 +454,48 @@ void pl_set_slot_key(struct mt_shm_slot *s)
 
 static void pl_ring_bell(void);
 
-#define PL_CLAIM_WAIT_NS 100000 /* between two looks for a free slot... */
-#define PL_CLAIM_WAITS	 1000	/* ...this many times (100 ms) before its record is dropped */
+#define PL_CLAIM_WAIT_NS     100000	  /* between two looks for a free slot... */
+#define PL_CLAIM_WAIT_MAX_NS 100000000ull /* ...for this long before its record is dropped */
 
 static int pl_claim_look(struct pl_thread *t, uint32_t gen);
 
 /*
  * A slot for the thread. None free: memtrack is asked to drain (the doorbell), which gives back
- * the slots of exited threads (RELEASED, drained), and the thread waits for one, up to 100 ms,
- * as a full ring waits for room: threads made and joined faster than memtrack's rounds (~1,500
- * in 50 ms) had used the 1,024 slots up before it came round, and lost their records as
- * no_slot, until 8 December 2026 (test_preload_thread_exit_slots, 4 runs in 20). Only more than
- * 1,024 threads alive at once, or memtrack gone, still drop (counted).
+ * the slots of exited threads (RELEASED and drained, or of threads gone: shm_source.c), and the
+ * thread waits for one, up to ~100 ms, as a full ring waits for room: threads made and joined
+ * faster than memtrack's rounds (~1,500 in 50 ms) had used the 1,024 slots up before it came
+ * round, and lost their records as no_slot, until 8 December 2026
+ * (test_preload_thread_exit_slots, 4 runs in 20). Only more than 1,024 threads alive at once,
+ * or memtrack gone, still drop (counted). errno is the program's: kept.
  */
 int pl_claim(struct pl_thread *t, uint32_t gen)
 {
-	/* a thread that waited in vain once only looks from then on: with more threads alive
-	 * than slots, each of its calls would wait 100 ms */
-	for (int i = 0; i <= PL_CLAIM_WAITS; i++) {
-		struct timespec ts = {0, PL_CLAIM_WAIT_NS};
+	int saved = errno;
+	uint64_t end = 0;
 
-		if (!pl_claim_look(t, gen))
+	for (int i = 0;; i++) {
+		struct timespec ts = {0, PL_CLAIM_WAIT_NS};
+		uint64_t now;
+
+		if (!pl_claim_look(t, gen)) {
+			errno = saved;
 			return 0;
-		if (i == PL_CLAIM_WAITS || t->claim_failed || pl_consumer_gone())
+		}
+		/* a thread that waited in vain once only looks from then on: with more threads
+		 * alive than slots, each of its calls would wait */
+		if (t->claim_failed == gen)
+			break;
+		now = pl_now();
+		if (!end)
+			end = now + PL_CLAIM_WAIT_MAX_NS;
+		if (now >= end || i >= 2000 || (i % 16 == 0 && pl_consumer_gone()))
 			break;
 		pl_ring_bell();
 		nanosleep(&ts, NULL);
 	}
-	t->claim_failed = 1;
+	t->claim_failed = gen;
 	__atomic_fetch_add(&pl.hdr->drops[MT_SHM_DROP_NO_SLOT], 1, __ATOMIC_RELAXED);
+	errno = saved;
 	return -1;
 }
 
@@ -519,8 +532,7 @@ static int pl_claim_look(struct pl_thread *t, uint32_t gen)
 						    __ATOMIC_RELEASE, __ATOMIC_RELAXED))
 			;
 		t->slot = s;
-		if (!t->exiting) /* else given back after its record (pl_emit) */
-			pl_set_slot_key(s);
+		pl_set_slot_key(s);
 		return 0;
 	}
 	return -1;
@@ -538,20 +550,12 @@ static void pl_release(void *arg)
 
 	if (!t->slot || t->slot != arg || t->gen != __atomic_load_n(pl.wipe, __ATOMIC_RELAXED))
 		return;
-	pl_release_now(t);
-	t->exiting = 1;
-}
-
-void pl_release_now(struct pl_thread *t)
-{
-	struct mt_shm_slot *s = t->slot;
-
 	/* forgotten before it is given back: a signal handler allocating in between claims a
 	 * slot of its own, instead of writing into one the consumer may already hand to
 	 * another thread (one record overwritten, uncounted) */
 	t->slot = NULL;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	__atomic_store_n(&s->state, MT_SLOT_RELEASED, __ATOMIC_RELEASE);
+	__atomic_store_n(&((struct mt_shm_slot *)arg)->state, MT_SLOT_RELEASED, __ATOMIC_RELEASE);
 }
 
 int pl_consumer_gone(void)

@@ -219,6 +219,9 @@ int tracker__run(const struct tracker_opts *o)
 	t.m.t_attach = now_ns(CLOCK_MONOTONIC) - t0;
 	root_attach_ns = libs__attach_ns(t.libs); /* inside the window just timed */
 	tracker__mark(&t, "root registered");
+	/* the tree is the held root alone: no fork of it is in flight */
+	t.fork_drift = tracker__ctl_count(&t, 15) - tracker__ctl_count(&t, 16);
+	t.need_drift = tracker__ctl_count(&t, 17) - tracker__ctl_count(&t, 14);
 	t0 = now_ns(CLOCK_MONOTONIC);
 	err = spawn__go(&t.sp);
 	if (err) {

@@ -52,8 +52,9 @@ void tracker__glibc_mark(struct tracker *t, pid_t pid, uint64_t ts, bool need)
  * a key added to a bucket it has passed is not seen, and a process that needs them can fork
  * and exit during it, its child (marked by inheritance) never seen. So the forks of marked
  * processes are counted, after their insertion (stop_ctl[14], read before the walk) and before
- * it ([17], read after): any that overlapped the walk makes them differ, and means yes: looked
- * at again at the next scan. Until 7 December 2026 a fork-and-exit chain of an `env -i`
+ * it ([17], read after): any that overlapped the walk makes them differ by more than when the
+ * command was released (t->need_drift, as tracker__tree_alive), and means yes: looked at again
+ * at the next scan. Until 7 December 2026 a fork-and-exit chain of an `env -i`
  * program in a tree of 200 processes had the probes taken out under its last child (4 runs
  * in 5), whose calls went unrecorded, uncounted; until 8 December one count, read on both
  * sides, left an insertion whose count came after the walk unseen.
@@ -69,7 +70,7 @@ static bool glibc__needed(struct tracker *t)
 	     err = bpf_map_get_next_key(t->fd.procs, &key, &next), key = next)
 		if (!bpf_map_lookup_elem(t->fd.procs, &key, &p) && p.glibc_need)
 			return true;
-	return errno != ENOENT || tracker__ctl_count(t, 17) != added;
+	return errno != ENOENT || tracker__ctl_count(t, 17) - added != t->need_drift;
 }
 
 /*

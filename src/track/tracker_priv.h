@@ -89,6 +89,11 @@ struct tracker {
 	/* the control points trap (the shm's ctl_live set) and, in auto mode, the registrations
 	 * made before were scanned: glibc's uprobes may go in (tracker__ctl_ready) */
 	bool ctl_ready;
+	/* stop_ctl[15] - [16] and [17] - [14] when the command was released, the tree held: the
+	 * counts of forks before and after their insertion into procs differ by this at rest
+	 * (tracker__tree_alive, glibc__needed) */
+	__u64 fork_drift, need_drift;
+	uint64_t empty_since; /* tracker__tree_alive: the first of the empty looks in a row */
 	uint32_t ctl_marked; /* processes that scan marked served */
 	struct bpf_link *ctl_links[3]; /* one per MT_PRELOAD_CTL_* (bpf/proc.h) */
 	struct bpf_link *rmap_links[RMAP_FN_NR + 1]; /* fentry rmap backend */

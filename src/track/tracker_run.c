@@ -342,24 +342,35 @@ void tracker__add_pidfd(struct tracker *t)
  * is added to, and reach its parent's after the parent exited, and find nothing while the child
  * runs. Such a miss needs an insertion during the look, so the forks counted after their
  * insertion (stop_ctl[16]) are read before it and those counted before (stop_ctl[15]) after
- * it: equal, none overlapped it, and an empty look is the truth. Until 8 December 2026 a
- * fork-and-exit chain (a daemon's double fork, drawn out) ended the run under it, 5 runs in 13
- * under qemu, its last processes untracked and the run called cut short by a signal.
+ * it: apart by no more than when the command was released (t->fork_drift: a kept load's
+ * counts, zeroed one by one while a fork ran, may differ for good), no insertion overlapped it,
+ * and an empty look is the truth. Otherwise the next round looks again: no loop here, which
+ * would spin if the counts ever drifted. Until 8 December 2026 a fork-and-exit chain (a
+ * daemon's double fork, drawn out) ended the run under it, 5 runs in 13 under qemu, its last
+ * processes untracked and the run called cut short by a signal.
  */
 static bool tracker__tree_alive(struct tracker *t)
 {
-	for (;;) {
-		__u64 added = tracker__ctl_count(t, 16), adding;
-		__u32 key;
+	__u64 added = tracker__ctl_count(t, 16);
+	__u32 key;
 
-		if (!bpf_map_get_next_key(t->fd.procs, NULL, &key))
-			return true;
-		if (errno != ENOENT)
-			return true; /* cannot tell: the next round looks again */
-		adding = tracker__ctl_count(t, 15);
-		if (adding == added)
-			return false;
+	uint64_t now;
+
+	if (!bpf_map_get_next_key(t->fd.procs, NULL, &key)) {
+		t->empty_since = 0;
+		return true;
 	}
+	if (errno != ENOENT)
+		return true; /* cannot tell: the next round looks again */
+	if (tracker__ctl_count(t, 15) - added == t->fork_drift)
+		return false;
+	/* A fork overlapped the look; or the drift changed after it was read (a fork of a
+	 * killed run's process in flight then): empty looks for a second are believed, never a
+	 * wait for ever (a chain's looks all overlapped by a fork for that long: not seen). */
+	now = now_ns(CLOCK_MONOTONIC);
+	if (!t->empty_since)
+		t->empty_since = now;
+	return now - t->empty_since < 1000000000ull;
 }
 
 /* Sends SIGCONT to every process of the tree (BPF's procs map). */
