@@ -279,7 +279,8 @@ int BPF_PROG(mt_on_fork, struct task_struct *parent, struct task_struct *child)
 	/* Each insertion is bracketed by a count before and one after (stop_ctl[15], [16]; for a
 	 * process needing glibc's probes also [17], [14]), both on every path: user space's walks
 	 * of the map are no snapshot, and a walk that read "after" before it and "before" after
-	 * it, the two equal, overlapped no insertion (tracker__tree_alive, glibc__needed). */
+	 * it, the two apart by no more than at rest, overlapped no insertion
+	 * (tracker__tree_alive, glibc__needed). */
 	mt_ctl_add(15);
 	if (init.glibc_need)
 		mt_ctl_add(17);

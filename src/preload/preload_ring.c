@@ -452,53 +452,6 @@ void pl_set_slot_key(struct mt_shm_slot *s)
 	pthread_setspecific(pl_key, s); /* released by pl_release at thread exit */
 }
 
-static void pl_ring_bell(void);
-
-#define PL_CLAIM_WAIT_NS     100000	  /* between two looks for a free slot... */
-#define PL_CLAIM_WAIT_MAX_NS 100000000ull /* ...for this long before its record is dropped */
-
-static int pl_claim_look(struct pl_thread *t, uint32_t gen);
-
-/*
- * A slot for the thread. None free: memtrack is asked to drain (the doorbell), which gives back
- * the slots of exited threads (RELEASED and drained, or of threads gone: shm_source.c), and the
- * thread waits for one, up to ~100 ms, as a full ring waits for room: threads made and joined
- * faster than memtrack's rounds (~1,500 in 50 ms) had used the 1,024 slots up before it came
- * round, and lost their records as no_slot, until 8 December 2026
- * (test_preload_thread_exit_slots, 4 runs in 20). Only more than 1,024 threads alive at once,
- * or memtrack gone, still drop (counted). errno is the program's: kept.
- */
-int pl_claim(struct pl_thread *t, uint32_t gen)
-{
-	int saved = errno;
-	uint64_t end = 0;
-
-	for (int i = 0;; i++) {
-		struct timespec ts = {0, PL_CLAIM_WAIT_NS};
-		uint64_t now;
-
-		if (!pl_claim_look(t, gen)) {
-			errno = saved;
-			return 0;
-		}
-		/* a thread that waited in vain once only looks from then on: with more threads
-		 * alive than slots, each of its calls would wait */
-		if (t->claim_failed == gen)
-			break;
-		now = pl_now();
-		if (!end)
-			end = now + PL_CLAIM_WAIT_MAX_NS;
-		if (now >= end || i >= 2000 || (i % 16 == 0 && pl_consumer_gone()))
-			break;
-		pl_ring_bell();
-		nanosleep(&ts, NULL);
-	}
-	t->claim_failed = gen;
-	__atomic_fetch_add(&pl.hdr->drops[MT_SHM_DROP_NO_SLOT], 1, __ATOMIC_RELAXED);
-	errno = saved;
-	return -1;
-}
-
 static int pl_claim_look(struct pl_thread *t, uint32_t gen)
 {
 	uint32_t n = pl.nr_slots;
@@ -585,6 +538,49 @@ static void pl_ring_bell(void)
 	if (__atomic_load_n(&pl.hdr->bell_sleeping, __ATOMIC_SEQ_CST))
 		syscall(SYS_futex, &pl.hdr->bell, FUTEX_WAKE, 1, NULL, NULL, 0);
 	errno = saved;
+}
+
+#define PL_CLAIM_WAIT_NS     100000	  /* between two looks for a free slot... */
+#define PL_CLAIM_WAIT_MAX_NS 100000000ull /* ...for this long before its record is dropped */
+
+/*
+ * A slot for the thread. None free: memtrack is asked to drain (the doorbell), which gives back
+ * the slots of exited threads (RELEASED and drained, or of threads gone: shm_source.c), and the
+ * thread waits for one, up to ~100 ms, as a full ring waits for room: threads made and joined
+ * faster than memtrack's rounds (~1,500 in 50 ms) had used the 1,024 slots up before it came
+ * round, and lost their records as no_slot, until 8 December 2026
+ * (test_preload_thread_exit_slots, 4 runs in 10). Only more than 1,024 threads alive at once,
+ * or memtrack gone, still drop (counted). errno is the program's: kept.
+ */
+int pl_claim(struct pl_thread *t, uint32_t gen)
+{
+	int saved = errno;
+	uint64_t end = 0;
+
+	for (int i = 0;; i++) {
+		struct timespec ts = {0, PL_CLAIM_WAIT_NS};
+		uint64_t now;
+
+		if (!pl_claim_look(t, gen)) {
+			errno = saved;
+			return 0;
+		}
+		/* a thread that waited in vain once only looks from then on: with more threads
+		 * alive than slots, each of its calls would wait */
+		if (t->claim_failed == gen)
+			break;
+		now = pl_now();
+		if (!end)
+			end = now + PL_CLAIM_WAIT_MAX_NS;
+		if (now >= end || i >= 2000 || (i % 16 == 0 && pl_consumer_gone()))
+			break;
+		pl_ring_bell();
+		nanosleep(&ts, NULL);
+	}
+	t->claim_failed = gen;
+	__atomic_fetch_add(&pl.hdr->drops[MT_SHM_DROP_NO_SLOT], 1, __ATOMIC_RELAXED);
+	errno = saved;
+	return -1;
 }
 
 void pl_signal_lost(void)

@@ -349,12 +349,13 @@ void tracker__add_pidfd(struct tracker *t)
  * daemon's double fork, drawn out) ended the run under it, 5 runs in 13 under qemu, its last
  * processes untracked and the run called cut short by a signal.
  */
+#define TREE_EMPTY_BELIEVED_NS 1000000000ull /* empty looks in a row, counts apart: believed */
+
 static bool tracker__tree_alive(struct tracker *t)
 {
 	__u64 added = tracker__ctl_count(t, 16);
-	__u32 key;
-
 	uint64_t now;
+	__u32 key;
 
 	if (!bpf_map_get_next_key(t->fd.procs, NULL, &key)) {
 		t->empty_since = 0;
@@ -370,7 +371,7 @@ static bool tracker__tree_alive(struct tracker *t)
 	now = now_ns(CLOCK_MONOTONIC);
 	if (!t->empty_since)
 		t->empty_since = now;
-	return now - t->empty_since < 1000000000ull;
+	return now - t->empty_since < TREE_EMPTY_BELIEVED_NS;
 }
 
 /* Sends SIGCONT to every process of the tree (BPF's procs map). */
